@@ -1,0 +1,136 @@
+"""XLNetConfig: the architecture keys of the original `xlnet_config.json` plus run-time options.
+
+The original release splits settings in two: `xlnet_config.json` holds the architecture
+(n_layer, d_model, n_head, d_head, d_inner, ff_activation, untie_r, n_token) and the training
+scripts take the rest as flags (mem_len, reuse_len, bi_data, clamp_len, same_length, ...). Here
+one dataclass holds both; `to_json_file(..., original_keys_only=True)` writes a file the original
+code reads, and `from_json_file` reads either kind.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Any, Dict
+
+ARCHITECTURE_KEYS = ("n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation",
+                     "untie_r", "n_token")
+FF_ACTIVATIONS = ("gelu", "gelu_exact", "relu")
+ATTENTION_TYPES = ("bi", "uni")
+
+
+@dataclasses.dataclass
+class XLNetConfig:
+  """Architecture and run-time options of an XLNet backbone.
+
+  `ff_activation="gelu"` is the original's tanh approximation, with which the released
+  checkpoints were trained; `"gelu_exact"` is the erf form.
+  """
+  n_token: int = 32000
+  n_layer: int = 12
+  d_model: int = 768
+  n_head: int = 12
+  d_head: int = 64
+  d_inner: int = 3072
+  ff_activation: str = "gelu"
+  untie_r: bool = True
+  mem_len: int = 0
+  reuse_len: int = 0
+  bi_data: bool = False
+  clamp_len: int = -1
+  same_length: bool = False
+  attn_type: str = "bi"
+  dropout: float = 0.1
+  dropatt: float = 0.1
+  init_std: float = 0.02
+
+  def __post_init__(self):
+    self.validate()
+
+  def validate(self) -> None:
+    """Raises ValueError naming the first invalid field."""
+    for name in ("n_token", "n_layer", "d_model", "n_head", "d_head", "d_inner"):
+      _require(name, _is_int(getattr(self, name)) and getattr(self, name) > 0,
+               "a positive integer", getattr(self, name))
+    for name in ("mem_len", "reuse_len"):
+      _require(name, _is_int(getattr(self, name)) and getattr(self, name) >= 0,
+               "an integer >= 0", getattr(self, name))
+    _require("clamp_len", _is_int(self.clamp_len) and self.clamp_len >= -1,
+             "an integer >= -1 (-1 = no clamping)", self.clamp_len)
+    _require("d_model", self.d_model % 2 == 0,
+             "even (the sinusoid encoding concatenates sin and cos halves)", self.d_model)
+    for name in ("untie_r", "bi_data", "same_length"):
+      _require(name, isinstance(getattr(self, name), bool), "a bool", getattr(self, name))
+    _require("ff_activation", self.ff_activation in FF_ACTIVATIONS,
+             f"one of {FF_ACTIVATIONS}", self.ff_activation)
+    _require("attn_type", self.attn_type in ATTENTION_TYPES, f"one of {ATTENTION_TYPES}",
+             self.attn_type)
+    for name in ("dropout", "dropatt"):
+      value = getattr(self, name)
+      _require(name, isinstance(value, (int, float)) and 0.0 <= value < 1.0,
+               "a rate in [0, 1)", value)
+    _require("init_std", isinstance(self.init_std, (int, float)) and self.init_std > 0,
+             "a positive float", self.init_std)
+
+  # ---- presets -------------------------------------------------------------------------------
+  @classmethod
+  def preset(cls, name: str, **overrides) -> "XLNetConfig":
+    """`base` (12x768), `large` (24x1024) as released, or `tiny` for tests and demos."""
+    presets = {
+        "base": dict(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072),
+        "large": dict(n_layer=24, d_model=1024, n_head=16, d_head=64, d_inner=4096),
+        "tiny": dict(n_token=1000, n_layer=2, d_model=32, n_head=4, d_head=8, d_inner=64),
+    }
+    if name not in presets:
+      raise ValueError(f"Unknown XLNet preset {name!r}; choose one of {sorted(presets)}.")
+    return cls(**{**presets[name], **overrides})
+
+  # ---- (de)serialization ---------------------------------------------------------------------
+  def to_dict(self, original_keys_only: bool = False) -> Dict[str, Any]:
+    values = dataclasses.asdict(self)
+    if original_keys_only:
+      return {key: values[key] for key in ARCHITECTURE_KEYS}
+    return values
+
+  @classmethod
+  def from_dict(cls, values: Dict[str, Any], source: str = "config", **overrides) -> "XLNetConfig":
+    known = {field.name for field in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+      raise ValueError(f"{source}: unknown XLNet config key(s) {unknown}; known keys are "
+                       f"{sorted(known)}.")
+    try:
+      return cls(**{**values, **overrides})
+    except ValueError as error:
+      raise ValueError(f"{source}: {error}") from None
+
+  @classmethod
+  def from_json_file(cls, path: str, **overrides) -> "XLNetConfig":
+    """Reads an original `xlnet_config.json` (or one written by `to_json_file`).
+
+    Keys the file lacks take their defaults; `overrides` set run-time options (mem_len, ...).
+    """
+    with open(path, encoding="utf-8") as handle:
+      try:
+        values = json.load(handle)
+      except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(values, dict):
+      raise ValueError(f"{path}: expected a JSON object of config keys")
+    return cls.from_dict(values, source=path, **overrides)
+
+  def to_json_file(self, path: str, original_keys_only: bool = False) -> None:
+    directory = os.path.dirname(path)
+    if directory:
+      os.makedirs(directory, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+      json.dump(self.to_dict(original_keys_only), handle, indent=2, sort_keys=True)
+      handle.write("\n")
+
+
+def _is_int(value) -> bool:
+  return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _require(field: str, ok: bool, expected: str, value) -> None:
+  if not ok:
+    raise ValueError(f"XLNetConfig.{field} must be {expected}; got {value!r}")

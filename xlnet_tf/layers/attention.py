@@ -1,0 +1,168 @@
+"""Multi-head attention with Transformer-XL relative positions and XLNet's two streams.
+
+Shapes: B batch, T content length, P query-stream length (predictions), M memory length,
+K = M + T keys, R relative positions, D d_model, N heads, H head size.
+
+score(i, j) = [ (q_i + r_w_bias) . k_j                      content term
+              + (q_i + r_r_bias) . r_{(M+i)-j}               position term (rel-shift)
+              + (q_i + r_s_bias) . seg_embed[s_ij] ]         segment term, s_ij = 0 same / 1 not
+              / sqrt(H)
+Masked scores are set to -1e30 in float32, so the softmax is safe under 16-bit policies; a
+row with every key masked attends uniformly, as the original's `score - 1e30 * mask` does.
+"""
+
+import keras
+import tensorflow as tf
+
+MASKED_SCORE = -1e30
+
+
+def rel_shift(position_score, key_length):
+  """Moves row i of [B, N, T, R] left by T - i and keeps K columns: [B, N, T, K].
+
+  Column p of the input holds distance K - p; after the shift, column j of row i holds the
+  distance (M + i) - j. Done with reshapes only (no gather): reading the [T, R] block as
+  [R, T] and dropping the first row offsets each following row by one more element.
+  """
+  shape = tf.shape(position_score)
+  batch, heads, length, positions = shape[0], shape[1], shape[2], shape[3]
+  shifted = tf.reshape(position_score, tf.stack([batch, heads, positions, length]))
+  shifted = shifted[:, :, 1:, :]
+  shifted = tf.reshape(shifted, tf.stack([batch, heads, length, positions - 1]))
+  return shifted[:, :, :, :key_length]
+
+
+def gather_relative_scores(position_score, query_positions, content_length, key_length):
+  """Query-stream counterpart of `rel_shift` for queries at arbitrary positions.
+
+  position_score [B, P, N, R], query_positions int32 [B, P] -> [B, N, P, K], where column j of
+  prediction p holds distance (M + pos_p) - j, found in column T - pos_p + j.
+  """
+  columns = (content_length - query_positions)[:, :, None] + tf.range(key_length)[None, None]
+  # With 'uni' (R = K + 1) future keys fall past the end; they are masked, so any column does.
+  columns = tf.minimum(columns, tf.shape(position_score)[3] - 1)
+  columns = tf.broadcast_to(columns[:, :, None, :],
+                            tf.concat([tf.shape(position_score)[:3], [key_length]], 0))
+  gathered = tf.gather(position_score, columns, batch_dims=3)  # [B, P, N, K]
+  return tf.transpose(gathered, [0, 2, 1, 3])
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf")
+class RelativeMultiHeadAttention(keras.layers.Layer):
+  """Relative multi-head attention for XLNet's content stream and, optionally, its query stream.
+
+  Weights (original names): q, k, v, r, o kernels [D, N, H] and a post-LayerNorm (eps 1e-12).
+  The attention biases (r_w_bias, r_r_bias, r_s_bias, seg_embed) are call arguments: the model
+  owns them because the original ties them across layers unless `untie_r`.
+
+  Both streams use the same weights. Keys and values come from memory + content only; the
+  query stream contributes queries (it never serves as keys).
+  """
+
+  def __init__(self, n_head: int, d_head: int, dropout: float = 0.0, dropatt: float = 0.0,
+               init_std: float = 0.02, **kwargs):
+    super().__init__(**kwargs)
+    self.n_head = n_head
+    self.d_head = d_head
+    self.dropout = dropout
+    self.dropatt = dropatt
+    self.init_std = init_std
+    self.scale = 1.0 / (d_head ** 0.5)
+    self.output_dropout = keras.layers.Dropout(dropout)
+    self.attention_dropout = keras.layers.Dropout(dropatt)
+    self.layer_norm = keras.layers.LayerNormalization(epsilon=1e-12, dtype="float32",
+                                                      name="LayerNorm")
+
+  def build(self, input_shape):
+    d_model = input_shape[-1]
+    initializer = keras.initializers.RandomNormal(stddev=self.init_std)
+    kernel_shape = (d_model, self.n_head, self.d_head)
+    self.query_kernel = self.add_weight(name="q", shape=kernel_shape, initializer=initializer)
+    self.key_kernel = self.add_weight(name="k", shape=kernel_shape, initializer=initializer)
+    self.value_kernel = self.add_weight(name="v", shape=kernel_shape, initializer=initializer)
+    self.position_kernel = self.add_weight(name="r", shape=kernel_shape,
+                                           initializer=initializer)
+    self.output_kernel = self.add_weight(name="o", shape=kernel_shape, initializer=initializer)
+    self.layer_norm.build((None, None, d_model))
+    self.built = True
+
+  def call(self, content, position_encoding, r_w_bias, r_r_bias, *, memory=None,
+           content_mask=None, segment_mismatch=None, r_s_bias=None, seg_embed=None,
+           query=None, query_positions=None, query_valid=None, query_mask=None,
+           query_segment_mismatch=None, training=False):
+    """Attends from the content stream and, if `query` is given, from the query stream.
+
+    Args:
+      content: [B, T, D] content stream h.
+      position_encoding: [1 or B, R, D] from `relative_position_encoding`.
+      r_w_bias, r_r_bias, r_s_bias: [N, H]; seg_embed: [2, N, H] (same, different segment).
+      memory: [B, M, D] or None, cached states prepended to the keys and values.
+      content_mask: bool [B or 1, T, K], True = blocked, or None.
+      segment_mismatch: bool [B, T, K] or None (no segment term).
+      query: [B, P, D] query stream g, or None.
+      query_positions: int32 [B, P], the position each query-stream row predicts.
+      query_valid: [B, P], 0 for padded prediction slots (their attention output is zeroed).
+      query_mask, query_segment_mismatch: the rows of the full masks at `query_positions`,
+        bool [B or 1, P, K].
+
+    Returns:
+      (content_output [B, T, D], query_output [B, P, D] or None).
+    """
+    dtype = self.compute_dtype
+    r_w_bias, r_r_bias = tf.cast(r_w_bias, dtype), tf.cast(r_r_bias, dtype)
+    if segment_mismatch is not None:
+      r_s_bias, seg_embed = tf.cast(r_s_bias, dtype), tf.cast(seg_embed, dtype)
+    keys_values_input = content if memory is None else tf.concat(
+        [tf.cast(memory, content.dtype), content], axis=1)  # [B, K, D]
+    key_length = tf.shape(keys_values_input)[1]
+    content_length = tf.shape(content)[1]
+    keys = tf.einsum("bkd,dnh->bknh", keys_values_input, self.key_kernel)
+    values = tf.einsum("bkd,dnh->bknh", keys_values_input, self.value_kernel)
+    position_keys = tf.einsum("brd,dnh->brnh", tf.cast(position_encoding, dtype),
+                              self.position_kernel)  # [1 or B, R, N, H]
+
+    def attend(queries, mask, mismatch, positions):
+      content_score = tf.einsum("bqnh,bknh->bnqk", queries + r_w_bias, keys)
+      # The content stream shifts in [B, N, T, R]; the query stream gathers in [B, P, N, R].
+      output_layout = "bnqr" if positions is None else "bqnr"
+      if position_keys.shape[0] == 1:
+        position_score = tf.einsum(f"bqnh,rnh->{output_layout}", queries + r_r_bias,
+                                   position_keys[0])
+      else:
+        position_score = tf.einsum(f"bqnh,brnh->{output_layout}", queries + r_r_bias,
+                                   position_keys)
+      if positions is None:
+        position_score = rel_shift(position_score, key_length)
+      else:
+        position_score = gather_relative_scores(position_score, positions, content_length,
+                                                key_length)
+      score = content_score + position_score  # [B, N, Q, K]
+      if mismatch is not None:
+        segment_score = tf.einsum("bqnh,snh->bnqs", queries + r_s_bias, seg_embed)
+        score += tf.where(mismatch[:, None], segment_score[..., 1:], segment_score[..., :1])
+      score = tf.cast(score * tf.cast(self.scale, dtype), tf.float32)
+      if mask is not None:
+        score = tf.where(mask[:, None], tf.constant(MASKED_SCORE, tf.float32), score)
+      probability = tf.nn.softmax(score, axis=-1)
+      probability = self.attention_dropout(probability, training=training)
+      return tf.einsum("bnqk,bknh->bqnh", tf.cast(probability, dtype), values)
+
+    def project_out(stream, attended):
+      projected = tf.einsum("bqnh,dnh->bqd", attended, self.output_kernel)
+      projected = self.output_dropout(projected, training=training)
+      normalized = self.layer_norm(tf.cast(projected, tf.float32) + tf.cast(stream, tf.float32))
+      return tf.cast(normalized, dtype)
+
+    content_queries = tf.einsum("btd,dnh->btnh", content, self.query_kernel)
+    content_output = project_out(
+        content, attend(content_queries, content_mask, segment_mismatch, None))
+    if query is None:
+      return content_output, None
+    stream_queries = tf.einsum("bpd,dnh->bpnh", query, self.query_kernel)
+    attended = attend(stream_queries, query_mask, query_segment_mismatch, query_positions)
+    attended *= tf.cast(query_valid, dtype)[:, :, None, None]
+    return content_output, project_out(query, attended)
+
+  def get_config(self):
+    return {**super().get_config(), "n_head": self.n_head, "d_head": self.d_head,
+            "dropout": self.dropout, "dropatt": self.dropatt, "init_std": self.init_std}

@@ -1,0 +1,72 @@
+"""Position-wise feed-forward sublayer with XLNet's activations and post-LayerNorm.
+
+Shapes: B batch, L length (T or P), D d_model, F d_inner.
+"""
+
+import math
+
+import keras
+import tensorflow as tf
+
+
+def gelu_tanh(x):
+  """The original XLNet/BERT gelu: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+
+  The released checkpoints were trained with this approximation, not the erf form.
+  """
+  return 0.5 * x * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * tf.pow(x, 3))))
+
+
+def gelu_exact(x):
+  return 0.5 * x * (1.0 + tf.math.erf(x / math.sqrt(2.0)))
+
+
+ACTIVATIONS = {"gelu": gelu_tanh, "gelu_exact": gelu_exact, "relu": tf.nn.relu}
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf")
+class PositionwiseFeedForward(keras.layers.Layer):
+  """LayerNorm(x + dropout(layer_2(dropout(act(layer_1(x)))))), as the original's `ff` scope.
+
+  [B, L, D] -> [B, L, D]. Weights: layer_1 (D -> F), layer_2 (F -> D), LayerNorm (eps 1e-12,
+  computed in float32 under mixed policies).
+  """
+
+  def __init__(self, d_inner: int, activation: str = "gelu", dropout: float = 0.0,
+               init_std: float = 0.02, **kwargs):
+    super().__init__(**kwargs)
+    if activation not in ACTIVATIONS:
+      raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}; got {activation!r}")
+    self.d_inner = d_inner
+    self.activation = activation
+    self.dropout = dropout
+    self.init_std = init_std
+    initializer = keras.initializers.RandomNormal(stddev=init_std)
+    self.inner_dense = keras.layers.Dense(d_inner, kernel_initializer=initializer,
+                                          name="layer_1")
+    self.output_dense = None  # built once d_model is known
+    self.inner_dropout = keras.layers.Dropout(dropout)
+    self.output_dropout = keras.layers.Dropout(dropout)
+    self.layer_norm = keras.layers.LayerNormalization(epsilon=1e-12, dtype="float32",
+                                                      name="LayerNorm")
+
+  def build(self, input_shape):
+    d_model = input_shape[-1]
+    self.output_dense = keras.layers.Dense(
+        d_model, kernel_initializer=keras.initializers.RandomNormal(stddev=self.init_std),
+        name="layer_2")
+    self.inner_dense.build((None, None, d_model))
+    self.output_dense.build((None, None, self.d_inner))
+    self.layer_norm.build((None, None, d_model))
+    self.built = True
+
+  def call(self, inputs, training=False):
+    hidden = ACTIVATIONS[self.activation](self.inner_dense(inputs))  # [B, L, F]
+    hidden = self.inner_dropout(hidden, training=training)
+    hidden = self.output_dropout(self.output_dense(hidden), training=training)  # [B, L, D]
+    normalized = self.layer_norm(tf.cast(hidden, tf.float32) + tf.cast(inputs, tf.float32))
+    return tf.cast(normalized, self.compute_dtype)
+
+  def get_config(self):
+    return {**super().get_config(), "d_inner": self.d_inner, "activation": self.activation,
+            "dropout": self.dropout, "init_std": self.init_std}

@@ -1,0 +1,96 @@
+"""Attention masks of XLNet as pure functions.
+
+Convention inside the library: a boolean mask is True where a query may NOT attend a key
+("blocked"). Shapes: B batch, T query length, M memory length, K = M + T key length,
+P predictions.
+
+The public inputs follow DESIGN.md: `input_mask` 1 = real token, 0 = padding; `perm_mask` 1 =
+position i may not attend position j. Memory can always be attended to.
+"""
+
+import tensorflow as tf
+
+
+def causal_mask(query_length, memory_length, same_length: bool = False):
+  """bool [T, K]: key j lies in query i's future (j > M + i).
+
+  With `same_length`, query i also loses the keys j < i, so every query sees M + 1 keys
+  (Transformer-XL's evaluation setting). Example, T = 3, M = 2 (1 = blocked)::
+
+      same_length=False      same_length=True
+      0 0 0 1 1              0 0 0 1 1
+      0 0 0 0 1              1 0 0 0 1
+      0 0 0 0 0              1 1 0 0 0
+  """
+  query_index = tf.range(query_length)[:, None]  # [T, 1]
+  key_index = tf.range(memory_length + query_length)[None, :]  # [1, K]
+  blocked = key_index > memory_length + query_index  # [T, K]
+  if same_length:
+    blocked = tf.logical_or(blocked, key_index < query_index)
+  return blocked
+
+
+def attention_masks(query_length, memory_length, attn_type: str = "bi",
+                    same_length: bool = False, input_mask=None, perm_mask=None):
+  """Masks of the two streams, or (None, None) when nothing is masked.
+
+  Args:
+    query_length, memory_length: T and M.
+    attn_type: 'bi' (no causal mask) or 'uni'.
+    same_length: see `causal_mask` ('uni' only, as in the original).
+    input_mask: [B, T], 1 = real token, 0 = padding. Padding keys are blocked for every query.
+    perm_mask: [B, T, T], 1 = query i may not attend key j.
+
+  Returns:
+    (content_mask, query_mask), bool [B or 1, T, K]. The query stream's mask is the combined
+    mask; the content stream's is the same with the diagonal opened (a token sees itself).
+
+  Example, T = 3, M = 0, perm_mask from the order 2 -> 0 -> 1 (i sees j iff j comes earlier):
+
+      query_mask   content_mask
+      1 1 0        0 1 0
+      0 1 0        0 0 0
+      1 1 1        1 1 0
+  """
+  blocked = None
+  if attn_type == "uni":
+    blocked = causal_mask(query_length, memory_length, same_length)[None]  # [1, T, K]
+  data_blocked = None
+  if input_mask is not None:
+    data_blocked = tf.equal(input_mask, 0)[:, None, :]  # [B, 1, T]
+  if perm_mask is not None:
+    permuted = tf.not_equal(perm_mask, 0)  # [B, T, T]
+    data_blocked = permuted if data_blocked is None else tf.logical_or(data_blocked, permuted)
+  if data_blocked is not None:
+    data_blocked = tf.broadcast_to(
+        data_blocked, tf.stack([tf.shape(data_blocked)[0], query_length, query_length]))
+    batch = tf.shape(data_blocked)[0]
+    memory_open = tf.zeros(tf.stack([batch, query_length, memory_length]), tf.bool)
+    data_blocked = tf.concat([memory_open, data_blocked], axis=-1)  # [B, T, K]
+    blocked = data_blocked if blocked is None else tf.logical_or(blocked, data_blocked)
+  if blocked is None:
+    return None, None
+  self_position = tf.concat(
+      [tf.zeros(tf.stack([query_length, memory_length]), tf.bool),
+       tf.eye(query_length, dtype=tf.bool)], axis=-1)[None]  # [1, T, K]
+  content_mask = tf.logical_and(blocked, tf.logical_not(self_position))
+  return content_mask, blocked
+
+
+def segment_mismatch(segment_ids, memory_length):
+  """bool [B, T, K]: query i and key j lie in different segments (memory counts as segment 0)."""
+  batch = tf.shape(segment_ids)[0]
+  key_segments = tf.concat(
+      [tf.zeros(tf.stack([batch, memory_length]), segment_ids.dtype), segment_ids], axis=1)
+  return tf.not_equal(segment_ids[:, :, None], key_segments[:, None, :])
+
+
+def prediction_positions(target_mapping):
+  """From one-hot target_mapping [B, P, T]: (positions int32 [B, P], valid float [B, P]).
+
+  A row of zeros (a padded prediction slot) gets position 0 and valid 0; its query-stream
+  attention output is zero, as in the original, which maps outputs back through the mapping.
+  """
+  positions = tf.argmax(target_mapping, axis=-1, output_type=tf.int32)
+  valid = tf.reduce_sum(target_mapping, axis=-1)
+  return positions, valid

@@ -1,0 +1,228 @@
+"""XLNetModel: the XLNet backbone (Transformer-XL with two-stream attention) as a Keras model.
+
+Shapes: B batch, T sequence length, P predictions, M memory length, D d_model, L layers,
+N heads, H head size.
+"""
+
+from typing import Any, Dict, List, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.layers import masks as mask_lib
+from xlnet_tf.layers.position_encoding import RelativePositionEncoding
+from xlnet_tf.layers.two_stream_block import TwoStreamBlock
+
+INPUT_KEYS = ("input_ids", "segment_ids", "input_mask", "perm_mask", "target_mapping", "mems")
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf")
+class XLNetModel(keras.Model):
+  """The XLNet backbone, numerically the original `transformer_xl` of zihangdai/xlnet.
+
+  Call with a dict (batch-major):
+    input_ids      int [B, T]
+    segment_ids    int [B, T], optional. Without it there is no segment term, which equals
+                   all-zero segments: a term constant along each attention row cancels in the
+                   softmax.
+    input_mask     [B, T], 1 = real token, 0 = padding; optional.
+    perm_mask      [B, T, T], 1 = position i may not attend position j; optional.
+    target_mapping [B, P, T] one-hot rows (zero rows = padded slots); optional, enables the
+                   query stream, whose input is `mask_emb` at each prediction.
+    mems           list of L tensors [B, M, D]; optional.
+
+  Returns a dict: sequence_output [B, T, D] (content stream, last layer); query_output
+  [B, P, D] with target_mapping; new_mems (list of L [B, M', D]) when config.mem_len > 0.
+  Each layer's memory is that layer's input: the first reuse_len tokens (all if 0) appended
+  to the old memory, the last mem_len kept, gradient stopped.
+  """
+
+  def __init__(self, config, **kwargs):
+    if isinstance(config, dict):
+      config = XLNetConfig.from_dict(config)
+    kwargs.setdefault("name", "transformer")
+    super().__init__(**kwargs)
+    self.config = config
+    self.position_encoding = RelativePositionEncoding(
+        config.d_model, config.attn_type, config.bi_data, config.clamp_len,
+        name="position_encoding")
+    self.blocks = [
+        TwoStreamBlock(config.n_head, config.d_head, config.d_inner, config.ff_activation,
+                       dropout=config.dropout, dropatt=config.dropatt,
+                       init_std=config.init_std, name=f"layer_{index}")
+        for index in range(config.n_layer)]
+    self.embedding_dropout = keras.layers.Dropout(config.dropout)
+    self.position_dropout = keras.layers.Dropout(config.dropout)
+    self.output_dropout = keras.layers.Dropout(config.dropout)
+    self.build()
+
+  def build(self, input_shape=None):
+    """Creates every weight from the config alone, so a new model can load weights at once."""
+    if self.built:
+      return
+    config = self.config
+    initializer = keras.initializers.RandomNormal(stddev=config.init_std)
+    bias_shape = ((config.n_layer, config.n_head, config.d_head) if config.untie_r
+                  else (config.n_head, config.d_head))
+    self.word_embedding = self.add_weight(name="word_embedding",
+                                          shape=(config.n_token, config.d_model),
+                                          initializer=initializer)
+    self.mask_emb = self.add_weight(name="mask_emb", shape=(1, 1, config.d_model),
+                                    initializer=initializer)
+    self.r_w_bias = self.add_weight(name="r_w_bias", shape=bias_shape, initializer=initializer)
+    self.r_r_bias = self.add_weight(name="r_r_bias", shape=bias_shape, initializer=initializer)
+    self.r_s_bias = self.add_weight(name="r_s_bias", shape=bias_shape, initializer=initializer)
+    self.seg_embed = self.add_weight(
+        name="seg_embed", shape=(config.n_layer, 2, config.n_head, config.d_head),
+        initializer=initializer)
+    for block in self.blocks:
+      block.build((None, None, config.d_model))
+    self.built = True
+
+  # ---- forward ---------------------------------------------------------------------------
+  def call(self, inputs: Dict[str, Any], training=False):
+    config = self.config
+    inputs = self._checked_inputs(inputs)
+    dtype = self.compute_dtype
+    input_ids = tf.convert_to_tensor(inputs["input_ids"])
+    segment_ids = inputs.get("segment_ids")
+    target_mapping = inputs.get("target_mapping")
+    mems = inputs.get("mems")
+
+    batch_size = tf.shape(input_ids)[0]
+    length = tf.shape(input_ids)[1]
+    memory_length = tf.shape(mems[0])[1] if mems else 0
+    content_mask, query_mask = mask_lib.attention_masks(
+        length, memory_length, config.attn_type, config.same_length,
+        inputs.get("input_mask"), inputs.get("perm_mask"))
+    mismatch = None
+    if segment_ids is not None:
+      mismatch = mask_lib.segment_mismatch(tf.cast(segment_ids, tf.int32), memory_length)
+
+    position_encoding = self.position_encoding(length, memory_length + length, batch_size)
+    position_encoding = self.position_dropout(position_encoding, training=training)
+    content = tf.gather(tf.cast(self.word_embedding, dtype), input_ids)  # [B, T, D]
+    content = self.embedding_dropout(content, training=training)
+
+    stream_kwargs = {}
+    query = None
+    if target_mapping is not None:
+      target_mapping = tf.cast(target_mapping, dtype)
+      positions, valid = mask_lib.prediction_positions(target_mapping)  # [B, P]
+      query = tf.tile(tf.cast(self.mask_emb, dtype), tf.stack([batch_size,
+                                                               tf.shape(positions)[1], 1]))
+      query = self.embedding_dropout(query, training=training)  # [B, P, D]
+      stream_kwargs = dict(query_positions=positions, query_valid=valid)
+      if query_mask is not None:
+        query_mask = tf.broadcast_to(query_mask, tf.stack(
+            [batch_size, length, memory_length + length]))
+        stream_kwargs["query_mask"] = tf.gather(query_mask, positions, batch_dims=1)
+      if mismatch is not None:
+        stream_kwargs["query_segment_mismatch"] = tf.gather(mismatch, positions, batch_dims=1)
+
+    new_mems = []
+    for index, block in enumerate(self.blocks):
+      memory = mems[index] if mems else None
+      if config.mem_len > 0:
+        new_mems.append(self._cache_memory(content, memory))
+      layer_bias = (lambda bias: bias[index]) if config.untie_r else (lambda bias: bias)
+      segment_kwargs = {}
+      if mismatch is not None:
+        segment_kwargs = dict(segment_mismatch=mismatch, r_s_bias=layer_bias(self.r_s_bias),
+                              seg_embed=self.seg_embed[index])
+      content, query = block(content, position_encoding, layer_bias(self.r_w_bias),
+                             layer_bias(self.r_r_bias), memory=memory,
+                             content_mask=content_mask, query=query, training=training,
+                             **segment_kwargs, **stream_kwargs)
+
+    outputs = {"sequence_output": self.output_dropout(content, training=training)}
+    if query is not None:
+      outputs["query_output"] = self.output_dropout(query, training=training)
+    if config.mem_len > 0:
+      outputs["new_mems"] = new_mems
+    return outputs
+
+  def _cache_memory(self, layer_input, memory):
+    """The memory the next segment sees at this layer: [B, min(M + reuse, mem_len), D]."""
+    reuse_len = self.config.reuse_len
+    current = layer_input[:, :reuse_len] if reuse_len > 0 else layer_input
+    if memory is not None:
+      current = tf.concat([tf.cast(memory, current.dtype), current], axis=1)
+    return tf.stop_gradient(current[:, -self.config.mem_len:])
+
+  # ---- input checks ----------------------------------------------------------------------
+  def _checked_inputs(self, inputs) -> Dict[str, Any]:
+    """Checks ranks, dtypes and shape agreement; token ids too when running eagerly."""
+    if not isinstance(inputs, dict):
+      raise TypeError("XLNetModel takes a dict of inputs with keys from "
+                      f"{INPUT_KEYS}; got {type(inputs).__name__}")
+    unknown = sorted(set(inputs) - set(INPUT_KEYS))
+    if unknown:
+      raise ValueError(f"XLNetModel: unknown input(s) {unknown}; expected keys from {INPUT_KEYS}")
+    if "input_ids" not in inputs:
+      raise ValueError("XLNetModel: the input 'input_ids' [B, T] is required")
+    inputs = {key: value for key, value in inputs.items() if value is not None}
+    config = self.config
+    ids = tf.convert_to_tensor(inputs["input_ids"])
+    _check(ids.dtype.is_integer, "input_ids", f"an integer tensor, got dtype {ids.dtype.name}")
+    _check(ids.shape.rank == 2, "input_ids", f"rank 2 [B, T], got shape {ids.shape}")
+    batch, length = ids.shape
+    expected = {"segment_ids": [batch, length], "input_mask": [batch, length],
+                "perm_mask": [batch, length, length]}
+    for key, shape in expected.items():
+      if key in inputs:
+        inputs[key] = tf.convert_to_tensor(inputs[key])
+        _check_shape(key, inputs[key], shape)
+    if "segment_ids" in inputs:
+      _check(inputs["segment_ids"].dtype.is_integer, "segment_ids",
+             f"an integer tensor, got dtype {inputs['segment_ids'].dtype.name}")
+    if "target_mapping" in inputs:
+      inputs["target_mapping"] = tf.convert_to_tensor(inputs["target_mapping"])
+      _check_shape("target_mapping", inputs["target_mapping"], [batch, None, length])
+    if "mems" in inputs:
+      mems = inputs["mems"]
+      _check(isinstance(mems, (list, tuple)) and len(mems) == config.n_layer, "mems",
+             f"a list of n_layer={config.n_layer} tensors [B, M, {config.d_model}], got "
+             f"{len(mems) if isinstance(mems, (list, tuple)) else type(mems).__name__}")
+      mems = [tf.convert_to_tensor(memory) for memory in mems]
+      memory_length = mems[0].shape[1] if mems[0].shape.rank == 3 else None
+      for index, memory in enumerate(mems):
+        _check_shape(f"mems[{index}]", memory, [batch, memory_length, config.d_model])
+      inputs["mems"] = mems
+    if config.bi_data and batch is not None:
+      _check(batch % 2 == 0, "input_ids",
+             f"an even batch size with bi_data (forward and backward halves), got {batch}")
+    if tf.executing_eagerly():
+      ids_array = ids.numpy()
+      bad = (ids_array < 0) | (ids_array >= config.n_token)
+      if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"XLNetModel: input_ids{list(where)} = {ids_array[where]} is outside "
+                         f"[0, n_token={config.n_token})")
+    return inputs
+
+  # ---- serialization ---------------------------------------------------------------------
+  def get_config(self):
+    return {"config": self.config.to_dict(), "name": self.name}
+
+  @classmethod
+  def from_config(cls, config):
+    return cls(XLNetConfig.from_dict(config["config"]), name=config.get("name", "transformer"))
+
+
+def _check(ok: bool, name: str, expected: str) -> None:
+  if not ok:
+    raise ValueError(f"XLNetModel: input '{name}' must be {expected}")
+
+
+def _check_shape(name: str, tensor, expected: List[Optional[int]]) -> None:
+  actual = tensor.shape
+  agrees = actual.rank == len(expected) and all(
+      want is None or have is None or want == have for want, have in zip(expected, actual))
+  glossary = {"input_ids": "[B, T]", "segment_ids": "[B, T]", "input_mask": "[B, T]",
+              "perm_mask": "[B, T, T]", "target_mapping": "[B, P, T]"}
+  layout = glossary.get(name, "[B, M, D]")
+  _check(agrees, name, f"of shape {layout} = {[d if d is not None else '?' for d in expected]} "
+         f"to agree with input_ids, got {list(actual)}")
