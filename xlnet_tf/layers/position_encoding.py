@@ -55,7 +55,8 @@ def relative_position_encoding(query_length, key_length, batch_size, d_model: in
 class RelativePositionEncoding(keras.layers.Layer):
   """Layer form of `relative_position_encoding` (no weights); output in the compute dtype.
 
-  Call with `(query_length, key_length, batch_size)`; returns [1 or B, R, D].
+  Call with `query_length, key_length, batch_size` (scalar tensors, or Python ints as
+  keywords); returns [1 or B, R, D].
   """
 
   def __init__(self, d_model: int, attn_type: str = "bi", bi_data: bool = False,

@@ -1,0 +1,42 @@
+import numpy as np
+
+from xlnet_tf.layers.feed_forward import PositionwiseFeedForward, gelu_tanh
+from xlnet_tf.layers.position_encoding import relative_position_encoding
+from xlnet_tf.layers.two_stream_block import TwoStreamBlock
+
+
+def test_gelu_is_the_tanh_approximation():
+  x = np.linspace(-4, 4, 41).astype(np.float32)
+  expected = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+  np.testing.assert_allclose(gelu_tanh(x).numpy(), expected, atol=1e-6)
+
+
+def test_feed_forward_matches_formula(rng):
+  layer = PositionwiseFeedForward(6, activation="relu")
+  x = rng.standard_normal([2, 3, 4]).astype(np.float32)
+  out = layer(x).numpy()
+  w1, b1 = layer.inner_dense.get_weights()
+  w2, b2 = layer.output_dense.get_weights()
+  y = np.maximum(x @ w1 + b1, 0) @ w2 + b2 + x
+  y = (y - y.mean(-1, keepdims=True)) / np.sqrt(y.var(-1, keepdims=True) + 1e-12)
+  np.testing.assert_allclose(out, y, atol=1e-5)
+
+
+def test_block_config_round_trip_and_shared_feed_forward(rng):
+  block = TwoStreamBlock(n_head=2, d_head=4, d_inner=12, ff_activation="gelu", name="layer_0")
+  block.build((None, None, 8))
+  clone = TwoStreamBlock.from_config(block.get_config())
+  clone.build((None, None, 8))
+  clone.set_weights(block.get_weights())
+  content = rng.standard_normal([2, 4, 8]).astype(np.float32)
+  query = rng.standard_normal([2, 2, 8]).astype(np.float32)
+  encoding = relative_position_encoding(4, 4, 2, 8)
+  bias = rng.standard_normal([2, 4]).astype(np.float32)
+  kwargs = dict(query=query, query_positions=np.array([[0, 3], [1, 2]], np.int32),
+                query_valid=np.ones([2, 2], np.float32))
+  ours = block(content, encoding, bias, bias, **kwargs)
+  theirs = clone(content, encoding, bias, bias, **kwargs)
+  for a, b in zip(ours, theirs):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)
+  # One set of weights for both streams: 5 attention kernels + 2 LayerNorms + 2 dense layers.
+  assert len(block.weights) == 5 + 2 + 2 + 2 + 2

@@ -1,0 +1,46 @@
+import json
+
+import pytest
+
+from xlnet_tf import XLNetConfig
+
+ORIGINAL_BASE = {"d_head": 64, "d_inner": 3072, "d_model": 768, "ff_activation": "gelu",
+                 "n_head": 12, "n_layer": 12, "n_token": 32000, "untie_r": True}
+
+
+def test_original_config_file_round_trip(tmp_path):
+  path = tmp_path / "xlnet_config.json"
+  path.write_text(json.dumps(ORIGINAL_BASE))
+  config = XLNetConfig.from_json_file(str(path), mem_len=384)
+  assert config.to_dict(original_keys_only=True) == ORIGINAL_BASE
+  assert config.mem_len == 384 and config == XLNetConfig.preset("base", mem_len=384)
+  out = tmp_path / "out.json"
+  config.to_json_file(str(out), original_keys_only=True)
+  assert json.loads(out.read_text()) == ORIGINAL_BASE
+  config.to_json_file(str(out))
+  assert XLNetConfig.from_json_file(str(out)) == config
+
+
+@pytest.mark.parametrize("field,value", [("n_layer", 0), ("d_model", 33), ("ff_activation", "swish"),
+                                         ("attn_type", "both"), ("dropout", 1.5),
+                                         ("clamp_len", -2), ("untie_r", "yes"), ("n_head", 2.0)])
+def test_invalid_values_name_the_field(field, value):
+  with pytest.raises(ValueError, match=f"XLNetConfig.{field}"):
+    XLNetConfig(**{field: value})
+
+
+def test_bad_files_name_the_file_and_key(tmp_path):
+  path = tmp_path / "bad.json"
+  path.write_text(json.dumps({**ORIGINAL_BASE, "n_laye": 3}))
+  with pytest.raises(ValueError, match=r"bad.json.*n_laye"):
+    XLNetConfig.from_json_file(str(path))
+  path.write_text("{not json")
+  with pytest.raises(ValueError, match="bad.json: not valid JSON"):
+    XLNetConfig.from_json_file(str(path))
+
+
+def test_presets():
+  assert XLNetConfig.preset("large").n_layer == 24 and XLNetConfig.preset("large").d_model == 1024
+  assert XLNetConfig.preset("tiny").d_model == 32
+  with pytest.raises(ValueError, match="preset"):
+    XLNetConfig.preset("huge")

@@ -1,0 +1,113 @@
+"""Invariants of the XLNet factorization that hold for any weights."""
+
+import numpy as np
+
+from model_inputs import factorization_perm_mask, padded_pair_batch, target_mapping_for, tiny_config
+from xlnet_reference import randomize_weights
+from xlnet_tf import XLNetModel
+
+LENGTH = 8
+
+
+def make_model(seed=3, **overrides):
+  model = XLNetModel(tiny_config(**overrides))
+  randomize_weights(model, seed)
+  return model
+
+
+def test_query_output_ignores_the_token_it_predicts(rng):
+  model = make_model()
+  inputs = padded_pair_batch(rng, 3, LENGTH, 50, pad_lengths=[0, 1, 2])
+  perm_mask, targets, _ = factorization_perm_mask(rng, 3, LENGTH, num_targets=3)
+  inputs.update(perm_mask=perm_mask, target_mapping=target_mapping_for(targets, LENGTH))
+  before = model(inputs)
+  for slot in range(targets.shape[1]):
+    changed = {key: value.copy() for key, value in inputs.items()}
+    rows = np.arange(3)
+    changed["input_ids"][rows, targets[:, slot]] = (inputs["input_ids"][rows, targets[:, slot]]
+                                                    + 7) % 40 + 10
+    after = model(changed)
+    np.testing.assert_allclose(after["query_output"].numpy()[:, slot],
+                               before["query_output"].numpy()[:, slot], atol=1e-6, rtol=0)
+    # The content stream at that position does see its own token: the change is real.
+    moved = np.abs(after["sequence_output"].numpy()[rows, targets[:, slot]]
+                   - before["sequence_output"].numpy()[rows, targets[:, slot]]).max()
+    assert moved > 1e-3
+
+
+def test_earlier_positions_in_the_order_ignore_later_tokens(rng):
+  batch = 3
+  model = make_model()
+  inputs = padded_pair_batch(rng, batch, LENGTH, 50, pad_lengths=[0, 0, 0])
+  perm_mask, _, ranks = factorization_perm_mask(rng, batch, LENGTH, num_targets=LENGTH)
+  order = np.argsort(ranks, axis=1)  # positions by factorization rank
+  inputs.update(perm_mask=perm_mask, target_mapping=target_mapping_for(order, LENGTH))
+  before = model(inputs)
+  cut = 4  # change the tokens at ranks >= cut
+  changed = {key: value.copy() for key, value in inputs.items()}
+  for b in range(batch):
+    later = order[b, cut:]
+    changed["input_ids"][b, later] = (inputs["input_ids"][b, later] + 11) % 40 + 10
+  after = model(changed)
+  for b in range(batch):
+    earlier = order[b, :cut]
+    np.testing.assert_allclose(after["sequence_output"].numpy()[b, earlier],
+                               before["sequence_output"].numpy()[b, earlier], atol=1e-6, rtol=0)
+    # Query slots are in rank order: slot r sees content of ranks < r, so slots <= cut hold.
+    # Slot 0 sees nothing; a row with every key masked attends uniformly (as the original's
+    # `score - 1e30 * mask` does), so it is left out.
+    np.testing.assert_allclose(after["query_output"].numpy()[b, 1:cut + 1],
+                               before["query_output"].numpy()[b, 1:cut + 1], atol=1e-6, rtol=0)
+    assert np.abs(after["query_output"].numpy()[b, cut + 1:]
+                  - before["query_output"].numpy()[b, cut + 1:]).max() > 1e-3
+
+
+def _two_segments(rng, batch, first_length, second_length):
+  first = rng.integers(10, 50, size=[batch, first_length]).astype(np.int32)
+  second = rng.integers(10, 50, size=[batch, second_length]).astype(np.int32)
+  # Memory counts as segment 0, so the first segment is segment 0 in the direct run too.
+  second_segments = np.zeros([batch, second_length], np.int32)
+  second_segments[:, second_length // 2:] = 1
+  return first, second, second_segments
+
+
+def test_memory_equals_direct_computation_bidirectional(rng):
+  batch, first_length, second_length = 2, 6, 5
+  model = make_model(mem_len=first_length)
+  first, second, second_segments = _two_segments(rng, batch, first_length, second_length)
+  first_out = model({"input_ids": first, "segment_ids": np.zeros_like(first)})
+  with_memory = model({"input_ids": second, "segment_ids": second_segments,
+                       "mems": first_out["new_mems"]})["sequence_output"].numpy()
+  # Direct: one run over both segments where the first cannot see the second.
+  total = first_length + second_length
+  perm_mask = np.zeros([batch, total, total], np.float32)
+  perm_mask[:, :first_length, first_length:] = 1.0
+  direct = model({"input_ids": np.concatenate([first, second], 1),
+                  "segment_ids": np.concatenate([np.zeros_like(first), second_segments], 1),
+                  "perm_mask": perm_mask})["sequence_output"].numpy()
+  np.testing.assert_allclose(with_memory, direct[:, first_length:], atol=1e-5, rtol=0)
+
+
+def test_memory_equals_direct_computation_causal(rng):
+  batch, first_length, second_length = 2, 4, 6
+  model = make_model(mem_len=first_length, attn_type="uni")
+  first, second, second_segments = _two_segments(rng, batch, first_length, second_length)
+  first_out = model({"input_ids": first, "segment_ids": np.zeros_like(first)})
+  with_memory = model({"input_ids": second, "segment_ids": second_segments,
+                       "mems": first_out["new_mems"]})["sequence_output"].numpy()
+  direct = model({"input_ids": np.concatenate([first, second], 1),
+                  "segment_ids": np.concatenate([np.zeros_like(first), second_segments], 1)})
+  np.testing.assert_allclose(with_memory, direct["sequence_output"].numpy()[:, first_length:],
+                             atol=1e-5, rtol=0)
+
+
+def test_padding_does_not_leak_into_real_positions(rng):
+  model = make_model()
+  inputs = padded_pair_batch(rng, 2, LENGTH, 50, pad_lengths=[3, 2])
+  before = model(inputs)["sequence_output"].numpy()
+  changed = {key: value.copy() for key, value in inputs.items()}
+  changed["input_ids"][0, :3] = 17
+  changed["input_ids"][1, :2] = 23
+  after = model(changed)["sequence_output"].numpy()
+  np.testing.assert_allclose(after[0, 3:], before[0, 3:], atol=1e-6, rtol=0)
+  np.testing.assert_allclose(after[1, 2:], before[1, 2:], atol=1e-6, rtol=0)
