@@ -1,0 +1,30 @@
+"""Converts XLNet checkpoints: original TF1 / Hugging Face / own format -> own or original.
+
+  python run/convert_checkpoint.py --input=xlnet_cased_L-12_H-768_A-12/xlnet_model.ckpt \
+      --input_format=original --output=converted/ --output_format=own
+"""
+
+from absl import app
+from absl import flags
+
+from xlnet_tf.checkpoints.convert import INPUT_FORMATS, OUTPUT_FORMATS, convert_checkpoint
+
+flags.DEFINE_string("input", None, "Checkpoint prefix or directory (original), HF directory, "
+                    "or own-format directory.")
+flags.DEFINE_enum("input_format", "original", INPUT_FORMATS, "Format of --input.")
+flags.DEFINE_string("config_file", None, "xlnet_config.json for an original checkpoint "
+                    "(default: beside the checkpoint).")
+flags.DEFINE_string("output", None, "Output directory.")
+flags.DEFINE_enum("output_format", "own", OUTPUT_FORMATS, "Format to write.")
+flags.mark_flags_as_required(["input", "output"])
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  print(convert_checkpoint(FLAGS.input, FLAGS.input_format, FLAGS.output, FLAGS.output_format,
+                           FLAGS.config_file))
+
+
+if __name__ == "__main__":
+  app.run(main)

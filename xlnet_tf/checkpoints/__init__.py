@@ -1,0 +1,16 @@
+"""Checkpoint loaders and writers: original TF1, Hugging Face safetensors, and our own format.
+
+Every loader is strict: a missing, unexpected or misshaped weight raises
+`CheckpointMismatchError` naming it, and nothing is assigned.
+"""
+
+from xlnet_tf.checkpoints.assign import CheckpointMismatchError, LoadReport
+from xlnet_tf.checkpoints.huggingface import config_from_huggingface, load_huggingface_checkpoint
+from xlnet_tf.checkpoints.naming import original_variable_map
+from xlnet_tf.checkpoints.original import load_original_checkpoint, save_original_checkpoint
+from xlnet_tf.checkpoints.own import load_own_checkpoint, load_pretrained, save_pretrained
+
+__all__ = ["CheckpointMismatchError", "LoadReport", "config_from_huggingface",
+           "load_huggingface_checkpoint", "load_original_checkpoint", "load_own_checkpoint",
+           "load_pretrained", "original_variable_map", "save_original_checkpoint",
+           "save_pretrained"]

@@ -1,0 +1,98 @@
+"""Strict assignment of named arrays to a model: everything or nothing.
+
+Every variable of the target must be in the source with its exact shape; every source name must
+be used, or be known not to belong to the model (optimizer slots, step counters, weights of
+another task's head), in which case it is listed in the report. Any other difference raises
+`CheckpointMismatchError` naming each variable, before a single weight is assigned.
+"""
+
+import dataclasses
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
+
+from absl import logging
+import numpy as np
+
+from xlnet_tf.checkpoints.naming import BACKBONE_SCOPE, TRAINING_STATE, original_variable_map
+
+
+class CheckpointMismatchError(ValueError):
+  """The checkpoint and the model disagree; the message names every variable concerned."""
+
+
+@dataclasses.dataclass
+class LoadReport:
+  source: str
+  loaded: List[str]
+  skipped: Dict[str, str]  # name -> why it was not loaded
+
+  def summary(self) -> str:
+    lines = [f"Loaded {len(self.loaded)} variables from {self.source}."]
+    if self.skipped:
+      lines.append(f"Not part of this model ({len(self.skipped)}):")
+      lines.extend(f"  {name}: {why}" for name, why in sorted(self.skipped.items()))
+    return "\n".join(lines)
+
+
+BIAS_NAMES = ("r_w_bias", "r_r_bias", "r_s_bias")
+
+
+def assign_by_original_name(target, shapes: Mapping[str, Sequence[int]],
+                            read: Callable[[str], np.ndarray], source: str,
+                            aliases: Optional[Mapping[str, str]] = None,
+                            skipped: Optional[Dict[str, str]] = None) -> LoadReport:
+  """Checks `shapes` against the target's variables, then assigns `read(name)` to each.
+
+  Args:
+    target: XLNetModel or a head.
+    shapes: {original name: shape} of everything the source holds.
+    read: returns the array of one name.
+    source: the file or directory, for messages.
+    aliases: {original name: the source's own name}, shown in messages (Hugging Face names).
+    skipped: names the caller already set aside, with reasons.
+  """
+  aliases = aliases or {}
+  expected = original_variable_map(target)
+  problems = []
+
+  def label(name):
+    return f"{name} ({aliases[name]})" if name in aliases else name
+
+  for name, variable in expected.items():
+    want = tuple(variable.shape)
+    if name not in shapes:
+      problems.append(f"missing: {label(name)}, shape {list(want)}")
+    elif tuple(shapes[name]) != want:
+      hint = ""
+      if name.rsplit("/", 1)[-1] in BIAS_NAMES and len(shapes[name]) != len(want):
+        tied = len(shapes[name]) == 2
+        hint = (f" (the checkpoint's attention biases are {'tied' if tied else 'untied'}: "
+                f"set untie_r={not tied} in the config)")
+      problems.append(f"misshaped: {label(name)}: checkpoint {list(shapes[name])}, model "
+                      f"{list(want)}{hint}")
+  skipped = dict(skipped or {})
+  for name in shapes:
+    if name in expected or name in skipped:
+      continue
+    if TRAINING_STATE.search(name):
+      skipped[name] = "training state (optimizer slot or step counter)"
+    elif name.startswith("model/") and not name.startswith(BACKBONE_SCOPE):
+      skipped[name] = "weights of a task head this model does not have"
+    else:
+      problems.append(f"unexpected: {label(name)}, shape {list(shapes[name])} (a different "
+                      "n_layer, untie_r or a renamed variable?)")
+  if problems:
+    raise CheckpointMismatchError(
+        f"{source}: does not match {type(target).__name__} '{target.name}' "
+        f"({len(problems)} problem(s)); nothing was loaded:\n  " + "\n  ".join(problems))
+
+  values = {}
+  for name, variable in expected.items():
+    value = np.asarray(read(name))
+    if not np.isfinite(value.astype(np.float32)).all():
+      raise CheckpointMismatchError(f"{source}: {label(name)} holds NaN or infinity")
+    values[name] = value
+  for name, variable in expected.items():
+    variable.assign(values[name].astype(np.dtype(variable.dtype)))
+  for name, why in sorted(skipped.items()):
+    logging.info("%s: not loaded: %s (%s)", source, name, why)
+  return LoadReport(source=source, loaded=sorted(expected), skipped=skipped)

@@ -1,0 +1,53 @@
+"""The project's own format: a directory with the full config JSON and a Keras weights file."""
+
+import os
+
+from xlnet_tf.checkpoints.assign import CheckpointMismatchError
+from xlnet_tf.checkpoints.naming import backbone_of
+from xlnet_tf.config import ARCHITECTURE_KEYS, XLNetConfig
+
+CONFIG_FILE = "xlnet_config.json"
+WEIGHTS_FILE = "model.weights.h5"
+
+
+def save_pretrained(model_or_head, directory: str) -> str:
+  """Writes `xlnet_config.json` (every config field) and `model.weights.h5`."""
+  os.makedirs(directory, exist_ok=True)
+  backbone_of(model_or_head).config.to_json_file(os.path.join(directory, CONFIG_FILE))
+  model_or_head.save_weights(os.path.join(directory, WEIGHTS_FILE))
+  return directory
+
+
+def load_pretrained(directory: str, **config_overrides):
+  """A new XLNetModel from a directory written by `save_pretrained`.
+
+  `config_overrides` set run-time options (mem_len, dropout, ...); the architecture comes from
+  the file.
+  """
+  from xlnet_tf.model import XLNetModel
+  bad = sorted(set(config_overrides) & set(ARCHITECTURE_KEYS))
+  if bad:
+    raise ValueError(f"load_pretrained: the architecture comes from the checkpoint; cannot "
+                     f"override {bad}")
+  config = XLNetConfig.from_json_file(os.path.join(directory, CONFIG_FILE), **config_overrides)
+  model = XLNetModel(config)
+  load_own_checkpoint(model, directory)
+  return model
+
+
+def load_own_checkpoint(model_or_head, directory: str) -> None:
+  """Loads `model.weights.h5` after checking the stored architecture equals the model's."""
+  config_path = os.path.join(directory, CONFIG_FILE)
+  weights_path = os.path.join(directory, WEIGHTS_FILE)
+  for path in (config_path, weights_path):
+    if not os.path.exists(path):
+      raise FileNotFoundError(f"{path}: missing; an xlnet_tf checkpoint directory holds "
+                              f"{CONFIG_FILE} and {WEIGHTS_FILE}")
+  stored = XLNetConfig.from_json_file(config_path)
+  config = backbone_of(model_or_head).config
+  differences = [f"{key}: checkpoint {getattr(stored, key)!r}, model {getattr(config, key)!r}"
+                 for key in ARCHITECTURE_KEYS if getattr(stored, key) != getattr(config, key)]
+  if differences:
+    raise CheckpointMismatchError(f"{directory}: the stored config does not match the model:\n  "
+                                  + "\n  ".join(differences))
+  model_or_head.load_weights(weights_path)
