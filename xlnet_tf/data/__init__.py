@@ -1,0 +1,1 @@
+"""Data: tokenization, pretraining examples (spans, factorization orders), TFRecords, readers."""

@@ -1,0 +1,169 @@
+"""SentencePiece tokenization with the original XLNet preprocessing.
+
+The original (zihangdai/xlnet prepro_utils.py) cleans text before SentencePiece: collapse
+whitespace, turn `` and '' into ", strip accents (NFKD, drop combining marks) unless
+keep_accents, lower-case when uncased; after SentencePiece it re-splits pieces that end in a
+digit followed by a comma ("▁2000," -> "▁2000" ","). That re-split depends only on the piece,
+so it is a per-id replacement table here, shared with the in-graph tokenizer.
+"""
+
+import dataclasses
+import os
+import unicodedata
+from typing import Dict, List, Sequence
+
+import numpy as np
+import sentencepiece as spm
+
+SPIECE_UNDERLINE = "\u2581"
+SPECIAL_PIECES = ("<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>")
+# The original treats these single characters as word starts (data_utils._is_start_piece).
+WORD_START_PUNCTUATION = frozenset('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
+
+
+def preprocess_text(text: str, lower: bool = False, remove_space: bool = True,
+                    keep_accents: bool = False) -> str:
+  if remove_space:
+    text = " ".join(text.strip().split())
+  text = text.replace("``", '"').replace("''", '"')
+  if not keep_accents:
+    text = unicodedata.normalize("NFKD", text)
+    if not text.isascii():  # ASCII has no combining marks: skip the per-character pass
+      text = "".join(c for c in text if not unicodedata.combining(c))
+  if lower:
+    text = text.lower()
+  return text
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecialIds:
+  """Ids of the XLNet control symbols, read from the SentencePiece model."""
+  unk: int
+  cls: int
+  sep: int
+  pad: int
+  mask: int
+  eod: int
+  eop: int
+  bos: int
+  eos: int
+
+  def as_dict(self) -> Dict[str, int]:
+    return dataclasses.asdict(self)
+
+
+def load_sentencepiece(path: str) -> spm.SentencePieceProcessor:
+  if not path:
+    raise ValueError("A SentencePiece model path is required (--sp_path)")
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"{path}: SentencePiece model not found")
+  processor = spm.SentencePieceProcessor()
+  try:
+    processor.Load(path)
+  except (OSError, RuntimeError) as error:
+    raise ValueError(f"{path}: not a readable SentencePiece model ({error})") from None
+  return processor
+
+
+class XLNetTokenizer:
+  """Text -> ids exactly as the original XLNet preprocessing and `encode_ids` do.
+
+  Args:
+    sp_path: SentencePiece .model file (the original spiece.model, or one trained by
+      data/train_sentencepiece.py).
+    lower: lower-case the text (the uncased models).
+    keep_accents: keep accents (the original strips them by default).
+  """
+
+  def __init__(self, sp_path: str, lower: bool = False, keep_accents: bool = False):
+    self.sp_path = sp_path
+    self.lower = lower
+    self.keep_accents = keep_accents
+    self.processor = load_sentencepiece(sp_path)
+    self.vocab_size = self.processor.GetPieceSize()
+    self.special_ids = self._read_special_ids()
+    pieces = [self.processor.IdToPiece(i) for i in range(self.vocab_size)]
+    self.word_start = np.array([_is_word_start(piece) for piece in pieces], bool)
+    self.replacements = {i: self._split_digit_comma(piece) for i, piece in enumerate(pieces)
+                         if _ends_in_digit_comma(piece)}
+    self._needs_replacement = np.zeros(self.vocab_size, bool)
+    self._needs_replacement[list(self.replacements)] = True
+
+  def _read_special_ids(self) -> SpecialIds:
+    found = {}
+    for piece in SPECIAL_PIECES:
+      piece_id = self.processor.PieceToId(piece)
+      found[piece] = piece_id if self.processor.IdToPiece(piece_id) == piece else None
+    required = ("<cls>", "<sep>")
+    missing = [piece for piece in required if found[piece] is None]
+    if missing:
+      raise ValueError(f"{self.sp_path}: the SentencePiece model lacks XLNet symbols {missing}; "
+                       "train it with data/train_sentencepiece.py (control symbols "
+                       "<cls>,<sep>,<pad>,<mask>,<eod>)")
+    unk = self.processor.unk_id()
+
+    def get(piece):
+      return found[piece] if found[piece] is not None else -1
+
+    return SpecialIds(unk=unk, cls=found["<cls>"], sep=found["<sep>"], pad=get("<pad>"),
+                      mask=get("<mask>"), eod=get("<eod>"), eop=get("<eop>"),
+                      bos=get("<s>"), eos=get("</s>"))
+
+  def _split_digit_comma(self, piece: str) -> List[int]:
+    """The original's re-split of a piece like "▁2000," into "▁2000" + ","."""
+    sub_pieces = self.processor.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
+    if piece[0] != SPIECE_UNDERLINE and sub_pieces and sub_pieces[0][0] == SPIECE_UNDERLINE:
+      if len(sub_pieces[0]) == 1:
+        sub_pieces = sub_pieces[1:]
+      else:
+        sub_pieces[0] = sub_pieces[0][1:]
+    sub_pieces.append(piece[-1])
+    return [self.processor.PieceToId(p) for p in sub_pieces]
+
+  def preprocess(self, text: str) -> str:
+    return preprocess_text(text, lower=self.lower, keep_accents=self.keep_accents)
+
+  def encode(self, text: str) -> List[int]:
+    return self.encode_batch([text])[0]
+
+  def encode_batch(self, texts: Sequence[str]) -> List[List[int]]:
+    """Ids of each text."""
+    flat, lengths = self.encode_to_array(texts)
+    return [part.tolist() for part in np.split(flat, np.cumsum(lengths)[:-1])]
+
+  def encode_to_array(self, texts: Sequence[str]):
+    """(ids int32 [total tokens], lengths int64 [len(texts)]) with no Python per-token work.
+
+    SentencePiece encodes the whole batch in C++; the digit-comma re-split is a table lookup
+    that touches Python only at the few pieces that split.
+    """
+    if not texts:
+      return np.zeros([0], np.int32), np.zeros([0], np.int64)
+    encoded = self.processor.EncodeAsNumpy([self.preprocess(text) for text in texts])
+    lengths = np.array([len(ids) for ids in encoded], np.int64)
+    flat = np.concatenate(encoded).astype(np.int32, copy=False)
+    hits = np.flatnonzero(self._needs_replacement[flat])
+    if hits.size == 0:
+      return flat, lengths
+    line_of_token = np.repeat(np.arange(len(encoded)), lengths)
+    pieces, start = [], 0
+    lengths = lengths.copy()
+    for hit in hits:
+      replacement = self.replacements[int(flat[hit])]
+      pieces.extend([flat[start:hit], np.asarray(replacement, np.int32)])
+      lengths[line_of_token[hit]] += len(replacement) - 1
+      start = hit + 1
+    pieces.append(flat[start:])
+    return np.concatenate(pieces), lengths
+
+  def decode(self, ids: Sequence[int]) -> str:
+    return self.processor.DecodeIds([int(i) for i in ids])
+
+
+def _ends_in_digit_comma(piece: str) -> bool:
+  return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
+
+
+def _is_word_start(piece: str) -> bool:
+  return (piece.startswith(SPIECE_UNDERLINE) or piece.startswith("<")
+          or piece in WORD_START_PUNCTUATION)
