@@ -94,10 +94,10 @@ def token_stream(flat_ids, line_lengths, document_lengths, eod_id: Optional[int]
   """
   line_lengths = np.asarray(line_lengths, np.int64)
   sentence_flags = (np.arange(len(line_lengths)) % 2 == 0)
-  if eod_id is None:
+  if eod_id is None or len(document_lengths) == 0:
     return (np.asarray(flat_ids, np.int32),
             np.repeat(sentence_flags, line_lengths))
-  last_lines = np.cumsum(document_lengths) - 1
+  last_lines = np.cumsum(np.asarray(document_lengths, np.int64)) - 1
   token_ends = np.cumsum(line_lengths)
   ids = np.insert(np.asarray(flat_ids, np.int32), token_ends[last_lines], eod_id)
   lengths = line_lengths.copy()
