@@ -164,3 +164,21 @@ def test_cli_default_corpus(tmp_path):
   assert "Trained a SentencePiece model" in result.stdout
   assert "corpus tokens/s" in result.stdout
   assert os.path.exists(tmp_path / "record_info.json")
+
+
+def test_files_are_sharded_over_input_pipelines(made):
+  directory, _ = made
+  info = load_record_info(directory)
+  assert len(info["files"]) == 3
+
+  def first_ids(pipeline_id):
+    context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline_id)
+    batch = next(iter(pretraining_dataset(directory, input_context=context, repeat=False)))
+    return batch["input_ids"].numpy()
+
+  expected = {0: info["files"][0]["name"], 1: info["files"][1]["name"]}
+  for pipeline_id, name in expected.items():
+    record = next(raw_records(os.path.join(directory, name)))
+    np.testing.assert_array_equal(first_ids(pipeline_id)[0], record["input_ids"])
+  with pytest.raises(ValueError, match="cannot be sharded over 4 input pipelines"):
+    pretraining_dataset(directory, input_context=tf.distribute.InputContext(4, 0))
