@@ -84,7 +84,8 @@ def check_settings(info: Dict[str, Any], **expected) -> None:
 
 def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
                         input_context: Optional[tf.distribute.InputContext] = None,
-                        repeat: bool = True, **expected_settings) -> tf.data.Dataset:
+                        repeat: bool = True, skip_batches: int = 0,
+                        **expected_settings) -> tf.data.Dataset:
   """Batches of permutation-LM inputs with static shapes, in stream order (for mems).
 
   Args:
@@ -94,6 +95,7 @@ def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
     input_context: from `strategy.distribute_datasets_from_function`; files are sharded over
       the input pipelines (workers).
     repeat: loop over the data forever.
+    skip_batches: batches to skip first (resuming a run: the data position is the step).
     expected_settings: settings the run needs (seq_len=..., reuse_len=..., ...), checked
       against the record info.
 
@@ -142,6 +144,8 @@ def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
   dataset = tf.data.TFRecordDataset(files)  # files in order: rows continue across batches
   if repeat:
     dataset = dataset.repeat()
+  if skip_batches:
+    dataset = dataset.skip(skip_batches * batch_size)  # raw records: no parsing cost
   dataset = dataset.batch(batch_size, drop_remainder=True)
   dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   return dataset.prefetch(tf.data.AUTOTUNE)

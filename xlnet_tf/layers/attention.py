@@ -68,6 +68,10 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     self.dropatt = dropatt
     self.init_std = init_std
     self.scale = 1.0 / (d_head ** 0.5)
+    # Debugging/summaries: when True, eager calls keep the content stream's attention
+    # probabilities [B, N, T, K] in `last_attention`.
+    self.capture_attention = False
+    self.last_attention = None
     self.output_dropout = keras.layers.Dropout(dropout)
     self.attention_dropout = keras.layers.Dropout(dropatt)
     self.layer_norm = keras.layers.LayerNormalization(epsilon=1e-12, dtype="float32",
@@ -144,6 +148,8 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
       if mask is not None:
         score = tf.where(mask[:, None], tf.constant(MASKED_SCORE, tf.float32), score)
       probability = tf.nn.softmax(score, axis=-1)
+      if self.capture_attention and positions is None and tf.executing_eagerly():
+        self.last_attention = probability
       probability = self.attention_dropout(probability, training=training)
       return tf.einsum("bnqk,bknh->bqnh", tf.cast(probability, dtype), values)
 

@@ -1,0 +1,129 @@
+"""XLNet permutation-LM pretraining under tf.distribute.
+
+With no data flags it runs the embedded default end to end on this machine: the Python
+documentation as corpus -> SentencePiece model -> TFRecords -> a small XLNet pretrained for a
+few minutes on CPU -> held-out loss before and after -> checkpoint.
+
+  python run/pretrain.py --train_data=proc_data/train --valid_data=proc_data/valid \
+      --model_config=xlnet_config.json --strategy=mirrored --train_steps=100000 \
+      --learning_rate=1e-4 --warmup_steps=1000 --model_dir=model
+"""
+
+import json
+import os
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+import keras
+
+from xlnet_tf import XLNetConfig
+from xlnet_tf.data.default_data import prepare_default_pretraining_data
+from xlnet_tf.data.pretraining import PretrainingSettings
+from xlnet_tf.data.records import load_record_info
+from xlnet_tf.training import strategy as strategy_lib
+from xlnet_tf.training.pretraining_loop import (PretrainingOptions, PretrainingRun,
+                                                write_run_summary)
+
+flags.DEFINE_enum("strategy", "one_device", strategy_lib.STRATEGIES, "Distribution strategy.")
+flags.DEFINE_string("tpu", None, "TPU address (with --strategy=tpu).")
+flags.DEFINE_integer("cpu_replicas", 0, "Split the CPU into this many logical devices (to run "
+                     "--strategy=mirrored on one CPU).")
+flags.DEFINE_string("train_data", None, "Directory (or record_info.json) of training "
+                    "TFRecords. Default: build the embedded Python-docs data.")
+flags.DEFINE_string("valid_data", None, "Held-out TFRecords for evaluation.")
+flags.DEFINE_string("model_config", None, "xlnet_config.json (original keys accepted).")
+flags.DEFINE_enum("model_size", "default", ["default", "tiny", "base", "large"],
+                  "Size preset when no --model_config ('default': the demo model).")
+flags.DEFINE_string("model_dir", "pretrain_output/model", "Checkpoints and summaries.")
+flags.DEFINE_integer("train_batch_size", None, "Global batch size (default: the data's).")
+flags.DEFINE_integer("train_steps", 600, "Training steps.")
+flags.DEFINE_float("learning_rate", 2e-3, "Peak learning rate.")
+flags.DEFINE_integer("warmup_steps", 100, "Linear warmup steps.")
+flags.DEFINE_float("weight_decay", 0.01, "AdamW weight decay (not on LayerNorm or biases).")
+flags.DEFINE_float("lr_layer_decay_rate", 1.0, "Layer i's learning rate is multiplied by "
+                   "rate^(n_layer - 1 - i).")
+flags.DEFINE_float("clip", 1.0, "Global gradient-norm clipping.")
+flags.DEFINE_integer("save_steps", 200, "Checkpoint every this many steps.")
+flags.DEFINE_integer("log_steps", 50, "Log and write summaries every this many steps.")
+flags.DEFINE_integer("eval_batches", 20, "Held-out batches per evaluation.")
+flags.DEFINE_integer("mem_len", None, "Memory length (default: the data's reuse_len).")
+flags.DEFINE_bool("jit_compile", True, "Compile the forward/backward pass with XLA.")
+flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
+                  "Compute dtype: bfloat16 for TPU/CPU, float16 (with loss scaling) for GPU.")
+flags.DEFINE_float("loss_scale", 4096.0, "Static loss scale with --dtype=float16.")
+flags.DEFINE_string("init_checkpoint", None, "Start from these weights.")
+flags.DEFINE_enum("init_checkpoint_format", "own", ["own", "original", "huggingface"],
+                  "Format of --init_checkpoint.")
+flags.DEFINE_integer("seed", 0, "Random seed.")
+flags.DEFINE_string("work_dir", "pretrain_output", "Where the default data are built.")
+FLAGS = flags.FLAGS
+
+DEFAULT_DATA = PretrainingSettings(seq_len=128, reuse_len=64, num_predict=21, bsz_per_host=16,
+                                   bi_data=True)
+DEFAULT_MODEL = dict(n_layer=4, d_model=128, n_head=4, d_head=32, d_inner=512)
+
+
+def model_config(info, mem_len) -> XLNetConfig:
+  settings = info["settings"]
+  runtime = dict(mem_len=mem_len if mem_len is not None else settings["reuse_len"],
+                 reuse_len=settings["reuse_len"], bi_data=settings["bi_data"])
+  if FLAGS.model_config:
+    return XLNetConfig.from_json_file(FLAGS.model_config, **runtime)
+  if FLAGS.model_size == "default":
+    return XLNetConfig(n_token=info["tokenizer"]["vocab_size"], dropout=0.0, dropatt=0.0,
+                       **DEFAULT_MODEL, **runtime)
+  return XLNetConfig.preset(FLAGS.model_size, n_token=info["tokenizer"]["vocab_size"], **runtime)
+
+
+def main(argv):
+  del argv
+  started = time.perf_counter()
+  logging.set_verbosity(logging.INFO)
+  keras.utils.set_random_seed(FLAGS.seed)
+  if FLAGS.cpu_replicas:
+    strategy_lib.split_cpu(FLAGS.cpu_replicas)
+  if FLAGS.dtype != "float32":
+    keras.mixed_precision.set_global_policy(f"mixed_{FLAGS.dtype}")
+  train_data, valid_data = FLAGS.train_data, FLAGS.valid_data
+  if not train_data:
+    data = prepare_default_pretraining_data(os.path.join(FLAGS.work_dir, "data"), DEFAULT_DATA,
+                                            seed=FLAGS.seed)
+    train_data, valid_data = data["train"], data["valid"]
+    print("\n".join(data["reports"]) or f"Reusing the data in {FLAGS.work_dir}/data")
+  config = model_config(load_record_info(train_data), FLAGS.mem_len)
+  strategy = strategy_lib.create_strategy(FLAGS.strategy, FLAGS.tpu)
+  options = PretrainingOptions(
+      model_dir=FLAGS.model_dir, train_data=train_data, valid_data=valid_data,
+      train_steps=FLAGS.train_steps, global_batch_size=FLAGS.train_batch_size,
+      learning_rate=FLAGS.learning_rate, warmup_steps=FLAGS.warmup_steps,
+      weight_decay=FLAGS.weight_decay, lr_layer_decay_rate=FLAGS.lr_layer_decay_rate,
+      clip_norm=FLAGS.clip, save_steps=FLAGS.save_steps, log_steps=FLAGS.log_steps,
+      jit_compile=FLAGS.jit_compile, eval_batches=FLAGS.eval_batches,
+      loss_scale=FLAGS.loss_scale if FLAGS.dtype == "float16" else None,
+      init_checkpoint=FLAGS.init_checkpoint, init_checkpoint_format=FLAGS.init_checkpoint_format)
+  run = PretrainingRun(strategy, config, options)
+  parameters = sum(int(v.numpy().size) for v in run.model.trainable_variables)
+  print(f"Model: {config.n_layer} layers, d_model {config.d_model}, {parameters:,} parameters, "
+        f"mem_len {config.mem_len}; {strategy.num_replicas_in_sync} replica(s), global batch "
+        f"{run.global_batch} x seq_len {run.seq_len}.")
+  before = run.evaluate() if valid_data else None
+  result = run.train()
+  after = run.evaluate() if valid_data else None
+  summary = {"train_steps": result["step"], "last_checkpoint": result["last_checkpoint"],
+             "final_train_loss": result["history"][-1]["loss"] if result["history"] else None,
+             "held_out_before": before, "held_out_after": after,
+             "seconds": time.perf_counter() - started, "config": config.to_dict()}
+  write_run_summary(os.path.join(FLAGS.model_dir, "run_summary.json"), summary)
+  lines = [f"Trained to step {result['step']} in {summary['seconds']:.0f}s; checkpoint "
+           f"{result['last_checkpoint']}; TensorBoard: tensorboard --logdir {FLAGS.model_dir}"]
+  if before and after:
+    lines.append(f"Held-out permutation-LM loss: {before['loss']:.3f} (perplexity "
+                 f"{before['perplexity']:.0f}) at the start -> {after['loss']:.3f} (perplexity "
+                 f"{after['perplexity']:.0f}) now, over {after['targets']:.0f} predicted tokens.")
+  print("\n".join(lines))
+
+
+if __name__ == "__main__":
+  app.run(main)

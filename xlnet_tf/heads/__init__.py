@@ -1,0 +1,5 @@
+"""Task heads over XLNetModel."""
+
+from xlnet_tf.heads.pretrainer import XLNetPretrainer
+
+__all__ = ["XLNetPretrainer"]

@@ -1,0 +1,1 @@
+"""Training: optimizer and schedules, strategies, the pretraining loop."""
