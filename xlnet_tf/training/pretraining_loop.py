@@ -111,6 +111,7 @@ class PretrainingRun:
     self.chief = strategy_lib.is_chief(strategy)
     self.worker = strategy_lib.worker_index(strategy)
     self.checkpoint_dir = options.model_dir if self.chief else tempfile.mkdtemp()
+    os.makedirs(self.checkpoint_dir, exist_ok=True)
     with strategy.scope():
       self.model = XLNetPretrainer(config)
       self.optimizer = create_optimizer(
