@@ -171,3 +171,32 @@ def test_bad_settings_fail_before_training(small_data, tmp_path):
       init_checkpoint=str(tmp_path / "small")))
   with pytest.raises(checkpoints.CheckpointMismatchError, match="d_model: checkpoint 16, model 32"):
     run.train()
+
+
+def test_train_step_compiles_with_xla(small_data, tmp_path):
+  run = make_run(small_data["bi"], tmp_path / "xla", 1)
+  batch = next(iter(pretraining_dataset(small_data["bi"])))
+  mems = tuple(tf.zeros([4, 16, 32]) for _ in range(2))
+  hlo = run._compute.experimental_get_compiler_ir(batch, mems)(stage="hlo")
+  assert "HloModule" in hlo
+
+
+@pytest.mark.slow
+def test_cli_main_job_builds_data_trains_evaluates_and_resumes(tmp_path):
+  script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "pretrain.py")
+  common = [sys.executable, script, f"--work_dir={tmp_path}", f"--model_dir={tmp_path}/model",
+            "--save_steps=10", "--log_steps=10", "--eval_batches=3", "--warmup_steps=5"]
+  first = subprocess.run(common + ["--train_steps=20"], capture_output=True, text=True,
+                         timeout=600)
+  assert first.returncode == 0, first.stderr[-3000:]
+  assert "[train] Read 4 files" in first.stdout and "[valid] Read 1 files" in first.stdout
+  assert "Held-out permutation-LM loss:" in first.stdout
+  summary = json.load(open(tmp_path / "model" / "run_summary.json"))
+  assert summary["held_out_after"]["loss"] < summary["held_out_before"]["loss"]
+  assert os.listdir(tmp_path / "model" / "train"), "TensorBoard events"
+  second = subprocess.run(common + ["--train_steps=30"], capture_output=True, text=True,
+                          timeout=600)
+  assert second.returncode == 0, second.stderr[-3000:]
+  assert "Reusing the data" in second.stdout
+  assert "Resumed from" in second.stderr and "ckpt-20" in second.stderr
+  assert "Trained to step 30" in second.stdout
