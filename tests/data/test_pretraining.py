@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from xlnet_tf.data.pretraining import (PretrainingSettings, batchify, is_backward_row,
-                                       split_a_and_b, token_stream)
+                                       split_a_and_b, token_stream, trim_to_total)
 
 
 def literal_trim(a_len, b_len, total):
@@ -49,18 +49,7 @@ def test_split_a_and_b(stream, begin, total, seed):
 
 @given(st.integers(0, 100), st.integers(0, 100), st.integers(1, 150))
 def test_trim_equals_the_original_loop(a_len, b_len, total):
-  excess = a_len + b_len - total
-  a, b = a_len, b_len
-  if excess > 0:
-    if a > b:
-      step = min(excess, a - b)
-      a, excess = a - step, excess - step
-    elif b > a:
-      step = min(excess, b - a)
-      b, excess = b - step, excess - step
-    b -= (excess + 1) // 2
-    a -= excess // 2
-  assert (a, b) == literal_trim(a_len, b_len, total)
+  assert trim_to_total(a_len, b_len, total) == literal_trim(a_len, b_len, total)
 
 
 def test_token_stream_appends_eod_to_each_document():

@@ -133,6 +133,21 @@ def is_backward_row(row: int, settings: PretrainingSettings) -> bool:
   return (row % per_core) >= per_core // 2
 
 
+def trim_to_total(a_len: int, b_len: int, total: int) -> Tuple[int, int]:
+  """The original removes one token at a time from the end of the longer side (B on ties)
+  until a_len + b_len <= total; this is its closed form."""
+  excess = a_len + b_len - total
+  if excess <= 0:
+    return a_len, b_len
+  if a_len > b_len:
+    step = min(excess, a_len - b_len)
+    a_len, excess = a_len - step, excess - step
+  elif b_len > a_len:
+    step = min(excess, b_len - a_len)
+    b_len, excess = b_len - step, excess - step
+  return a_len - excess // 2, b_len - (excess + 1) // 2
+
+
 def split_a_and_b(draw: random.Random, boundaries: List[int], data_len: int, begin: int,
                   total: int):
   """(a_begin, a_end, b_begin, b_end, label) of the original `_split_a_and_b`, or None.
@@ -163,17 +178,7 @@ def split_a_and_b(draw: random.Random, boundaries: List[int], data_len: int, beg
     label = 1
     a_end = draw.choice(cut_points)
     b_begin, b_end = a_end, end
-  a_len, b_len = a_end - begin, b_end - b_begin
-  excess = a_len + b_len - total
-  if excess > 0:  # the original trims one token at a time from the longer side's end
-    if a_len > b_len:
-      step = min(excess, a_len - b_len)
-      a_len, excess = a_len - step, excess - step
-    elif b_len > a_len:
-      step = min(excess, b_len - a_len)
-      b_len, excess = b_len - step, excess - step
-    b_len -= (excess + 1) // 2
-    a_len -= excess // 2
+  a_len, b_len = trim_to_total(a_end - begin, b_end - b_begin, total)
   a_end, b_end = begin + a_len, b_begin + b_len
   if a_end >= data_len or b_end >= data_len:
     return None
