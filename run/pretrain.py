@@ -53,6 +53,8 @@ flags.DEFINE_bool("jit_compile", True, "Compile the forward/backward pass with X
 flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
                   "Compute dtype: bfloat16 for TPU/CPU, float16 (with loss scaling) for GPU.")
 flags.DEFINE_float("loss_scale", 4096.0, "Static loss scale with --dtype=float16.")
+flags.DEFINE_bool("recompute", False, "Recompute each block in the backward pass instead of "
+                  "storing its activations (long sequences).")
 flags.DEFINE_string("init_checkpoint", None, "Start from these weights.")
 flags.DEFINE_enum("init_checkpoint_format", "own", ["own", "original", "huggingface"],
                   "Format of --init_checkpoint.")
@@ -102,7 +104,8 @@ def main(argv):
       clip_norm=FLAGS.clip, save_steps=FLAGS.save_steps, log_steps=FLAGS.log_steps,
       jit_compile=FLAGS.jit_compile, eval_batches=FLAGS.eval_batches,
       loss_scale=FLAGS.loss_scale if FLAGS.dtype == "float16" else None,
-      init_checkpoint=FLAGS.init_checkpoint, init_checkpoint_format=FLAGS.init_checkpoint_format)
+      init_checkpoint=FLAGS.init_checkpoint, init_checkpoint_format=FLAGS.init_checkpoint_format,
+      recompute_blocks=FLAGS.recompute)
   run = PretrainingRun(strategy, config, options)
   parameters = sum(int(v.numpy().size) for v in run.model.trainable_variables)
   print(f"Model: {config.n_layer} layers, d_model {config.d_model}, {parameters:,} parameters, "

@@ -121,3 +121,24 @@ def test_bi_data_needs_an_even_batch(rng):
   model = XLNetModel(tiny_config(bi_data=True))
   with pytest.raises(ValueError, match="even batch"):
     model(pretraining_batch(rng, batch=3))
+
+
+def test_recomputed_blocks_give_the_same_gradients(rng):
+  model = XLNetModel(tiny_config(mem_len=4))
+  randomize_weights(model, 5)
+  recomputing = XLNetModel(tiny_config(mem_len=4), recompute_blocks=True)
+  recomputing.set_weights(model.get_weights())
+  inputs = {k: tf.constant(v) for k, v in pretraining_batch(rng).items()}
+
+  def gradients(network):
+    @tf.function(jit_compile=True)
+    def compute(batch):
+      with tf.GradientTape() as tape:
+        out = network(batch, training=True)
+        loss = tf.reduce_sum(out["query_output"] ** 2) + tf.reduce_sum(out["sequence_output"])
+      return tape.gradient(loss, network.trainable_variables)
+    return compute(inputs)
+
+  for a, b in zip(gradients(model), gradients(recomputing)):
+    np.testing.assert_allclose(tf.convert_to_tensor(a).numpy(), tf.convert_to_tensor(b).numpy(),
+                               atol=1e-4)

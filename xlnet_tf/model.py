@@ -39,12 +39,15 @@ class XLNetModel(keras.Model):
   to the old memory, the last mem_len kept, gradient stopped.
   """
 
-  def __init__(self, config, **kwargs):
+  def __init__(self, config, recompute_blocks: bool = False, **kwargs):
+    """`recompute_blocks`: in training, keep only each block's inputs and recompute the rest
+    during the backward pass (less memory for long sequences, about a third more compute)."""
     if isinstance(config, dict):
       config = XLNetConfig.from_dict(config)
     kwargs.setdefault("name", "transformer")
     super().__init__(**kwargs)
     self.config = config
+    self.recompute_blocks = recompute_blocks
     self.position_encoding = RelativePositionEncoding(
         config.d_model, config.attn_type, config.bi_data, config.clamp_len,
         name="position_encoding")
@@ -128,14 +131,20 @@ class XLNetModel(keras.Model):
       if config.mem_len > 0:
         new_mems.append(self._cache_memory(content, memory))
       layer_bias = (lambda bias: bias[index]) if config.untie_r else (lambda bias: bias)
-      segment_kwargs = {}
+      biases = {"r_w_bias": layer_bias(self.r_w_bias), "r_r_bias": layer_bias(self.r_r_bias)}
       if mismatch is not None:
-        segment_kwargs = dict(segment_mismatch=mismatch, r_s_bias=layer_bias(self.r_s_bias),
-                              seg_embed=self.seg_embed[index])
-      content, query = block(content, position_encoding, layer_bias(self.r_w_bias),
-                             layer_bias(self.r_r_bias), memory=memory,
-                             content_mask=content_mask, query=query, training=training,
-                             **segment_kwargs, **stream_kwargs)
+        biases.update(r_s_bias=layer_bias(self.r_s_bias), seg_embed=self.seg_embed[index])
+
+      def run_block(content, query, biases, block=block, memory=memory):
+        segment_kwargs = {"segment_mismatch": mismatch} if mismatch is not None else {}
+        return block(content, position_encoding, memory=memory, content_mask=content_mask,
+                     query=query, training=training, **biases, **segment_kwargs,
+                     **stream_kwargs)
+
+      if self.recompute_blocks and training:
+        content, query = _recomputed(run_block, content, query, biases)
+      else:
+        content, query = run_block(content, query, biases)
 
     outputs = {"sequence_output": self.output_dropout(content, training=training)}
     if query is not None:
@@ -205,11 +214,30 @@ class XLNetModel(keras.Model):
 
   # ---- serialization ---------------------------------------------------------------------
   def get_config(self):
-    return {"config": self.config.to_dict(), "name": self.name}
+    return {"config": self.config.to_dict(), "name": self.name,
+            "recompute_blocks": self.recompute_blocks}
 
   @classmethod
   def from_config(cls, config):
-    return cls(XLNetConfig.from_dict(config["config"]), name=config.get("name", "transformer"))
+    return cls(XLNetConfig.from_dict(config["config"]), name=config.get("name", "transformer"),
+               recompute_blocks=config.get("recompute_blocks", False))
+
+
+def _recomputed(run_block, content, query, biases):
+  """run_block under tf.recompute_grad. Everything that needs a gradient (the streams, the
+  attention biases sliced from the model's variables) is an explicit input."""
+  names = sorted(biases)
+
+  def forward(content, query, *bias_values):
+    outputs = run_block(content, query, dict(zip(names, bias_values)))
+    return outputs if query is not None else outputs[0]
+
+  if query is None:
+    wrapped = lambda h, *b: forward(h, None, *b)
+    return tf.recompute_grad(wrapped)(content, *[biases[n] for n in names]), None
+  outputs = tf.recompute_grad(lambda h, g, *b: tuple(forward(h, g, *b)))(
+      content, query, *[biases[n] for n in names])
+  return outputs[0], outputs[1]
 
 
 def _check(ok: bool, name: str, expected: str) -> None:

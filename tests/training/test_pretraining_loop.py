@@ -200,3 +200,17 @@ def test_cli_main_job_builds_data_trains_evaluates_and_resumes(tmp_path):
   assert "Reusing the data" in second.stdout
   assert "Resumed from" in second.stderr and "ckpt-20" in second.stderr
   assert "Trained to step 30" in second.stdout
+
+
+@pytest.mark.parametrize("policy,options", [("mixed_bfloat16", {}),
+                                            ("mixed_float16", {"loss_scale": 1024.0}),
+                                            ("float32", {"recompute_blocks": True})])
+def test_precisions_and_recomputation_train(small_data, tmp_path, policy, options):
+  keras.mixed_precision.set_global_policy(policy)
+  try:
+    run = make_run(small_data["bi"], tmp_path / policy, 8, **options)
+    history = run.train()["history"]
+  finally:
+    keras.mixed_precision.set_global_policy("float32")
+  losses = [record["loss"] for record in history]
+  assert all(np.isfinite(losses)) and losses[-1] < losses[0]

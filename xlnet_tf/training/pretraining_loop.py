@@ -30,6 +30,7 @@ from xlnet_tf.checkpoints.naming import backbone_of
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.data.records import load_record_info, pretraining_dataset
 from xlnet_tf.heads.pretrainer import XLNetPretrainer
+from xlnet_tf.model import XLNetModel
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.training import summaries
 from xlnet_tf.training.optimization import create_optimizer
@@ -57,6 +58,7 @@ class PretrainingOptions:
   summaries: bool = True
   init_checkpoint: Optional[str] = None
   init_checkpoint_format: str = "own"
+  recompute_blocks: bool = False      # per-block recomputation (memory for long sequences)
 
 
 def _check_data(info, config: XLNetConfig, global_batch: int, strategy, source: str):
@@ -113,7 +115,7 @@ class PretrainingRun:
     self.checkpoint_dir = options.model_dir if self.chief else tempfile.mkdtemp()
     os.makedirs(self.checkpoint_dir, exist_ok=True)
     with strategy.scope():
-      self.model = XLNetPretrainer(config)
+      self.model = XLNetPretrainer(XLNetModel(config, recompute_blocks=options.recompute_blocks))
       self.optimizer = create_optimizer(
           self.model, options.learning_rate, options.train_steps, options.warmup_steps,
           options.weight_decay, options.lr_layer_decay_rate, options.min_lr_ratio,
