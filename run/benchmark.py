@@ -1,0 +1,262 @@
+"""Speed and memory of XLNet here and in its peers, measured in one run.
+
+Each measurement runs in its own process (so its peak RSS is its own): forward tokens/s and
+permutation-LM train-step tokens/s (num_predict = seq_len / 6, AdamW step included) for
+xlnet_tf and, when importable, Hugging Face transformers' PyTorch XLNet (float32, and bfloat16
+autocast). It also measures this machine's dense matmul rate to report model-FLOPs use.
+
+  python run/benchmark.py --sizes=base --shapes=4x128,2x512 --output=docs/benchmarks
+"""
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+flags.DEFINE_list("sizes", ["base"], "Model sizes: base, large.")
+flags.DEFINE_list("shapes", ["4x128", "2x512"], "batch x seq_len pairs.")
+flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Precisions.")
+flags.DEFINE_list("modes", ["forward", "train"], "What to time.")
+flags.DEFINE_list("implementations", ["xlnet_tf", "hf_torch"], "Which to run (skipped when "
+                  "not importable).")
+flags.DEFINE_integer("repeats", 3, "Timed repetitions after one warm-up.")
+flags.DEFINE_string("output", None, "Write OUTPUT.json and OUTPUT.md.")
+flags.DEFINE_string("worker", None, "Internal: run one measurement (JSON spec).")
+FLAGS = flags.FLAGS
+
+SIZES = {"base": dict(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072),
+         "large": dict(n_layer=24, d_model=1024, n_head=16, d_head=64, d_inner=4096)}
+VOCAB = 32000
+
+
+def model_flops(size, batch, seq_len, mode):
+  """Matmul FLOPs of one forward (x3 for a train step): projections, FFN, attention, logits."""
+  s = SIZES[size]
+  d, layers, inner = s["d_model"], s["n_layer"], s["d_inner"]
+  tokens = batch * seq_len
+  per_layer = 2 * tokens * (5 * d * d + 2 * d * inner)  # q k v o + relative-position r
+  per_layer += 2 * 3 * batch * seq_len * (2 * seq_len) * d  # scores, position scores, values
+  forward = layers * per_layer
+  if mode == "train":
+    predictions = max(seq_len // 6, 1)
+    query = layers * 2 * batch * predictions * (2 * d * d + 2 * d * inner + 3 * seq_len * d)
+    forward += query + 2 * batch * predictions * d * VOCAB
+    return 3 * forward
+  return forward
+
+
+# ---- workers ---------------------------------------------------------------------------------
+
+def _inputs(batch, seq_len, seed=0):
+  """Random ids; per row seq_len/6 targets in a random order (the original's mask semantics)."""
+  import numpy as np
+  rng = np.random.default_rng(seed)
+  predictions = max(seq_len // 6, 1)
+  ids = rng.integers(10, VOCAB, size=[batch, seq_len]).astype(np.int32)
+  perm_mask = np.zeros([batch, seq_len, seq_len], np.float32)
+  target_mapping = np.zeros([batch, predictions, seq_len], np.float32)
+  for row in range(batch):
+    targets = rng.choice(seq_len, predictions, replace=False)
+    rank = np.full(seq_len, -1)
+    rank[targets] = rng.permutation(predictions)
+    is_target = rank >= 0
+    # j is hidden from i when j is a target and i is not a later target.
+    perm_mask[row] = is_target[None, :] & (~is_target[:, None] | (rank[None, :] >= rank[:, None]))
+    target_mapping[row, np.arange(predictions), targets] = 1.0
+  return ids, perm_mask, target_mapping
+
+
+def run_xlnet_tf(spec):
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  import keras
+  import numpy as np
+  import tensorflow as tf
+  from xlnet_tf import XLNetConfig, XLNetModel
+  from xlnet_tf.heads import XLNetPretrainer
+  from xlnet_tf.heads.pretrainer import masked_lm_loss
+  from xlnet_tf.training.optimization import create_optimizer
+  if spec["dtype"] == "bfloat16":
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  # XLA's CPU backend lowers bfloat16 matmuls without AMX; TF's oneDNN kernels use it.
+  jit = spec["dtype"] == "float32"
+  config = XLNetConfig(n_token=VOCAB, dropout=0.1, dropatt=0.1, **SIZES[spec["size"]])
+  batch, seq_len = spec["batch"], spec["seq_len"]
+  ids, perm_mask, target_mapping = _inputs(batch, seq_len)
+  inputs = {"input_ids": tf.constant(ids), "segment_ids": tf.zeros_like(ids),
+            "input_mask": tf.ones([batch, seq_len])}
+  if spec["mode"] == "forward":
+    model = XLNetModel(config)
+    step = tf.function(lambda x: model(x, training=False)["sequence_output"], jit_compile=jit)
+    run = lambda: step(inputs).numpy()
+  else:
+    model = XLNetPretrainer(config)
+    optimizer = create_optimizer(model, 1e-4, 1000, 10)
+    inputs.update(perm_mask=tf.constant(perm_mask), target_mapping=tf.constant(target_mapping))
+    target = tf.gather(inputs["input_ids"], tf.argmax(target_mapping, -1, output_type=tf.int32),
+                       batch_dims=1)
+    mask = tf.ones(target.shape)
+
+    @tf.function(jit_compile=jit)
+    def gradients(x):
+      with tf.GradientTape() as tape:
+        loss = masked_lm_loss(model(x, training=True)["logits"], target, mask)
+      return loss, tape.gradient(loss, model.trainable_variables)
+
+    @tf.function
+    def step(x):
+      loss, grads = gradients(x)
+      optimizer.apply_gradients(zip(grads, model.trainable_variables))
+      return loss
+    run = lambda: step(inputs).numpy()
+  return _time(run, spec)
+
+
+def run_hf_torch(spec):
+  import torch
+  import transformers
+  torch.manual_seed(0)
+  s = SIZES[spec["size"]]
+  config = transformers.XLNetConfig(vocab_size=VOCAB, d_model=s["d_model"], n_layer=s["n_layer"],
+                                    n_head=s["n_head"], d_inner=s["d_inner"],
+                                    ff_activation="gelu_new")
+  batch, seq_len = spec["batch"], spec["seq_len"]
+  ids, perm_mask, target_mapping = _inputs(batch, seq_len)
+  ids = torch.tensor(ids, dtype=torch.long)
+  common = dict(input_ids=ids, token_type_ids=torch.zeros_like(ids),
+                attention_mask=torch.ones(batch, seq_len))
+  autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=spec["dtype"] == "bfloat16")
+  if spec["mode"] == "forward":
+    model = transformers.XLNetModel(config).eval()
+
+    def run():
+      with torch.no_grad(), autocast:
+        model(**common)
+  else:
+    model = transformers.XLNetLMHeadModel(config).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6)
+    target_mapping_t = torch.tensor(target_mapping)
+    labels = torch.gather(ids, 1, target_mapping_t.argmax(-1))
+
+    def run():
+      with autocast:
+        loss = model(**common, perm_mask=torch.tensor(perm_mask),
+                     target_mapping=target_mapping_t, labels=labels).loss
+      loss.backward()
+      torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+      optimizer.step()
+      optimizer.zero_grad()
+  return _time(run, spec)
+
+
+def run_matmul(spec):
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  import tensorflow as tf
+  n = 2048
+  a = tf.cast(tf.random.normal([n, n]), spec["dtype"])
+  step = tf.function(lambda x: tf.matmul(x, x))
+  return _time(lambda: step(a).numpy(), spec, flops=2 * n ** 3)
+
+
+def _time(run, spec, flops=None):
+  run()  # warm-up: tracing and compilation
+  times = []
+  for _ in range(spec["repeats"]):
+    start = time.perf_counter()
+    run()
+    times.append(time.perf_counter() - start)
+  seconds = min(times)
+  result = dict(spec, seconds=seconds,
+                peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20)
+  if flops:
+    result["gflops"] = flops / seconds / 1e9
+  return result
+
+
+WORKERS = {"xlnet_tf": run_xlnet_tf, "hf_torch": run_hf_torch, "matmul": run_matmul}
+
+
+# ---- orchestration ---------------------------------------------------------------------------
+
+def measure(spec):
+  result = subprocess.run([sys.executable, __file__, f"--worker={json.dumps(spec)}"],
+                          capture_output=True, text=True)
+  lines = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")]
+  if result.returncode != 0 or not lines:
+    return dict(spec, error=(result.stderr.strip().splitlines() or ["failed"])[-1][:200])
+  return json.loads(lines[-1][len("RESULT "):])
+
+
+def available(implementation):
+  module = {"xlnet_tf": "tensorflow", "hf_torch": "transformers"}[implementation]
+  probe = subprocess.run([sys.executable, "-c", f"import {module}" + (
+      "; import torch" if implementation == "hf_torch" else "")], capture_output=True)
+  return probe.returncode == 0
+
+
+def markdown(results, matmul):
+  lines = ["| size | batch x seq | dtype | mode | implementation | tokens/s | vs fastest peer |"
+           " MFU | peak RSS (GB) |", "|---|---|---|---|---|---:|---:|---:|---:|"]
+  for r in results:
+    if "error" in r:
+      lines.append(f"| {r['size']} | {r['batch']}x{r['seq_len']} | {r['dtype']} | {r['mode']} |"
+                   f" {r['implementation']} | error: {r['error']} | | | |")
+      continue
+    peers = [p["tokens_per_sec"] for p in results if "error" not in p
+             and p["implementation"] != "xlnet_tf" and all(
+                 p[k] == r[k] for k in ("size", "batch", "seq_len", "dtype", "mode"))]
+    ratio = (f"{r['tokens_per_sec'] / max(peers):.2f}x" if peers and
+             r["implementation"] == "xlnet_tf" else "")
+    lines.append(f"| {r['size']} | {r['batch']}x{r['seq_len']} | {r['dtype']} | {r['mode']} | "
+                 f"{r['implementation']} | {r['tokens_per_sec']:,.0f} | {ratio} | "
+                 f"{r['mfu']:.0%} | {r['peak_rss_gb']:.2f} |")
+  rates = ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in matmul.items())
+  lines.append(f"\nDense matmul (2048x2048, TensorFlow): {rates}. MFU = model matmul FLOPs / "
+               "time / that rate at the run's precision.")
+  return "\n".join(lines)
+
+
+def main(argv):
+  del argv
+  if FLAGS.worker:
+    spec = json.loads(FLAGS.worker)
+    print("RESULT " + json.dumps(WORKERS[spec["implementation"]](spec)))
+    return
+  matmul = {}
+  for dtype in FLAGS.dtypes:
+    result = measure({"implementation": "matmul", "dtype": dtype, "repeats": 5})
+    matmul[dtype] = result.get("gflops", float("nan"))
+  implementations = [i for i in FLAGS.implementations if available(i)]
+  results = []
+  for size in FLAGS.sizes:
+    for shape in FLAGS.shapes:
+      batch, seq_len = (int(v) for v in shape.split("x"))
+      for dtype in FLAGS.dtypes:
+        for mode in FLAGS.modes:
+          for implementation in implementations:
+            spec = dict(implementation=implementation, size=size, batch=batch, seq_len=seq_len,
+                        dtype=dtype, mode=mode, repeats=FLAGS.repeats)
+            result = measure(spec)
+            if "error" not in result:
+              result["tokens_per_sec"] = batch * seq_len / result["seconds"]
+              flops = model_flops(size, batch, seq_len, mode)
+              result["mfu"] = flops / result["seconds"] / 1e9 / matmul[dtype]
+            print(json.dumps(result), flush=True)
+            results.append(result)
+  table = markdown(results, matmul)
+  print(table)
+  if FLAGS.output:
+    os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)
+    with open(FLAGS.output + ".json", "w") as handle:
+      json.dump({"matmul_gflops": matmul, "results": results}, handle, indent=2)
+    with open(FLAGS.output + ".md", "w") as handle:
+      handle.write(f"# Benchmarks\n\nCommand: `python run/benchmark.py {' '.join(sys.argv[1:])}`"
+                   f"\n\n{table}\n")
+
+
+if __name__ == "__main__":
+  app.run(main)
