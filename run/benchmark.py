@@ -27,6 +27,7 @@ flags.DEFINE_list("implementations", ["xlnet_tf", "hf_torch"], "Which to run (sk
 flags.DEFINE_integer("repeats", 3, "Timed repetitions after one warm-up.")
 flags.DEFINE_string("output", None, "Write OUTPUT.json and OUTPUT.md.")
 flags.DEFINE_string("worker", None, "Internal: run one measurement (JSON spec).")
+flags.DEFINE_string("report_only", None, "Rebuild OUTPUT.md from a saved JSON, no measuring.")
 FLAGS = flags.FLAGS
 
 SIZES = {"base": dict(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072),
@@ -35,17 +36,23 @@ VOCAB = 32000
 
 
 def model_flops(size, batch, seq_len, mode):
-  """Matmul FLOPs of one forward (x3 for a train step): projections, FFN, attention, logits."""
+  """Matmul FLOPs of one forward (x3 for a train step).
+
+  Per layer: q, k, v, o projections (4 d^2 per token) and the FFN (2 d d_inner per token); the
+  relative-position keys r (2T positions, shared by the batch); scores, position scores over
+  2T relative positions, and the weighted values (4 T d per token). Plus, for the train step,
+  the query stream at T/6 predictions and the logits over the vocabulary.
+  """
   s = SIZES[size]
   d, layers, inner = s["d_model"], s["n_layer"], s["d_inner"]
   tokens = batch * seq_len
-  per_layer = 2 * tokens * (5 * d * d + 2 * d * inner)  # q k v o + relative-position r
-  per_layer += 2 * 3 * batch * seq_len * (2 * seq_len) * d  # scores, position scores, values
+  per_layer = 2 * tokens * (4 * d * d + 2 * d * inner) + 2 * (2 * seq_len) * d * d
+  per_layer += 2 * tokens * 4 * seq_len * d
   forward = layers * per_layer
   if mode == "train":
-    predictions = max(seq_len // 6, 1)
-    query = layers * 2 * batch * predictions * (2 * d * d + 2 * d * inner + 3 * seq_len * d)
-    forward += query + 2 * batch * predictions * d * VOCAB
+    predictions = batch * max(seq_len // 6, 1)
+    forward += layers * 2 * predictions * (2 * d * d + 2 * d * inner + 4 * seq_len * d)
+    forward += 2 * predictions * d * VOCAB
     return 3 * forward
   return forward
 
@@ -226,6 +233,16 @@ def main(argv):
     spec = json.loads(FLAGS.worker)
     print("RESULT " + json.dumps(WORKERS[spec["implementation"]](spec)))
     return
+  if FLAGS.report_only:
+    with open(FLAGS.report_only) as handle:
+      saved = json.load(handle)
+    for result in saved["results"]:
+      if "error" not in result:
+        result["mfu"] = model_flops(result["size"], result["batch"], result["seq_len"],
+                                    result["mode"]) / result["seconds"] / 1e9 / saved[
+                                        "matmul_gflops"][result["dtype"]]
+    _write(saved["results"], saved["matmul_gflops"], saved.get("command", ""))
+    return
   matmul = {}
   for dtype in FLAGS.dtypes:
     result = measure({"implementation": "matmul", "dtype": dtype, "repeats": 5})
@@ -247,15 +264,19 @@ def main(argv):
               result["mfu"] = flops / result["seconds"] / 1e9 / matmul[dtype]
             print(json.dumps(result), flush=True)
             results.append(result)
+  _write(results, matmul, f"python run/benchmark.py {' '.join(sys.argv[1:])}")
+
+
+def _write(results, matmul, command):
   table = markdown(results, matmul)
   print(table)
   if FLAGS.output:
     os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)
     with open(FLAGS.output + ".json", "w") as handle:
-      json.dump({"matmul_gflops": matmul, "results": results}, handle, indent=2)
+      json.dump({"command": command, "matmul_gflops": matmul, "results": results}, handle,
+                indent=2)
     with open(FLAGS.output + ".md", "w") as handle:
-      handle.write(f"# Benchmarks\n\nCommand: `python run/benchmark.py {' '.join(sys.argv[1:])}`"
-                   f"\n\n{table}\n")
+      handle.write(f"# Benchmarks\n\nCommand: `{command}`\n\n{table}\n")
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ class PretrainingOptions:
 
 def _check_data(info, config: XLNetConfig, global_batch: int, strategy, source: str):
   settings = info["settings"]
-  workers = strategy.extended._num_workers if hasattr(strategy.extended, "_num_workers") else 1
+  workers = strategy_lib.num_workers(strategy)
   replicas = strategy.num_replicas_in_sync
   local_replicas = replicas // workers
   problems = []
@@ -101,7 +101,7 @@ class PretrainingRun:
     self.config = config
     self.options = options
     self.info = load_record_info(options.train_data)
-    workers = getattr(strategy.extended, "_num_workers", 1)
+    workers = strategy_lib.num_workers(strategy)
     self.global_batch = options.global_batch_size or self.info["settings"]["bsz_per_host"] * workers
     _check_data(self.info, config, self.global_batch, strategy, options.train_data)
     self.seq_len = self.info["settings"]["seq_len"]

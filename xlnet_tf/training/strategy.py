@@ -35,15 +35,30 @@ def create_strategy(name: str, tpu_address: Optional[str] = None) -> tf.distribu
   raise ValueError(f"strategy must be one of {STRATEGIES}; got {name!r}")
 
 
+def _cluster(strategy) -> dict:
+  resolver = getattr(strategy, "cluster_resolver", None)
+  return resolver.cluster_spec().as_dict() if resolver is not None else {}
+
+
+def num_workers(strategy: tf.distribute.Strategy) -> int:
+  """Input pipelines: TPU hosts, or chief + workers of a multi-worker cluster, else 1."""
+  if isinstance(strategy, tf.distribute.TPUStrategy):
+    return strategy.extended.num_hosts
+  cluster = _cluster(strategy)
+  return max(1, sum(len(cluster.get(job, [])) for job in ("chief", "worker")))
+
+
 def worker_index(strategy: tf.distribute.Strategy) -> int:
   resolver = getattr(strategy, "cluster_resolver", None)
   return int(resolver.task_id) if resolver is not None and resolver.task_id is not None else 0
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
-  resolver = getattr(strategy, "cluster_resolver", None)
-  if resolver is None or not resolver.cluster_spec().as_dict():
+  """The task that writes checkpoints and summaries: the chief, else worker 0."""
+  cluster = _cluster(strategy)
+  if not cluster:
     return True
-  return (resolver.task_type in ("chief", None)) or (
-      resolver.task_type == "worker" and resolver.task_id == 0
-      and "chief" not in resolver.cluster_spec().as_dict())
+  resolver = strategy.cluster_resolver
+  if "chief" in cluster:
+    return resolver.task_type == "chief"
+  return resolver.task_type == "worker" and resolver.task_id == 0
