@@ -49,12 +49,13 @@ flags.DEFINE_integer("save_steps", 200, "Checkpoint every this many steps.")
 flags.DEFINE_integer("log_steps", 50, "Log and write summaries every this many steps.")
 flags.DEFINE_integer("eval_batches", 20, "Held-out batches per evaluation.")
 flags.DEFINE_integer("mem_len", None, "Memory length (default: the data's reuse_len).")
-flags.DEFINE_bool("jit_compile", True, "Compile the forward/backward pass with XLA.")
+flags.DEFINE_bool("jit_compile", None, "Compile the forward/backward pass with XLA. Default: "
+                  "on, except bfloat16 on a CPU (XLA's CPU matmuls do not use AMX there).")
 flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
                   "Compute dtype: bfloat16 for TPU/CPU, float16 (with loss scaling) for GPU.")
 flags.DEFINE_float("loss_scale", 4096.0, "Static loss scale with --dtype=float16.")
 flags.DEFINE_bool("recompute", False, "Recompute each block in the backward pass instead of "
-                  "storing its activations (long sequences).")
+                  "storing its activations (long sequences; needs dropout 0).")
 flags.DEFINE_string("init_checkpoint", None, "Start from these weights.")
 flags.DEFINE_enum("init_checkpoint_format", "own", ["own", "original", "huggingface"],
                   "Format of --init_checkpoint.")
@@ -77,6 +78,14 @@ def model_config(info, mem_len) -> XLNetConfig:
     return XLNetConfig(n_token=info["tokenizer"]["vocab_size"], dropout=0.0, dropatt=0.0,
                        **DEFAULT_MODEL, **runtime)
   return XLNetConfig.preset(FLAGS.model_size, n_token=info["tokenizer"]["vocab_size"], **runtime)
+
+
+def use_xla() -> bool:
+  if FLAGS.jit_compile is not None:
+    return FLAGS.jit_compile
+  import tensorflow as tf
+  on_cpu = not tf.config.list_physical_devices("GPU") and FLAGS.strategy != "tpu"
+  return not (FLAGS.dtype == "bfloat16" and on_cpu)
 
 
 def main(argv):
@@ -102,7 +111,7 @@ def main(argv):
       learning_rate=FLAGS.learning_rate, warmup_steps=FLAGS.warmup_steps,
       weight_decay=FLAGS.weight_decay, lr_layer_decay_rate=FLAGS.lr_layer_decay_rate,
       clip_norm=FLAGS.clip, save_steps=FLAGS.save_steps, log_steps=FLAGS.log_steps,
-      jit_compile=FLAGS.jit_compile, eval_batches=FLAGS.eval_batches,
+      jit_compile=use_xla(), eval_batches=FLAGS.eval_batches,
       loss_scale=FLAGS.loss_scale if FLAGS.dtype == "float16" else None,
       init_checkpoint=FLAGS.init_checkpoint, init_checkpoint_format=FLAGS.init_checkpoint_format,
       recompute_blocks=FLAGS.recompute)

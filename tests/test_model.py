@@ -142,3 +142,8 @@ def test_recomputed_blocks_give_the_same_gradients(rng):
   for a, b in zip(gradients(model), gradients(recomputing)):
     np.testing.assert_allclose(tf.convert_to_tensor(a).numpy(), tf.convert_to_tensor(b).numpy(),
                                atol=1e-4)
+
+
+def test_recomputation_refuses_dropout():
+  with pytest.raises(ValueError, match="recompute_blocks needs XLNetConfig.dropout"):
+    XLNetModel(tiny_config(dropout=0.1), recompute_blocks=True)

@@ -41,9 +41,15 @@ class XLNetModel(keras.Model):
 
   def __init__(self, config, recompute_blocks: bool = False, **kwargs):
     """`recompute_blocks`: in training, keep only each block's inputs and recompute the rest
-    during the backward pass (less memory for long sequences, about a third more compute)."""
+    during the backward pass (less memory for long sequences, about a third more compute).
+    It needs dropout = dropatt = 0: the recomputed pass would draw new dropout masks and the
+    gradients would not belong to the forward pass."""
     if isinstance(config, dict):
       config = XLNetConfig.from_dict(config)
+    if recompute_blocks and (config.dropout or config.dropatt):
+      raise ValueError(f"recompute_blocks needs XLNetConfig.dropout = dropatt = 0 (got "
+                       f"{config.dropout}, {config.dropatt}): recomputation would redraw the "
+                       "dropout masks")
     kwargs.setdefault("name", "transformer")
     super().__init__(**kwargs)
     self.config = config
