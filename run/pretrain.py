@@ -129,7 +129,8 @@ def main(argv):
              "seconds": time.perf_counter() - started, "config": config.to_dict()}
   write_run_summary(os.path.join(FLAGS.model_dir, "run_summary.json"), summary)
   lines = [f"Trained to step {result['step']} in {summary['seconds']:.0f}s; checkpoint "
-           f"{result['last_checkpoint']}; TensorBoard: tensorboard --logdir {FLAGS.model_dir}"]
+           f"{result['last_checkpoint']}; backbone for fine-tuning: {FLAGS.model_dir}/pretrained; "
+           f"TensorBoard: tensorboard --logdir {FLAGS.model_dir}"]
   if before and after:
     lines.append(f"Held-out permutation-LM loss: {before['loss']:.3f} (perplexity "
                  f"{before['perplexity']:.0f}) at the start -> {after['loss']:.3f} (perplexity "

@@ -104,8 +104,12 @@ def read_huggingface_directory(path: str) -> Tuple[Dict, Dict[str, np.ndarray]]:
 
 
 def huggingface_to_original(tensors: Dict[str, np.ndarray], n_layer: int, untie_r: bool,
-                            source: str):
-  """Renames HF tensors to original names. Returns (arrays, aliases, skipped, problems)."""
+                            source: str, head_names=None):
+  """Renames HF tensors to original names. Returns (arrays, aliases, skipped).
+
+  head_names: {HF name: (original name, transpose)} of the target head's own weights.
+  """
+  head_names = head_names or {}
   arrays, aliases, skipped, problems = {}, {}, {}, []
   stacked = {name: {} for name in _STACKED}
   word_embedding = None
@@ -126,6 +130,9 @@ def huggingface_to_original(tensors: Dict[str, np.ndarray], n_layer: int, untie_
     elif match and match.group(2).startswith("rel_attn.") and \
         match.group(2)[len("rel_attn."):] in _STACKED:
       stacked[match.group(2)[len("rel_attn."):]][int(match.group(1))] = (hf_name, value)
+    elif name in head_names:
+      original, transpose = head_names[name]
+      arrays[original], aliases[original] = (value.T if transpose else value), hf_name
     elif name == "lm_loss.bias":
       arrays["model/lm_loss/bias"], aliases["model/lm_loss/bias"] = value, hf_name
     elif name == "lm_loss.weight":
@@ -196,8 +203,10 @@ def load_huggingface_checkpoint(model_or_head, path: str) -> LoadReport:
     if differences:
       raise CheckpointMismatchError(f"{path}: config.json does not match the model:\n  "
                                     + "\n  ".join(differences))
+  head_names = (model_or_head.huggingface_head_names()
+                if hasattr(model_or_head, "huggingface_head_names") else None)
   arrays, aliases, skipped = huggingface_to_original(tensors, config.n_layer, config.untie_r,
-                                                     source=path)
+                                                     source=path, head_names=head_names)
   shapes = {name: value.shape for name, value in arrays.items()}
   aliases = {**{name: huggingface_name_of(name) for name in original_variable_map(model_or_head)},
              **aliases}

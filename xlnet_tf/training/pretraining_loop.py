@@ -26,6 +26,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf import checkpoints
 from xlnet_tf.checkpoints.naming import backbone_of
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.data.records import load_record_info, pretraining_dataset
@@ -265,7 +266,6 @@ class PretrainingRun:
   def _initialize_from(self, path: Optional[str]) -> None:
     if not path:
       return
-    from xlnet_tf import checkpoints
     loaders = {"own": checkpoints.load_own_checkpoint,
                "original": checkpoints.load_original_checkpoint,
                "huggingface": checkpoints.load_huggingface_checkpoint}
@@ -311,8 +311,12 @@ class PretrainingRun:
         self._save(step, mems)
         last = step
     writer.flush()
-    if options.summaries and self.chief:
-      summaries.write_example_images(writer, self.model, options.train_data, step)
+    if self.chief:
+      if options.summaries:
+        summaries.write_example_images(writer, self.model, options.train_data, step)
+      # The backbone in the own format: the starting point of fine-tuning runs.
+      checkpoints.save_pretrained(self.model.backbone, os.path.join(options.model_dir,
+                                                                    "pretrained"))
     return {"step": step, "history": history, "last_checkpoint": self.manager.latest_checkpoint,
             "saved_at": last}
 

@@ -1,0 +1,111 @@
+"""Fine-tunes XLNet for sequence classification or regression (GLUE or your own files).
+
+  python run/classifier.py --task_name=sts-b --data_dir=glue/STS-B --sp_path=spiece.model \
+      --model_config=xlnet_config.json --init_checkpoint=xlnet_model.ckpt \
+      --init_checkpoint_format=original --max_seq_length=128 --train_batch_size=32 \
+      --train_steps=1200 --learning_rate=5e-5 --warmup_steps=120 --output_dir=out/sts-b \
+      --do_train --do_eval --do_predict
+"""
+
+import os
+
+from absl import app
+from absl import flags
+from absl import logging
+import keras
+
+from xlnet_tf import XLNetConfig, checkpoints
+from xlnet_tf.data.classification import GLUE_TASKS
+from xlnet_tf.data.tokenizer import XLNetTokenizer
+from xlnet_tf.training import classifier_finetuning as finetuning
+from xlnet_tf.training import strategy as strategy_lib
+
+flags.DEFINE_enum("task_name", None, sorted(GLUE_TASKS) + ["generic"], "GLUE task or generic.")
+flags.DEFINE_string("data_dir", None, "GLUE task directory (train.tsv, dev.tsv, test.tsv).")
+flags.DEFINE_string("train_file", None, "generic: CSV/TSV/JSONL with text[, text_b], label.")
+flags.DEFINE_string("dev_file", None, "generic: evaluation file.")
+flags.DEFINE_string("test_file", None, "generic: prediction file.")
+flags.DEFINE_list("labels", None, "generic: the label set, in order.")
+flags.DEFINE_bool("regression", False, "generic: real-valued labels.")
+flags.DEFINE_string("sp_path", None, "SentencePiece model.")
+flags.DEFINE_bool("uncased", False, "Lower-case the text (uncased models).")
+flags.DEFINE_string("model_config", None, "xlnet_config.json (default: the one beside an own-"
+                    "format --init_checkpoint).")
+flags.DEFINE_string("init_checkpoint", None, "Pretrained weights of the backbone.")
+flags.DEFINE_enum("init_checkpoint_format", "own", ["own", "original", "huggingface"],
+                  "Format of --init_checkpoint.")
+flags.DEFINE_enum("summary_type", "last", ["last", "first", "mean", "attn"], "Pooling.")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per example (pairs are truncated).")
+flags.DEFINE_integer("train_batch_size", 32, "Batch size.")
+flags.DEFINE_integer("train_steps", 1000, "Training steps.")
+flags.DEFINE_integer("eval_every", None, "Evaluate on dev every this many steps.")
+flags.DEFINE_float("learning_rate", 2e-5, "Peak learning rate.")
+flags.DEFINE_integer("warmup_steps", 0, "Warmup steps.")
+flags.DEFINE_float("weight_decay", 0.0, "AdamW weight decay.")
+flags.DEFINE_float("lr_layer_decay_rate", 1.0, "Layer-wise learning-rate decay.")
+flags.DEFINE_float("dropout", 0.1, "Dropout.")
+flags.DEFINE_float("dropatt", 0.1, "Attention dropout.")
+flags.DEFINE_bool("do_train", False, "Train.")
+flags.DEFINE_bool("do_eval", False, "Evaluate the best weights on dev.")
+flags.DEFINE_bool("do_predict", False, "Write test predictions.")
+flags.DEFINE_string("output_dir", None, "Best weights, metrics, predictions.")
+flags.DEFINE_enum("strategy", "one_device", ["one_device", "mirrored"], "Distribution.")
+flags.DEFINE_integer("cpu_replicas", 0, "Logical CPU devices for --strategy=mirrored.")
+flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"], "Compute dtype.")
+flags.DEFINE_bool("jit_compile", True, "XLA.")
+flags.DEFINE_integer("seed", 0, "Random seed.")
+flags.mark_flags_as_required(["task_name", "sp_path", "output_dir"])
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  keras.utils.set_random_seed(FLAGS.seed)
+  if FLAGS.cpu_replicas:
+    strategy_lib.split_cpu(FLAGS.cpu_replicas)
+  if FLAGS.dtype != "float32":
+    keras.mixed_precision.set_global_policy(f"mixed_{FLAGS.dtype}")
+  config_path = FLAGS.model_config or (os.path.join(FLAGS.init_checkpoint, "xlnet_config.json")
+                                       if FLAGS.init_checkpoint else None)
+  if not config_path:
+    raise app.UsageError("--model_config (or an own-format --init_checkpoint) is required")
+  config = XLNetConfig.from_json_file(config_path, dropout=FLAGS.dropout, dropatt=FLAGS.dropatt,
+                                      mem_len=0, reuse_len=0, bi_data=False)
+  tokenizer = XLNetTokenizer(FLAGS.sp_path, lower=FLAGS.uncased)
+  splits = [s for s, wanted in (("train", FLAGS.do_train), ("dev", FLAGS.do_train or
+                                FLAGS.do_eval), ("test", FLAGS.do_predict)) if wanted]
+  files = {"train": FLAGS.train_file, "dev": FLAGS.dev_file, "test": FLAGS.test_file}
+  task = finetuning.load_task(FLAGS.task_name, tokenizer, FLAGS.max_seq_length, FLAGS.data_dir,
+                              files, FLAGS.labels, FLAGS.regression, splits)
+  for split, report in task.reports.items():
+    print(f"{task.name} {split}: {report.summary()}")
+  best_dir = os.path.join(FLAGS.output_dir, "best")
+  with strategy_lib.create_strategy(FLAGS.strategy).scope():
+    model = finetuning.build_classifier(config, task, FLAGS.summary_type, FLAGS.init_checkpoint,
+                                        FLAGS.init_checkpoint_format)
+    if FLAGS.do_train:
+      result = finetuning.train_classifier(
+          model, task, FLAGS.train_steps, FLAGS.train_batch_size, FLAGS.learning_rate,
+          FLAGS.warmup_steps, FLAGS.weight_decay, FLAGS.lr_layer_decay_rate, FLAGS.eval_every,
+          best_dir, FLAGS.seed, FLAGS.jit_compile)
+      finetuning.write_json(os.path.join(FLAGS.output_dir, "train_history.json"), result)
+      print(f"Best dev {result['metric']}: {result['best'][result['metric']]:.4f} at step "
+            f"{result['best']['step']}; weights in {best_dir}")
+    if os.path.exists(os.path.join(best_dir, checkpoints.own.WEIGHTS_FILE)):
+      checkpoints.load_own_checkpoint(model, best_dir)
+    if FLAGS.do_eval:
+      logits = finetuning.predict_logits(model, task.splits["dev"], FLAGS.train_batch_size)
+      metrics = finetuning.classification_metrics(task.splits["dev"]["label"], logits,
+                                                  task.metric)
+      finetuning.write_json(os.path.join(FLAGS.output_dir, "dev_metrics.json"), metrics)
+      print(f"dev: {metrics}")
+    if FLAGS.do_predict:
+      logits = finetuning.predict_logits(model, task.splits["test"], FLAGS.train_batch_size)
+      path = os.path.join(FLAGS.output_dir, f"{task.name}_test_predictions.tsv")
+      finetuning.write_predictions(path, task, logits)
+      print(f"Wrote {len(logits)} predictions to {path}")
+  logging.info("done")
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,196 @@
+"""Sequence-classification data: readers for GLUE and generic files, and the original layout.
+
+Layout (zihangdai/xlnet classifier_utils): `A <sep> B <sep> <cls>`, the pair truncated
+longest-first to max_seq_length - 3, left-padded; segment ids A = 0, B = 1, <cls> = 2,
+padding = 4; input_mask 1 = real token (the original's is inverted; converted here).
+"""
+
+import csv
+import dataclasses
+import json
+import os
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+SEG_A, SEG_B, SEG_CLS, SEG_PAD = 0, 1, 2, 4
+
+
+@dataclasses.dataclass
+class TextExample:
+  text_a: str
+  text_b: Optional[str]
+  label: Optional[str]  # None for unlabeled (test) data
+  where: str            # file:line, for messages
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+  """Where a GLUE task keeps its columns; label None = regression."""
+  name: str
+  labels: Optional[Tuple[str, ...]]
+  text_a: int
+  text_b: Optional[int]
+  label: int
+  header: bool = True
+  test_text_a: Optional[int] = None
+  test_text_b: Optional[int] = None
+  metric: str = "accuracy"
+
+
+GLUE_TASKS = {
+    "cola": TaskSpec("cola", ("0", "1"), 3, None, 1, header=False, test_text_a=1,
+                     metric="mcc"),
+    "sst-2": TaskSpec("sst-2", ("0", "1"), 0, None, 1, test_text_a=1),
+    "mrpc": TaskSpec("mrpc", ("0", "1"), 3, 4, 0, test_text_a=3, test_text_b=4, metric="f1"),
+    "sts-b": TaskSpec("sts-b", None, 7, 8, 9, test_text_a=7, test_text_b=8, metric="pearson"),
+    "qqp": TaskSpec("qqp", ("0", "1"), 3, 4, 5, test_text_a=1, test_text_b=2, metric="f1"),
+    "mnli": TaskSpec("mnli", ("contradiction", "entailment", "neutral"), 8, 9, -1,
+                     test_text_a=8, test_text_b=9),
+    "qnli": TaskSpec("qnli", ("entailment", "not_entailment"), 1, 2, -1, test_text_a=1,
+                     test_text_b=2),
+    "rte": TaskSpec("rte", ("entailment", "not_entailment"), 1, 2, -1, test_text_a=1,
+                    test_text_b=2),
+    "wnli": TaskSpec("wnli", ("0", "1"), 1, 2, -1, test_text_a=1, test_text_b=2),
+}
+# The file of each split; MNLI has matched and mismatched dev/test sets.
+GLUE_FILES = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv",
+              "dev_matched": "dev_matched.tsv", "dev_mismatched": "dev_mismatched.tsv",
+              "test_matched": "test_matched.tsv", "test_mismatched": "test_mismatched.tsv"}
+
+
+@dataclasses.dataclass
+class ReadReport:
+  read: int = 0
+  skipped: Dict[str, List[str]] = dataclasses.field(default_factory=dict)
+
+  def skip(self, reason: str, where: str) -> None:
+    self.skipped.setdefault(reason, []).append(where)
+
+  def summary(self) -> str:
+    parts = [f"{self.read} examples"]
+    parts += [f"skipped {len(w)} ({reason}, e.g. {', '.join(w[:3])})"
+              for reason, w in self.skipped.items()]
+    return "; ".join(parts)
+
+
+def read_glue(task: str, data_dir: str, split: str, report: ReadReport) -> List[TextExample]:
+  spec = GLUE_TASKS[task]
+  path = os.path.join(data_dir, GLUE_FILES[split])
+  labeled = not split.startswith("test")
+  text_a = spec.text_a if labeled else spec.test_text_a
+  text_b = spec.text_b if labeled else spec.test_text_b
+  examples = []
+  with open(path, encoding="utf-8", newline="") as handle:
+    rows = csv.reader(handle, delimiter="\t", quotechar=None)
+    for number, row in enumerate(rows, start=1):
+      where = f"{path}:{number}"
+      if number == 1 and (spec.header or not labeled):
+        continue
+      needed = max(text_a, text_b or 0) + 1
+      if labeled:  # a label at -1 is the column after the texts
+        needed = max(needed, spec.label + 1 if spec.label >= 0 else needed + 1)
+      if len(row) < needed:
+        report.skip(f"row has {len(row)} columns, {spec.name} needs {needed}", where)
+        continue
+      label = row[spec.label].strip() if labeled else None
+      examples.append(TextExample(row[text_a], row[text_b] if text_b is not None else None,
+                                  label, where))
+  report.read += len(examples)
+  return examples
+
+
+def read_generic(path: str, report: ReadReport) -> List[TextExample]:
+  """CSV/TSV with a header naming text, text_b (optional), label (optional); or JSONL with
+  those keys."""
+  examples = []
+  if path.endswith(".jsonl"):
+    with open(path, encoding="utf-8") as handle:
+      for number, line in enumerate(handle, start=1):
+        where = f"{path}:{number}"
+        if not line.strip():
+          continue
+        try:
+          record = json.loads(line)
+        except json.JSONDecodeError as error:
+          raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
+        if not isinstance(record, dict) or "text" not in record:
+          raise ValueError(f"{where}: a JSON object with a 'text' field is expected")
+        label = record.get("label")
+        examples.append(TextExample(str(record["text"]), record.get("text_b"),
+                                    None if label is None else str(label), where))
+  else:
+    delimiter = "\t" if path.endswith(".tsv") else ","
+    with open(path, encoding="utf-8", newline="") as handle:
+      reader = csv.DictReader(handle, delimiter=delimiter)
+      if not reader.fieldnames or "text" not in reader.fieldnames:
+        raise ValueError(f"{path}:1: the header must name a 'text' column (and optionally "
+                         f"'text_b', 'label'); got {reader.fieldnames}")
+      for number, row in enumerate(reader, start=2):
+        if row.get("text") is None or None in row:
+          report.skip("wrong number of columns", f"{path}:{number}")
+          continue
+        examples.append(TextExample(row["text"], row.get("text_b") or None,
+                                    row.get("label"), f"{path}:{number}"))
+  report.read += len(examples)
+  return examples
+
+
+def label_ids(examples: Sequence[TextExample], labels: Optional[Sequence[str]],
+              report: ReadReport) -> Tuple[List[TextExample], np.ndarray]:
+  """Keeps examples whose label is in the task's set (others are counted skips); regression
+  labels (labels None) must parse as floats."""
+  kept, values = [], []
+  for example in examples:
+    if example.label is None:
+      kept.append(example)
+      values.append(-1 if labels is not None else np.nan)
+    elif labels is None:
+      try:
+        values.append(float(example.label))
+        kept.append(example)
+      except ValueError:
+        report.skip(f"label {example.label!r} is not a number", example.where)
+    elif example.label in labels:
+      values.append(labels.index(example.label))
+      kept.append(example)
+    else:
+      report.skip(f"label not in {list(labels)}", example.where)
+  dtype = np.float32 if labels is None else np.int32
+  return kept, np.asarray(values, dtype)
+
+
+def truncate_pair(tokens_a: List[int], tokens_b: List[int], max_length: int) -> None:
+  """The original's longest-first truncation, from the end, in place."""
+  while len(tokens_a) + len(tokens_b) > max_length:
+    longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+    longer.pop()
+
+
+def encode_examples(tokenizer, examples: Sequence[TextExample], max_seq_length: int,
+                    report: Optional[ReadReport] = None) -> Dict[str, np.ndarray]:
+  """input_ids / segment_ids int32 and input_mask float32, [N, max_seq_length], left-padded."""
+  if max_seq_length < 4:
+    raise ValueError(f"max_seq_length must be at least 4 (A <sep> <sep> <cls>); got "
+                     f"{max_seq_length}")
+  sep, cls = tokenizer.special_ids.sep, tokenizer.special_ids.cls
+  pad = max(tokenizer.special_ids.pad, 0)
+  texts_a = tokenizer.encode_batch([e.text_a for e in examples])
+  texts_b = tokenizer.encode_batch([e.text_b or "" for e in examples])
+  count = len(examples)
+  input_ids = np.full([count, max_seq_length], pad, np.int32)
+  segment_ids = np.full([count, max_seq_length], SEG_PAD, np.int32)
+  input_mask = np.zeros([count, max_seq_length], np.float32)
+  for row, (example, tokens_a, tokens_b) in enumerate(zip(examples, texts_a, texts_b)):
+    if not tokens_a and report is not None:
+      report.skip("empty text (kept as an empty segment)", example.where)
+    has_b = example.text_b is not None
+    truncate_pair(tokens_a, tokens_b, max_seq_length - (3 if has_b else 2))
+    tokens = tokens_a + [sep] + (tokens_b + [sep] if has_b else []) + [cls]
+    segments = [SEG_A] * (len(tokens_a) + 1) + (
+        [SEG_B] * (len(tokens_b) + 1) if has_b else []) + [SEG_CLS]
+    start = max_seq_length - len(tokens)
+    input_ids[row, start:] = tokens
+    segment_ids[row, start:] = segments
+    input_mask[row, start:] = 1.0
+  return {"input_ids": input_ids, "segment_ids": segment_ids, "input_mask": input_mask}

@@ -1,0 +1,80 @@
+"""XLNetClassifier: sequence classification or regression over XLNetModel.
+
+Shapes: B batch, T length, C classes. Original variables: model/sequnece_summary/* and
+model/classification_{task}/logit/{kernel,bias} (regression: model/regression_{task}/logit);
+Hugging Face: sequence_summary.summary.*, logits_proj.*.
+"""
+
+import keras
+import tensorflow as tf
+
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.heads.summary import SequenceSummary
+from xlnet_tf.model import XLNetModel
+
+BACKBONE_KEYS = ("input_ids", "segment_ids", "input_mask", "mems")
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf")
+class XLNetClassifier(keras.Model):
+  """Inputs as XLNetModel's (input_ids, segment_ids, input_mask[, mems]); returns logits
+  [B, C], or [B] scores when `num_classes == 1` (regression, e.g. STS-B)."""
+
+  def __init__(self, backbone, num_classes: int, summary_type: str = "last",
+               task_name: str = "task", **kwargs):
+    if isinstance(backbone, (dict, XLNetConfig)):
+      backbone = XLNetModel(backbone)
+    kwargs.setdefault("name", "model")
+    super().__init__(**kwargs)
+    if num_classes < 1:
+      raise ValueError(f"num_classes must be >= 1 (1 = regression); got {num_classes}")
+    config = backbone.config
+    self.backbone = backbone
+    self.num_classes = num_classes
+    self.summary_type = summary_type
+    self.task_name = task_name
+    self.summary = SequenceSummary(summary_type, config.n_head, config.d_head, config.dropout,
+                                   config.dropatt, config.init_std, name="sequnece_summary")
+    self.summary.build((None, config.d_model))
+    self.logit = keras.layers.Dense(
+        num_classes, kernel_initializer=keras.initializers.RandomNormal(stddev=config.init_std),
+        name="logit")
+    self.logit.build((None, config.d_model))
+
+  def call(self, inputs, training=False):
+    outputs = self.backbone({k: inputs[k] for k in BACKBONE_KEYS if k in inputs},
+                            training=training)
+    pooled = self.summary(outputs["sequence_output"], inputs.get("input_mask"),
+                          training=training)
+    logits = tf.cast(self.logit(pooled), tf.float32)
+    return logits[:, 0] if self.num_classes == 1 else logits
+
+  @property
+  def _original_task_scope(self) -> str:
+    kind = "regression" if self.num_classes == 1 else "classification"
+    return f"model/{kind}_{self.task_name}/logit/"
+
+  def original_head_variables(self):
+    names = self.summary.original_variables()
+    names[self._original_task_scope + "kernel"] = self.logit.kernel
+    names[self._original_task_scope + "bias"] = self.logit.bias
+    return names
+
+  def huggingface_head_names(self):
+    """{HF name: (original name, transpose)} of this head's weights."""
+    scope = "model/sequnece_summary/summary/"
+    return {"sequence_summary.summary.weight": (scope + "kernel", True),
+            "sequence_summary.summary.bias": (scope + "bias", False),
+            "logits_proj.weight": (self._original_task_scope + "kernel", True),
+            "logits_proj.bias": (self._original_task_scope + "bias", False)}
+
+  def get_config(self):
+    return {"backbone": keras.saving.serialize_keras_object(self.backbone),
+            "num_classes": self.num_classes, "summary_type": self.summary_type,
+            "task_name": self.task_name, "name": self.name}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    backbone = keras.saving.deserialize_keras_object(config.pop("backbone"))
+    return cls(backbone, **config)
