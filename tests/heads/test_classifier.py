@@ -1,0 +1,99 @@
+import keras
+import numpy as np
+import pytest
+
+from checkpoint_files import (huggingface_tensors, original_weights, write_huggingface_directory,
+                              write_tf1_checkpoint)
+from model_inputs import padded_pair_batch, tiny_config
+from xlnet_reference import randomize_weights, xlnet_forward
+from xlnet_tf import XLNetModel, checkpoints
+from xlnet_tf.heads.classifier import XLNetClassifier
+from xlnet_tf.heads.summary import SequenceSummary
+
+
+def numpy_summary(kind, sequence, mask, layer):
+  if kind == "last":
+    pooled = sequence[:, -1]
+  elif kind == "first":
+    pooled = sequence[:, 0]
+  elif kind == "mean":
+    pooled = sequence.mean(1)
+  else:
+    k = layer.attention_kernels
+    query = np.einsum("d,dnh->nh", layer.summary_bias.numpy(), k["q"].numpy())
+    keys = np.einsum("btd,dnh->btnh", sequence, k["k"].numpy())
+    values = np.einsum("btd,dnh->btnh", sequence, k["v"].numpy())
+    score = np.einsum("nh,btnh->bnt", query, keys) / np.sqrt(layer.d_head)
+    score = np.where(mask[:, None, :] == 0, -1e30, score)
+    prob = np.exp(score - score.max(-1, keepdims=True))
+    prob /= prob.sum(-1, keepdims=True)
+    out = np.einsum("bnh,dnh->bd", np.einsum("bnt,btnh->bnh", prob, values), k["o"].numpy())
+    pooled = (out - out.mean(-1, keepdims=True)) / np.sqrt(out.var(-1, keepdims=True) + 1e-12)
+  kernel, bias = layer.projection.get_weights()
+  return np.tanh(pooled @ kernel + bias)
+
+
+@pytest.mark.parametrize("kind", ["last", "first", "mean", "attn"])
+def test_sequence_summary_matches_numpy(kind, rng):
+  layer = SequenceSummary(kind, n_head=2, d_head=4, dropout=0.0, dropatt=0.0, init_std=0.5)
+  sequence = rng.standard_normal([3, 5, 8]).astype(np.float32)
+  mask = np.array([[0, 0, 1, 1, 1], [1] * 5, [0, 1, 1, 1, 1]], np.float32)
+  out = layer(sequence, mask).numpy()
+  np.testing.assert_allclose(out, numpy_summary(kind, sequence, mask, layer), atol=1e-5)
+
+
+def _expected_logits(weights, config, inputs, kernel, bias, logit_kernel, logit_bias):
+  sequence = xlnet_forward(weights, config, **inputs)["sequence_output"]
+  return np.tanh(sequence[:, -1] @ kernel + bias) @ logit_kernel + logit_bias
+
+
+def test_loads_original_head_names_and_reproduces_logits(tmp_path, rng):
+  config = tiny_config()
+  weights = original_weights(config, seed=3)
+  head = {"model/sequnece_summary/summary/kernel": 0.3 * rng.standard_normal([32, 32]),
+          "model/sequnece_summary/summary/bias": 0.1 * rng.standard_normal([32]),
+          "model/classification_mnli/logit/kernel": rng.standard_normal([32, 3]),
+          "model/classification_mnli/logit/bias": rng.standard_normal([3])}
+  head = {k: v.astype(np.float32) for k, v in head.items()}
+  prefix = write_tf1_checkpoint({**weights, **head, "model/lm_loss/bias": np.zeros(50, np.float32)},
+                                str(tmp_path / "c"))
+  model = XLNetClassifier(XLNetModel(config), 3, task_name="mnli")
+  report = checkpoints.load_original_checkpoint(model, prefix)
+  assert "model/lm_loss/bias" in report.skipped
+  inputs = padded_pair_batch(rng, 3, 8, 50, pad_lengths=[0, 2, 1])
+  expected = _expected_logits(weights, config, inputs, *head.values())
+  np.testing.assert_allclose(model(inputs).numpy(), expected, atol=1e-4)
+  with pytest.raises(checkpoints.CheckpointMismatchError, match="classification_sst-2"):
+    checkpoints.load_original_checkpoint(XLNetClassifier(XLNetModel(config), 3,
+                                                         task_name="sst-2"), prefix)
+
+
+def test_loads_huggingface_head_names(tmp_path, rng):
+  config = tiny_config()
+  weights = original_weights(config, seed=4)
+  tensors = huggingface_tensors(weights, config)
+  summary_kernel = (0.3 * rng.standard_normal([32, 32])).astype(np.float32)
+  logit_kernel = rng.standard_normal([32, 2]).astype(np.float32)
+  tensors.update({"sequence_summary.summary.weight": summary_kernel.T.copy(),
+                  "sequence_summary.summary.bias": np.zeros(32, np.float32),
+                  "logits_proj.weight": logit_kernel.T.copy(),
+                  "logits_proj.bias": np.ones(2, np.float32)})
+  write_huggingface_directory(str(tmp_path), tensors, config)
+  model = XLNetClassifier(XLNetModel(config), 2)
+  checkpoints.load_huggingface_checkpoint(model, str(tmp_path))
+  inputs = padded_pair_batch(rng, 2, 8, 50, pad_lengths=[1, 0])
+  expected = _expected_logits(weights, config, inputs, summary_kernel, np.zeros(32),
+                              logit_kernel, np.ones(2))
+  np.testing.assert_allclose(model(inputs).numpy(), expected, atol=1e-4)
+
+
+def test_regression_and_keras_round_trip(tmp_path, rng):
+  model = XLNetClassifier(XLNetModel(tiny_config()), 1, summary_type="attn", task_name="sts-b")
+  randomize_weights(model.backbone, 0)
+  inputs = padded_pair_batch(rng, 2, 8, 50, pad_lengths=[0, 3])
+  scores = model(inputs).numpy()
+  assert scores.shape == (2,)
+  assert "model/regression_sts-b/logit/kernel" in model.original_head_variables()
+  model.save(str(tmp_path / "m.keras"))
+  restored = keras.models.load_model(str(tmp_path / "m.keras"))
+  np.testing.assert_allclose(restored(inputs).numpy(), scores, atol=1e-6)
