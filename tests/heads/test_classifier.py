@@ -35,6 +35,7 @@ def numpy_summary(kind, sequence, mask, layer):
 
 @pytest.mark.parametrize("kind", ["last", "first", "mean", "attn"])
 def test_sequence_summary_matches_numpy(kind, rng):
+  keras.utils.set_random_seed(0)
   layer = SequenceSummary(kind, n_head=2, d_head=4, dropout=0.0, dropatt=0.0, init_std=0.5)
   sequence = rng.standard_normal([3, 5, 8]).astype(np.float32)
   mask = np.array([[0, 0, 1, 1, 1], [1] * 5, [0, 1, 1, 1, 1]], np.float32)
@@ -97,3 +98,29 @@ def test_regression_and_keras_round_trip(tmp_path, rng):
   model.save(str(tmp_path / "m.keras"))
   restored = keras.models.load_model(str(tmp_path / "m.keras"))
   np.testing.assert_allclose(restored(inputs).numpy(), scores, atol=1e-6)
+
+
+def test_long_documents_depend_on_earlier_segments_through_memory(sp_model):
+  from xlnet_tf.data.classification import encode_long_documents
+  from xlnet_tf.data.tokenizer import XLNetTokenizer
+  tokenizer = XLNetTokenizer(sp_model)
+  words = "the class statement defines a new type of object with methods and values".split()
+  text = " ".join(words * 3)  # about 40 tokens: 3 segments of 14
+  changed = "module" + text[len("the"):]  # only the first word differs
+  # Two layers see two segments back: memory holds each layer's input from the previous one.
+  chunk = -(-len(tokenizer.encode(text)) // 3) + 1  # 3 chunks hold the text, 2 do not
+  features = encode_long_documents(tokenizer, [text, changed], segment_length=chunk + 2,
+                                   num_segments=3)
+  assert features["input_ids"].shape == (2, 3, chunk + 2)
+  # The change sits in the first segment only; the last segments are identical.
+  np.testing.assert_array_equal(features["input_ids"][0, 1:], features["input_ids"][1, 1:])
+  assert (features["input_ids"][0, 0] != features["input_ids"][1, 0]).any()
+  config = tiny_config(n_token=tokenizer.vocab_size, mem_len=chunk + 2)
+  model = XLNetClassifier(XLNetModel(config), 2)
+  randomize_weights(model, 1)  # head included: every input visibly moves the logits
+  logits = model(features).numpy()
+  assert np.abs(logits[0] - logits[1]).max() > 1e-3, "memory carries the first segment"
+  # Read alone (no memory), the last segments give the same decision: the difference above
+  # came from text that is only in earlier segments.
+  single = model({k: v[:, -1] for k, v in features.items()}).numpy()
+  np.testing.assert_allclose(single[0], single[1], atol=1e-5)

@@ -194,3 +194,35 @@ def encode_examples(tokenizer, examples: Sequence[TextExample], max_seq_length: 
     segment_ids[row, start:] = segments
     input_mask[row, start:] = 1.0
   return {"input_ids": input_ids, "segment_ids": segment_ids, "input_mask": input_mask}
+
+
+def encode_long_documents(tokenizer, texts: Sequence[str], segment_length: int,
+                          num_segments: int) -> Dict[str, np.ndarray]:
+  """[N, S, T] inputs for reading each text as S consecutive segments with memory.
+
+  Each segment is `chunk <sep> <cls>` (T = segment_length); chunks are cut from the end of the
+  text, so only the first segment is left-padded and the last one always ends the text. Text
+  beyond S segments is dropped from the front (the most recent text is kept). Segment ids:
+  chunk 0, <sep> 0, <cls> 2, padding 4.
+  """
+  chunk = segment_length - 2
+  if chunk < 1:
+    raise ValueError(f"segment_length must be at least 3; got {segment_length}")
+  sep, cls = tokenizer.special_ids.sep, tokenizer.special_ids.cls
+  pad = max(tokenizer.special_ids.pad, 0)
+  shape = [len(texts), num_segments, segment_length]
+  input_ids = np.full(shape, pad, np.int32)
+  segment_ids = np.full(shape, SEG_PAD, np.int32)
+  input_mask = np.zeros(shape, np.float32)
+  for row, tokens in enumerate(tokenizer.encode_batch(list(texts))):
+    tokens = tokens[-chunk * num_segments:]
+    for index in range(num_segments):
+      end = len(tokens) - (num_segments - 1 - index) * chunk
+      piece = tokens[max(end - chunk, 0):max(end, 0)] + [sep, cls]
+      if len(piece) == 2 and index < num_segments - 1:
+        continue  # nothing of the text here: an all-padding segment
+      start = segment_length - len(piece)
+      input_ids[row, index, start:] = piece
+      segment_ids[row, index, start:] = [SEG_A] * (len(piece) - 1) + [SEG_CLS]
+      input_mask[row, index, start:] = 1.0
+  return {"input_ids": input_ids, "segment_ids": segment_ids, "input_mask": input_mask}

@@ -42,12 +42,33 @@ class XLNetClassifier(keras.Model):
     self.logit.build((None, config.d_model))
 
   def call(self, inputs, training=False):
+    """[B, T] inputs: one sequence each. [B, S, T] inputs: long documents read as S consecutive
+    segments with Transformer-XL memory (needs config.mem_len > 0); the summary of the last
+    segment decides, and memory lets it depend on every earlier segment."""
+    if len(inputs["input_ids"].shape) == 3:
+      return self._long_document_logits(inputs, training)
     outputs = self.backbone({k: inputs[k] for k in BACKBONE_KEYS if k in inputs},
                             training=training)
-    pooled = self.summary(outputs["sequence_output"], inputs.get("input_mask"),
-                          training=training)
+    return self._logits(outputs["sequence_output"], inputs.get("input_mask"), training)
+
+  def _logits(self, sequence, input_mask, training):
+    pooled = self.summary(sequence, input_mask, training=training)
     logits = tf.cast(self.logit(pooled), tf.float32)
     return logits[:, 0] if self.num_classes == 1 else logits
+
+  def _long_document_logits(self, inputs, training):
+    if self.backbone.config.mem_len <= 0:
+      raise ValueError("Long documents ([B, S, T] inputs) need XLNetConfig.mem_len > 0")
+    num_segments = inputs["input_ids"].shape[1]
+    mems = None
+    for index in range(num_segments):  # static S: unrolled, fine under XLA
+      segment = {k: inputs[k][:, index] for k in ("input_ids", "segment_ids", "input_mask")
+                 if k in inputs}
+      if mems is not None:
+        segment["mems"] = mems
+      outputs = self.backbone(segment, training=training)
+      mems = outputs["new_mems"]  # gradient stops at the memory, as in the original
+    return self._logits(outputs["sequence_output"], segment.get("input_mask"), training)
 
   @property
   def _original_task_scope(self) -> str:
