@@ -20,8 +20,10 @@ from xlnet_tf.data.tokenizer import XLNetTokenizer
 from xlnet_tf.training import classifier_finetuning as finetuning
 from xlnet_tf.training import strategy as strategy_lib
 
-flags.DEFINE_enum("task_name", None, sorted(GLUE_TASKS) + ["generic"], "GLUE task or generic.")
-flags.DEFINE_string("data_dir", None, "GLUE task directory (train.tsv, dev.tsv, test.tsv).")
+flags.DEFINE_enum("task_name", None, sorted(GLUE_TASKS) + ["imdb", "generic"],
+                  "GLUE task, imdb (aclImdb folders) or generic.")
+flags.DEFINE_string("data_dir", None, "GLUE task directory (train.tsv, dev.tsv, test.tsv) or "
+                    "the aclImdb directory.")
 flags.DEFINE_string("train_file", None, "generic: CSV/TSV/JSONL with text[, text_b], label.")
 flags.DEFINE_string("dev_file", None, "generic: evaluation file.")
 flags.DEFINE_string("test_file", None, "generic: prediction file.")

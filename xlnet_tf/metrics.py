@@ -60,3 +60,18 @@ def classification_metrics(labels, logits, metric: str):
   if metric == "mcc":
     result["mcc"] = matthews_corrcoef(labels, predictions)
   return result
+
+
+def entity_f1(gold_sequences, predicted_sequences):
+  """Entity-level precision, recall, F1 (an entity counts when type and extent both match)."""
+  from xlnet_tf.data.tagging import entity_spans
+  gold_total = predicted_total = correct = 0
+  for gold, predicted in zip(gold_sequences, predicted_sequences):
+    gold_spans, predicted_spans = set(entity_spans(gold)), set(entity_spans(predicted))
+    gold_total += len(gold_spans)
+    predicted_total += len(predicted_spans)
+    correct += len(gold_spans & predicted_spans)
+  precision = correct / predicted_total if predicted_total else 0.0
+  recall = correct / gold_total if gold_total else 0.0
+  f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+  return {"precision": precision, "recall": recall, "f1": f1}

@@ -83,3 +83,20 @@ def test_layout_is_the_originals(sp_model):
   assert out["input_mask"][0].tolist() == [0] * pad_count + [1] * len(expected)
   single = out["input_ids"][1]
   assert single[-2:].tolist() == [sep, cls] and out["input_mask"][1].all()
+
+
+def test_imdb_folders(tmp_path):
+  from xlnet_tf.data.classification import read_imdb
+  for split in ("train", "test"):
+    for label in ("pos", "neg"):
+      folder = tmp_path / split / label
+      folder.mkdir(parents=True)
+      (folder / "0_9.txt").write_text(f"A {label} review.<br />Second line.")
+  (tmp_path / "train" / "neg" / "1_2.txt").write_text("   ")
+  (tmp_path / "train" / "pos" / "2_8.txt").write_bytes(b"bad \xff bytes")
+  report = ReadReport()
+  examples = read_imdb(str(tmp_path), "train", report)
+  assert [(e.text_a, e.label) for e in examples] == [
+      ("A neg review. Second line.", "neg"), ("A pos review. Second line.", "pos")]
+  assert set(report.skipped) == {"empty review", "not valid UTF-8"}
+  assert len(read_imdb(str(tmp_path), "dev", ReadReport())) == 2  # dev = the test folder

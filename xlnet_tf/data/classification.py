@@ -100,6 +100,35 @@ def read_glue(task: str, data_dir: str, split: str, report: ReadReport) -> List[
   return examples
 
 
+IMDB_LABELS = ("neg", "pos")
+
+
+def read_imdb(data_dir: str, split: str, report: ReadReport) -> List[TextExample]:
+  """aclImdb/{train,test}/{pos,neg}/*.txt (the unlabeled 'unsup' folder is not read)."""
+  folder = {"dev": "test"}.get(split, split)
+  examples = []
+  for label in IMDB_LABELS:
+    directory = os.path.join(data_dir, folder, label)
+    if not os.path.isdir(directory):
+      raise FileNotFoundError(f"{directory}: missing (expected aclImdb/{folder}/{label}/*.txt)")
+    for name in sorted(os.listdir(directory)):
+      if not name.endswith(".txt"):
+        continue
+      path = os.path.join(directory, name)
+      with open(path, encoding="utf-8", errors="strict") as handle:
+        try:
+          text = handle.read().strip().replace("<br />", " ")
+        except UnicodeDecodeError:
+          report.skip("not valid UTF-8", path)
+          continue
+      if not text:
+        report.skip("empty review", path)
+        continue
+      examples.append(TextExample(text, None, label, path))
+  report.read += len(examples)
+  return examples
+
+
 def read_generic(path: str, report: ReadReport) -> List[TextExample]:
   """CSV/TSV with a header naming text, text_b (optional), label (optional); or JSONL with
   those keys."""

@@ -16,8 +16,9 @@ import tensorflow as tf
 
 from xlnet_tf import checkpoints
 from xlnet_tf.config import XLNetConfig
-from xlnet_tf.data.classification import (GLUE_TASKS, ReadReport, encode_examples, label_ids,
-                                          read_generic, read_glue)
+from xlnet_tf.data.classification import (GLUE_TASKS, IMDB_LABELS, ReadReport,
+                                          encode_examples, label_ids, read_generic, read_glue,
+                                          read_imdb)
 from xlnet_tf.data.tokenizer import XLNetTokenizer
 from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.metrics import classification_metrics
@@ -46,6 +47,9 @@ def load_task(task_name: str, tokenizer: XLNetTokenizer, max_seq_length: int,
     if task_name == "mnli":
       splits = [{"dev": "dev_matched", "test": "test_matched"}.get(s, s) for s in splits]
     read = lambda split, report: read_glue(task_name, data_dir, split, report)
+  elif task_name == "imdb":
+    task_labels, metric = IMDB_LABELS, "accuracy"
+    read = lambda split, report: read_imdb(data_dir, split, report)
   elif task_name == "generic":
     if not regression and not labels:
       raise ValueError("generic tasks need --labels (or --regression)")
@@ -53,7 +57,8 @@ def load_task(task_name: str, tokenizer: XLNetTokenizer, max_seq_length: int,
     metric = "pearson" if regression else "accuracy"
     read = lambda split, report: read_generic(files[split], report)
   else:
-    raise ValueError(f"Unknown task {task_name!r}; GLUE tasks: {sorted(GLUE_TASKS)} or generic")
+    raise ValueError(f"Unknown task {task_name!r}; GLUE tasks: {sorted(GLUE_TASKS)}, imdb or "
+                     "generic")
   encoded, reports = {}, {}
   for split in splits:
     report = ReadReport()

@@ -1,0 +1,68 @@
+"""XLNetTokenClassifier: a label per token (named entities, parts of speech).
+
+Shapes: B batch, T length, L labels. Original-style variables: model/token_classification/
+logit/{kernel,bias}; Hugging Face XLNetForTokenClassification: classifier.{weight,bias}.
+"""
+
+import keras
+import tensorflow as tf
+
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.model import XLNetModel
+
+BACKBONE_KEYS = ("input_ids", "segment_ids", "input_mask", "mems")
+ORIGINAL_SCOPE = "model/token_classification/logit/"
+
+
+def token_loss(label_ids, logits):
+  """Mean cross-entropy over tokens whose label is >= 0 (others: padding, later pieces)."""
+  label_ids = tf.cast(label_ids, tf.int32)
+  scored = tf.cast(label_ids >= 0, tf.float32)
+  losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.maximum(label_ids, 0), logits=tf.cast(logits, tf.float32))
+  return tf.reduce_sum(losses * scored) / tf.maximum(tf.reduce_sum(scored), 1.0)
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf")
+class XLNetTokenClassifier(keras.Model):
+  """Inputs as XLNetModel's; returns logits [B, T, L]. Trains with `fit(x, label_ids)`, the
+  loss skipping label -1."""
+
+  def __init__(self, backbone, num_labels: int, **kwargs):
+    if isinstance(backbone, (dict, XLNetConfig)):
+      backbone = XLNetModel(backbone)
+    kwargs.setdefault("name", "model")
+    super().__init__(**kwargs)
+    config = backbone.config
+    self.backbone = backbone
+    self.num_labels = num_labels
+    self.dropout = keras.layers.Dropout(config.dropout)
+    self.logit = keras.layers.Dense(
+        num_labels, kernel_initializer=keras.initializers.RandomNormal(stddev=config.init_std),
+        name="logit")
+    self.logit.build((None, None, config.d_model))
+
+  def call(self, inputs, training=False):
+    outputs = self.backbone({k: inputs[k] for k in BACKBONE_KEYS if k in inputs},
+                            training=training)
+    sequence = self.dropout(outputs["sequence_output"], training=training)
+    return tf.cast(self.logit(sequence), tf.float32)
+
+  def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+    return token_loss(y, y_pred)
+
+  def original_head_variables(self):
+    return {ORIGINAL_SCOPE + "kernel": self.logit.kernel, ORIGINAL_SCOPE + "bias": self.logit.bias}
+
+  def huggingface_head_names(self):
+    return {"classifier.weight": (ORIGINAL_SCOPE + "kernel", True),
+            "classifier.bias": (ORIGINAL_SCOPE + "bias", False)}
+
+  def get_config(self):
+    return {"backbone": keras.saving.serialize_keras_object(self.backbone),
+            "num_labels": self.num_labels, "name": self.name}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    return cls(keras.saving.deserialize_keras_object(config.pop("backbone")), **config)
