@@ -1,0 +1,68 @@
+"""XLNetMultipleChoice: one score per option (RACE), softmax over the options.
+
+Shapes: B questions, C options, T length. Each option is a sequence `context <sep> question +
+option <sep> <cls>`; its summary goes through a dense layer to one logit. Original-style
+variables: model/sequnece_summary/*, model/logits/{kernel,bias}; Hugging Face
+XLNetForMultipleChoice: sequence_summary.*, logits_proj.*.
+"""
+
+import keras
+import tensorflow as tf
+
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.heads.summary import SequenceSummary
+from xlnet_tf.model import XLNetModel
+
+CHOICE_KEYS = ("input_ids", "segment_ids", "input_mask")
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf")
+class XLNetMultipleChoice(keras.Model):
+  """Inputs [B, C, T] (input_ids, segment_ids, input_mask) -> logits [B, C]."""
+
+  def __init__(self, backbone, summary_type: str = "last", **kwargs):
+    if isinstance(backbone, (dict, XLNetConfig)):
+      backbone = XLNetModel(backbone)
+    kwargs.setdefault("name", "model")
+    super().__init__(**kwargs)
+    config = backbone.config
+    self.backbone = backbone
+    self.summary_type = summary_type
+    self.summary = SequenceSummary(summary_type, config.n_head, config.d_head, config.dropout,
+                                   config.dropatt, config.init_std, name="sequnece_summary")
+    self.summary.build((None, config.d_model))
+    self.logit = keras.layers.Dense(
+        1, kernel_initializer=keras.initializers.RandomNormal(stddev=config.init_std),
+        name="logits")
+    self.logit.build((None, config.d_model))
+
+  def call(self, inputs, training=False):
+    shape = tf.shape(inputs["input_ids"])  # [B, C, T]
+    flat = {key: tf.reshape(inputs[key], tf.stack([-1, shape[2]])) for key in CHOICE_KEYS
+            if key in inputs}
+    sequence = self.backbone(flat, training=training)["sequence_output"]
+    pooled = self.summary(sequence, flat.get("input_mask"), training=training)
+    scores = tf.cast(self.logit(pooled), tf.float32)  # [B * C, 1]
+    return tf.reshape(scores, shape[:2])
+
+  def original_head_variables(self):
+    names = self.summary.original_variables()
+    names["model/logits/kernel"] = self.logit.kernel
+    names["model/logits/bias"] = self.logit.bias
+    return names
+
+  def huggingface_head_names(self):
+    scope = "model/sequnece_summary/summary/"
+    return {"sequence_summary.summary.weight": (scope + "kernel", True),
+            "sequence_summary.summary.bias": (scope + "bias", False),
+            "logits_proj.weight": ("model/logits/kernel", True),
+            "logits_proj.bias": ("model/logits/bias", False)}
+
+  def get_config(self):
+    return {"backbone": keras.saving.serialize_keras_object(self.backbone),
+            "summary_type": self.summary_type, "name": self.name}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    return cls(keras.saving.deserialize_keras_object(config.pop("backbone")), **config)
