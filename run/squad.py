@@ -1,0 +1,133 @@
+"""Fine-tunes XLNet on SQuAD 1.1 / 2.0 and writes predictions the official script reads.
+
+  python run/squad.py --train_file=train-v2.0.json --predict_file=dev-v2.0.json \
+      --sp_path=spiece.model --model_config=xlnet_config.json \
+      --init_checkpoint=xlnet_model.ckpt --init_checkpoint_format=original \
+      --max_seq_length=512 --output_dir=out/squad --do_train --do_predict
+"""
+
+import json
+import os
+
+from absl import app
+from absl import flags
+import keras
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf import XLNetConfig, XLNetModel, checkpoints
+from xlnet_tf.data.classification import ReadReport
+from xlnet_tf.data.squad import build_features, read_squad
+from xlnet_tf.data.tokenizer import XLNetTokenizer
+from xlnet_tf.heads.question_answering import XLNetQuestionAnswering, squad_loss
+from xlnet_tf.squad_metrics import (apply_null_threshold, best_null_threshold, decode,
+                                    squad_scores)
+from xlnet_tf.training.optimization import create_optimizer
+
+flags.DEFINE_string("train_file", None, "SQuAD training JSON.")
+flags.DEFINE_string("predict_file", None, "SQuAD JSON to answer (dev: also scored).")
+flags.DEFINE_string("sp_path", None, "SentencePiece model.")
+flags.DEFINE_bool("uncased", False, "Lower-case the text.")
+flags.DEFINE_string("model_config", None, "xlnet_config.json.")
+flags.DEFINE_string("init_checkpoint", None, "Pretrained weights of the backbone.")
+flags.DEFINE_enum("init_checkpoint_format", "own", ["own", "original", "huggingface"], "Format.")
+flags.DEFINE_integer("max_seq_length", 512, "Pieces per window.")
+flags.DEFINE_integer("doc_stride", 128, "Step between context windows (pieces).")
+flags.DEFINE_integer("max_query_length", 64, "Question pieces kept.")
+flags.DEFINE_integer("max_answer_length", 64, "Longest answer (pieces).")
+flags.DEFINE_integer("start_n_top", 5, "Starts kept when decoding.")
+flags.DEFINE_integer("end_n_top", 5, "Ends kept per start.")
+flags.DEFINE_integer("train_batch_size", 48, "Batch size.")
+flags.DEFINE_integer("train_steps", 8000, "Training steps.")
+flags.DEFINE_float("learning_rate", 3e-5, "Peak learning rate.")
+flags.DEFINE_integer("warmup_steps", 1000, "Warmup steps.")
+flags.DEFINE_float("lr_layer_decay_rate", 0.75, "Layer-wise learning-rate decay.")
+flags.DEFINE_float("null_score_threshold", None, "SQuAD 2.0: answer '' above this null score "
+                   "(default: the best on --predict_file when it has answers).")
+flags.DEFINE_bool("do_train", False, "Train.")
+flags.DEFINE_bool("do_predict", False, "Predict (and score, when answers are given).")
+flags.DEFINE_string("output_dir", None, "Weights, predictions, scores.")
+flags.DEFINE_integer("seed", 0, "Random seed.")
+flags.mark_flags_as_required(["sp_path", "model_config", "output_dir"])
+FLAGS = flags.FLAGS
+
+MODEL_KEYS = ("input_ids", "segment_ids", "input_mask", "p_mask", "cls_index")
+
+
+def features_for(tokenizer, path, training):
+  report = ReadReport()
+  examples = read_squad(path, report)
+  arrays, windows = build_features(tokenizer, examples, FLAGS.max_seq_length, FLAGS.doc_stride,
+                                   FLAGS.max_query_length, training=training, report=report)
+  print(f"{os.path.basename(path)}: {report.summary()}; {len(windows)} windows")
+  return examples, arrays, windows
+
+
+def main(argv):
+  del argv
+  keras.utils.set_random_seed(FLAGS.seed)
+  os.makedirs(FLAGS.output_dir, exist_ok=True)
+  tokenizer = XLNetTokenizer(FLAGS.sp_path, lower=FLAGS.uncased)
+  config = XLNetConfig.from_json_file(FLAGS.model_config, mem_len=0, reuse_len=0, bi_data=False)
+  backbone = XLNetModel(config)
+  if FLAGS.init_checkpoint:
+    {"own": checkpoints.load_own_checkpoint, "original": checkpoints.load_original_checkpoint,
+     "huggingface": checkpoints.load_huggingface_checkpoint}[FLAGS.init_checkpoint_format](
+         backbone, FLAGS.init_checkpoint)
+  model = XLNetQuestionAnswering(backbone, FLAGS.start_n_top, FLAGS.end_n_top)
+  weights_dir = os.path.join(FLAGS.output_dir, "weights")
+  if FLAGS.do_train:
+    _, arrays, _ = features_for(tokenizer, FLAGS.train_file, training=True)
+    optimizer = create_optimizer(model, FLAGS.learning_rate, FLAGS.train_steps,
+                                 FLAGS.warmup_steps,
+                                 lr_layer_decay_rate=FLAGS.lr_layer_decay_rate)
+    dataset = tf.data.Dataset.from_tensor_slices(arrays).shuffle(
+        len(arrays["input_ids"]), seed=FLAGS.seed).repeat().batch(FLAGS.train_batch_size,
+                                                                  drop_remainder=True)
+
+    @tf.function(jit_compile=True)
+    def gradients(batch):
+      with tf.GradientTape() as tape:
+        outputs = model(batch, training=True)
+        loss = squad_loss(outputs, batch["start_positions"], batch["end_positions"],
+                          batch["is_impossible"])
+      return loss, tape.gradient(loss, model.trainable_variables)
+
+    for step, batch in enumerate(dataset.take(FLAGS.train_steps), start=1):
+      loss, grads = gradients(batch)
+      optimizer.apply_gradients(zip(grads, model.trainable_variables))
+      if step % 100 == 0 or step == FLAGS.train_steps:
+        print(f"step {step}: loss {float(loss):.4f}", flush=True)
+    checkpoints.save_pretrained(model, weights_dir)
+  elif os.path.exists(os.path.join(weights_dir, checkpoints.own.WEIGHTS_FILE)):
+    checkpoints.load_own_checkpoint(model, weights_dir)
+  if FLAGS.do_predict:
+    examples, arrays, windows = features_for(tokenizer, FLAGS.predict_file, training=False)
+    outputs = model.predict({k: arrays[k] for k in MODEL_KEYS},
+                            batch_size=FLAGS.train_batch_size, verbose=0)
+    predictions, nulls = decode(examples, windows, outputs, FLAGS.max_answer_length)
+    result = {"has_answers": any(e.answers or e.is_impossible for e in examples)}
+    threshold = FLAGS.null_score_threshold
+    if result["has_answers"]:
+      result["without_null"] = squad_scores(examples, predictions)
+      if threshold is None and any(e.is_impossible for e in examples):
+        threshold, result["best_threshold_scores"] = best_null_threshold(
+            examples, predictions, nulls)
+    if threshold is not None:
+      predictions = apply_null_threshold(predictions, nulls, threshold)
+      result["null_score_threshold"] = threshold
+    if result["has_answers"]:
+      result["scores"] = squad_scores(examples, predictions)
+      print(f"EM {result['scores']['exact']:.2f}  F1 {result['scores']['f1']:.2f}")
+    json.dump(predictions, open(os.path.join(FLAGS.output_dir, "predictions.json"), "w"),
+              indent=1)
+    json.dump({k: float(v) for k, v in nulls.items()},
+              open(os.path.join(FLAGS.output_dir, "null_odds.json"), "w"), indent=1)
+    json.dump(result, open(os.path.join(FLAGS.output_dir, "results.json"), "w"), indent=1,
+              default=float)
+    print(f"Wrote predictions.json and null_odds.json (the official script's inputs) to "
+          f"{FLAGS.output_dir}")
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,144 @@
+"""XLNetQuestionAnswering: SQuAD-style span extraction with an answerability score.
+
+Shapes: B batch, T length, D d_model, K start_n_top, E end_n_top.
+
+As the original run_squad head: start logits from each position; end logits conditioned on
+the start (its hidden state concatenated to every position, tanh projection, LayerNorm); an
+answer-class logit from the <cls> state and the start-probability-weighted state. Training
+conditions the end on the gold start; inference keeps the K best starts and for each the E best
+ends. p_mask (1 = no answer here) masks both. Original variables: model/start_logits/dense,
+model/end_logits/{dense_0,LayerNorm,dense_1}, model/answer_class/{dense_0,dense_1}; Hugging
+Face: start_logits.dense, end_logits.{dense_0,LayerNorm,dense_1}, answer_class.{dense_0,dense_1}.
+"""
+
+import keras
+import tensorflow as tf
+
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.model import XLNetModel
+
+BACKBONE_KEYS = ("input_ids", "segment_ids", "input_mask")
+NEGATIVE = -1e30
+
+
+def _masked(logits, p_mask):
+  return logits * (1.0 - p_mask) + NEGATIVE * p_mask
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf")
+class XLNetQuestionAnswering(keras.Model):
+  """Inputs: backbone inputs + p_mask [B, T] + cls_index [B]; in training also
+  start_positions [B]. Returns (training) start_log_probs, end_log_probs [B, T], cls_logits
+  [B]; (inference) start_top_log_probs / start_top_index [B, K], end_top_log_probs /
+  end_top_index [B, K, E], cls_logits [B]."""
+
+  def __init__(self, backbone, start_n_top: int = 5, end_n_top: int = 5, **kwargs):
+    if isinstance(backbone, (dict, XLNetConfig)):
+      backbone = XLNetModel(backbone)
+    kwargs.setdefault("name", "model")
+    super().__init__(**kwargs)
+    config = backbone.config
+    self.backbone = backbone
+    self.start_n_top, self.end_n_top = start_n_top, end_n_top
+    d_model = config.d_model
+    init = lambda: keras.initializers.RandomNormal(stddev=config.init_std)
+    self.start_dense = keras.layers.Dense(1, kernel_initializer=init(), name="start_dense")
+    self.end_dense_0 = keras.layers.Dense(d_model, activation="tanh", kernel_initializer=init(),
+                                          name="end_dense_0")
+    self.end_norm = keras.layers.LayerNormalization(epsilon=1e-12, dtype="float32",
+                                                    name="end_LayerNorm")
+    self.end_dense_1 = keras.layers.Dense(1, kernel_initializer=init(), name="end_dense_1")
+    self.answer_dense_0 = keras.layers.Dense(d_model, activation="tanh",
+                                             kernel_initializer=init(), name="answer_dense_0")
+    self.answer_dense_1 = keras.layers.Dense(1, use_bias=False, kernel_initializer=init(),
+                                             name="answer_dense_1")
+    self.dropout = keras.layers.Dropout(config.dropout)
+    for layer, width in ((self.start_dense, d_model), (self.end_dense_0, 2 * d_model),
+                         (self.end_norm, d_model), (self.end_dense_1, d_model),
+                         (self.answer_dense_0, 2 * d_model), (self.answer_dense_1, d_model)):
+      layer.build((None, width))
+
+  def _end_logits(self, hidden, start_features, p_mask):
+    """hidden [B, T, D], start_features [B, ..., D] broadcast over T -> masked [B, ..., T]."""
+    if len(start_features.shape) == 2:  # one start per example
+      features = tf.concat([hidden, tf.broadcast_to(start_features[:, None], tf.shape(hidden))],
+                           axis=-1)  # [B, T, 2D]
+      mask = p_mask
+    else:  # [B, K, D]: K candidate starts
+      tiled = tf.broadcast_to(hidden[:, None], tf.concat([tf.shape(start_features)[:2],
+                                                          tf.shape(hidden)[1:]], 0))
+      starts = tf.broadcast_to(start_features[:, :, None], tf.shape(tiled))
+      features = tf.concat([tiled, starts], axis=-1)  # [B, K, T, 2D]
+      mask = p_mask[:, None]
+    projected = self.end_norm(tf.cast(self.end_dense_0(features), tf.float32))
+    logits = tf.cast(self.end_dense_1(projected), tf.float32)[..., 0]
+    return _masked(logits, mask)
+
+  def call(self, inputs, training=False):
+    hidden = self.backbone({k: inputs[k] for k in BACKBONE_KEYS if k in inputs},
+                           training=training)["sequence_output"]
+    hidden = tf.cast(hidden, tf.float32)  # [B, T, D]
+    p_mask = tf.cast(inputs["p_mask"], tf.float32)
+    start_logits = _masked(tf.cast(self.start_dense(hidden), tf.float32)[..., 0], p_mask)
+    start_log_probs = tf.nn.log_softmax(start_logits, axis=-1)
+    # Answerability: <cls> state + start-probability-weighted state.
+    cls_features = tf.gather(hidden, tf.cast(inputs["cls_index"], tf.int32), batch_dims=1)
+    start_weighted = tf.einsum("bt,btd->bd", tf.nn.softmax(start_logits, axis=-1), hidden)
+    answer = self.answer_dense_0(tf.concat([start_weighted, cls_features], axis=-1))
+    cls_logits = self.answer_dense_1(self.dropout(answer, training=training))[:, 0]
+    if "start_positions" in inputs:
+      start_features = tf.gather(hidden, tf.cast(inputs["start_positions"], tf.int32),
+                                 batch_dims=1)  # [B, D]
+      end_logits = self._end_logits(hidden, start_features, p_mask)
+      return {"start_log_probs": start_log_probs,
+              "end_log_probs": tf.nn.log_softmax(end_logits, axis=-1),
+              "cls_logits": cls_logits}
+    start_top_log_probs, start_top_index = tf.math.top_k(start_log_probs, self.start_n_top)
+    start_features = tf.gather(hidden, start_top_index, batch_dims=1)  # [B, K, D]
+    end_log_probs = tf.nn.log_softmax(self._end_logits(hidden, start_features, p_mask), -1)
+    end_top_log_probs, end_top_index = tf.math.top_k(end_log_probs, self.end_n_top)
+    return {"start_top_log_probs": start_top_log_probs, "start_top_index": start_top_index,
+            "end_top_log_probs": end_top_log_probs, "end_top_index": end_top_index,
+            "cls_logits": cls_logits}
+
+  def original_head_variables(self):
+    names = {"model/start_logits/dense/kernel": self.start_dense.kernel,
+             "model/start_logits/dense/bias": self.start_dense.bias,
+             "model/end_logits/dense_0/kernel": self.end_dense_0.kernel,
+             "model/end_logits/dense_0/bias": self.end_dense_0.bias,
+             "model/end_logits/LayerNorm/gamma": self.end_norm.gamma,
+             "model/end_logits/LayerNorm/beta": self.end_norm.beta,
+             "model/end_logits/dense_1/kernel": self.end_dense_1.kernel,
+             "model/end_logits/dense_1/bias": self.end_dense_1.bias,
+             "model/answer_class/dense_0/kernel": self.answer_dense_0.kernel,
+             "model/answer_class/dense_0/bias": self.answer_dense_0.bias,
+             "model/answer_class/dense_1/kernel": self.answer_dense_1.kernel}
+    return names
+
+  def huggingface_head_names(self):
+    names = {}
+    for original in self.original_head_variables():
+      scope, layer, kind = original.split("/")[1:]
+      hf_kind = {"kernel": "weight", "bias": "bias", "gamma": "weight", "beta": "bias"}[kind]
+      names[f"{scope}.{layer}.{hf_kind}"] = (original, kind == "kernel")
+    return names
+
+  def get_config(self):
+    return {"backbone": keras.saving.serialize_keras_object(self.backbone),
+            "start_n_top": self.start_n_top, "end_n_top": self.end_n_top, "name": self.name}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    return cls(keras.saving.deserialize_keras_object(config.pop("backbone")), **config)
+
+
+def squad_loss(outputs, start_positions, end_positions, is_impossible):
+  """(start + end cross-entropy) / 2 + answerability cross-entropy / 2, as the original."""
+  def span_loss(log_probs, positions):
+    return -tf.reduce_mean(tf.gather(log_probs, tf.cast(positions, tf.int32), batch_dims=1))
+  loss = 0.5 * (span_loss(outputs["start_log_probs"], start_positions)
+                + span_loss(outputs["end_log_probs"], end_positions))
+  answerable = tf.nn.sigmoid_cross_entropy_with_logits(
+      labels=tf.cast(is_impossible, tf.float32), logits=outputs["cls_logits"])
+  return loss + 0.5 * tf.reduce_mean(answerable)
