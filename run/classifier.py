@@ -12,13 +12,13 @@ import os
 from absl import app
 from absl import flags
 from absl import logging
-import keras
 
 from xlnet_tf import XLNetConfig, checkpoints
 from xlnet_tf.data.classification import GLUE_TASKS
 from xlnet_tf.data.tokenizer import XLNetTokenizer
 from xlnet_tf.training import classifier_finetuning as finetuning
-from xlnet_tf.training import strategy as strategy_lib
+
+import common_flags
 
 flags.DEFINE_enum("task_name", None, sorted(GLUE_TASKS) + ["imdb", "generic"],
                   "GLUE task, imdb (aclImdb folders) or generic.")
@@ -51,22 +51,15 @@ flags.DEFINE_bool("do_train", False, "Train.")
 flags.DEFINE_bool("do_eval", False, "Evaluate the best weights on dev.")
 flags.DEFINE_bool("do_predict", False, "Write test predictions.")
 flags.DEFINE_string("output_dir", None, "Best weights, metrics, predictions.")
-flags.DEFINE_enum("strategy", "one_device", ["one_device", "mirrored"], "Distribution.")
-flags.DEFINE_integer("cpu_replicas", 0, "Logical CPU devices for --strategy=mirrored.")
-flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"], "Compute dtype.")
 flags.DEFINE_bool("jit_compile", True, "XLA.")
-flags.DEFINE_integer("seed", 0, "Random seed.")
+common_flags.define_runtime_flags()
 flags.mark_flags_as_required(["task_name", "sp_path", "output_dir"])
 FLAGS = flags.FLAGS
 
 
 def main(argv):
   del argv
-  keras.utils.set_random_seed(FLAGS.seed)
-  if FLAGS.cpu_replicas:
-    strategy_lib.split_cpu(FLAGS.cpu_replicas)
-  if FLAGS.dtype != "float32":
-    keras.mixed_precision.set_global_policy(f"mixed_{FLAGS.dtype}")
+  strategy = common_flags.runtime_strategy()
   config_path = FLAGS.model_config or (os.path.join(FLAGS.init_checkpoint, "xlnet_config.json")
                                        if FLAGS.init_checkpoint else None)
   if not config_path:
@@ -82,7 +75,7 @@ def main(argv):
   for split, report in task.reports.items():
     print(f"{task.name} {split}: {report.summary()}")
   best_dir = os.path.join(FLAGS.output_dir, "best")
-  with strategy_lib.create_strategy(FLAGS.strategy).scope():
+  with strategy.scope():
     model = finetuning.build_classifier(config, task, FLAGS.summary_type, FLAGS.init_checkpoint,
                                         FLAGS.init_checkpoint_format)
     if FLAGS.do_train:

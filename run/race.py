@@ -21,6 +21,8 @@ from xlnet_tf.data.tokenizer import XLNetTokenizer
 from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
 from xlnet_tf.training.optimization import create_optimizer
 
+import common_flags
+
 flags.DEFINE_string("data_dir", None, "RACE directory: {train,dev,test}/{middle,high}/*.txt.")
 flags.DEFINE_string("sp_path", None, "SentencePiece model.")
 flags.DEFINE_bool("uncased", False, "Lower-case the text.")
@@ -30,6 +32,7 @@ flags.DEFINE_enum("init_checkpoint_format", "own", ["own", "original", "huggingf
 flags.DEFINE_integer("max_seq_length", 512, "Tokens per option sequence.")
 flags.DEFINE_integer("train_batch_size", 8, "Questions per batch.")
 flags.DEFINE_integer("train_steps", 12000, "Training steps.")
+flags.DEFINE_integer("eval_every", None, "Evaluate on dev every this many steps (best kept).")
 flags.DEFINE_float("learning_rate", 2e-5, "Peak learning rate.")
 flags.DEFINE_integer("warmup_steps", 1000, "Warmup steps.")
 flags.DEFINE_float("lr_layer_decay_rate", 1.0, "Layer-wise learning-rate decay.")
@@ -37,7 +40,7 @@ flags.DEFINE_bool("do_train", False, "Train on train/.")
 flags.DEFINE_bool("do_eval", False, "Accuracy on dev/ (overall, middle, high).")
 flags.DEFINE_bool("do_predict", False, "Answers for test/ as JSON.")
 flags.DEFINE_string("output_dir", None, "Weights, metrics, predictions.")
-flags.DEFINE_integer("seed", 0, "Random seed.")
+common_flags.define_runtime_flags()
 flags.mark_flags_as_required(["data_dir", "sp_path", "model_config", "output_dir"])
 FLAGS = flags.FLAGS
 
@@ -47,8 +50,9 @@ INPUT_KEYS = ("input_ids", "segment_ids", "input_mask")
 def load(tokenizer, split):
   report = ReadReport()
   questions = read_race(FLAGS.data_dir, split, report)
+  features = encode_race(tokenizer, questions, FLAGS.max_seq_length, report)
   print(f"{split}: {report.summary()}")
-  return questions, encode_race(tokenizer, questions, FLAGS.max_seq_length)
+  return questions, features
 
 
 def race_accuracy(logits, features):
@@ -61,46 +65,56 @@ def race_accuracy(logits, features):
 
 def main(argv):
   del argv
-  keras.utils.set_random_seed(FLAGS.seed)
+  strategy = common_flags.runtime_strategy()
   os.makedirs(FLAGS.output_dir, exist_ok=True)
   tokenizer = XLNetTokenizer(FLAGS.sp_path, lower=FLAGS.uncased)
   config = XLNetConfig.from_json_file(FLAGS.model_config, mem_len=0, reuse_len=0, bi_data=False)
-  backbone = XLNetModel(config)
-  if FLAGS.init_checkpoint:
-    {"own": checkpoints.load_own_checkpoint, "original": checkpoints.load_original_checkpoint,
-     "huggingface": checkpoints.load_huggingface_checkpoint}[FLAGS.init_checkpoint_format](
-         backbone, FLAGS.init_checkpoint)
-  model = XLNetMultipleChoice(backbone)
-  weights_dir = os.path.join(FLAGS.output_dir, "weights")
-  if FLAGS.do_train:
-    _, train = load(tokenizer, "train")
-    model.compile(optimizer=create_optimizer(model, FLAGS.learning_rate, FLAGS.train_steps,
-                                             FLAGS.warmup_steps,
-                                             lr_layer_decay_rate=FLAGS.lr_layer_decay_rate),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    dataset = tf.data.Dataset.from_tensor_slices(({k: train[k] for k in INPUT_KEYS},
-                                                  train["label"]))
-    dataset = dataset.shuffle(len(train["label"]), seed=FLAGS.seed).repeat().batch(
-        FLAGS.train_batch_size, drop_remainder=True)
-    model.fit(dataset, steps_per_epoch=FLAGS.train_steps, epochs=1, verbose=2)
-    checkpoints.save_pretrained(model, weights_dir)
-  elif os.path.exists(os.path.join(weights_dir, checkpoints.own.WEIGHTS_FILE)):
-    checkpoints.load_own_checkpoint(model, weights_dir)
-  for split, wanted in (("dev", FLAGS.do_eval), ("test", FLAGS.do_predict)):
-    if not wanted:
-      continue
-    questions, features = load(tokenizer, split)
-    logits = model.predict({k: features[k] for k in INPUT_KEYS},
-                           batch_size=FLAGS.train_batch_size, verbose=0)
-    if split == "dev":
-      scores = race_accuracy(logits, features)
+  weights_dir = os.path.join(FLAGS.output_dir, "best")
+  dev = load(tokenizer, "dev") if FLAGS.do_eval or FLAGS.do_train else None
+  with strategy.scope():
+    backbone = XLNetModel(config)
+    if FLAGS.init_checkpoint:
+      checkpoints.LOADERS[FLAGS.init_checkpoint_format](backbone, FLAGS.init_checkpoint)
+    model = XLNetMultipleChoice(backbone)
+    if FLAGS.do_train:
+      _, train = load(tokenizer, "train")
+      model.compile(optimizer=create_optimizer(model, FLAGS.learning_rate, FLAGS.train_steps,
+                                               FLAGS.warmup_steps,
+                                               lr_layer_decay_rate=FLAGS.lr_layer_decay_rate),
+                    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+      dataset = tf.data.Dataset.from_tensor_slices(({k: train[k] for k in INPUT_KEYS},
+                                                    train["label"]))
+      dataset = dataset.shuffle(len(train["label"]), seed=FLAGS.seed).repeat().batch(
+          FLAGS.train_batch_size, drop_remainder=True)
+      every = FLAGS.eval_every or FLAGS.train_steps
+      best = None
+      for round_index in range(max(FLAGS.train_steps // every, 1)):
+        model.fit(dataset, steps_per_epoch=every, epochs=1, verbose=0)
+        scores = race_accuracy(predict(model, dev[1]), dev[1])
+        scores["step"] = (round_index + 1) * every
+        print(f"dev at step {scores['step']}: {scores}")
+        if best is None or scores["accuracy"] > best["accuracy"]:
+          best = scores
+          checkpoints.save_pretrained(model, weights_dir)
+      print(f"Best dev accuracy {best['accuracy']:.4f} at step {best['step']}")
+    if os.path.exists(os.path.join(weights_dir, checkpoints.own.WEIGHTS_FILE)):
+      checkpoints.load_own_checkpoint(model, weights_dir)
+    if FLAGS.do_eval:
+      scores = race_accuracy(predict(model, dev[1]), dev[1])
       json.dump(scores, open(os.path.join(FLAGS.output_dir, "dev_metrics.json"), "w"))
       print(f"dev: {scores}")
-    else:
+    if FLAGS.do_predict:
+      questions, features = load(tokenizer, "test")
+      logits = predict(model, features)
       answers = {q.where: ANSWERS[int(i)] for q, i in zip(questions, np.argmax(logits, -1))}
       path = os.path.join(FLAGS.output_dir, "test_predictions.json")
       json.dump(answers, open(path, "w"), indent=1)
       print(f"Wrote {len(answers)} answers to {path}")
+
+
+def predict(model, features):
+  return model.predict({k: features[k] for k in INPUT_KEYS}, batch_size=FLAGS.train_batch_size,
+                       verbose=0)
 
 
 if __name__ == "__main__":

@@ -11,18 +11,18 @@ import os
 
 from absl import app
 from absl import flags
-import keras
-import numpy as np
 import tensorflow as tf
 
 from xlnet_tf import XLNetConfig, XLNetModel, checkpoints
 from xlnet_tf.data.classification import ReadReport
 from xlnet_tf.data.squad import build_features, read_squad
 from xlnet_tf.data.tokenizer import XLNetTokenizer
-from xlnet_tf.heads.question_answering import XLNetQuestionAnswering, squad_loss
+from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
 from xlnet_tf.squad_metrics import (apply_null_threshold, best_null_threshold, decode,
                                     squad_scores)
 from xlnet_tf.training.optimization import create_optimizer
+
+import common_flags
 
 flags.DEFINE_string("train_file", None, "SQuAD training JSON.")
 flags.DEFINE_string("predict_file", None, "SQuAD JSON to answer (dev: also scored).")
@@ -47,7 +47,9 @@ flags.DEFINE_float("null_score_threshold", None, "SQuAD 2.0: answer '' above thi
 flags.DEFINE_bool("do_train", False, "Train.")
 flags.DEFINE_bool("do_predict", False, "Predict (and score, when answers are given).")
 flags.DEFINE_string("output_dir", None, "Weights, predictions, scores.")
-flags.DEFINE_integer("seed", 0, "Random seed.")
+flags.DEFINE_integer("eval_every", None, "Score --predict_file every this many steps; the best "
+                     "F1 is kept.")
+common_flags.define_runtime_flags()
 flags.mark_flags_as_required(["sp_path", "model_config", "output_dir"])
 FLAGS = flags.FLAGS
 
@@ -63,70 +65,75 @@ def features_for(tokenizer, path, training):
   return examples, arrays, windows
 
 
+def predict_and_score(model, tokenizer, examples, arrays, windows, threshold=None):
+  outputs = model.predict({k: arrays[k] for k in MODEL_KEYS}, batch_size=FLAGS.train_batch_size,
+                          verbose=0)
+  predictions, nulls = decode(examples, windows, outputs, FLAGS.max_answer_length)
+  result = {"has_answers": any(e.answers or e.is_impossible for e in examples)}
+  if result["has_answers"]:
+    result["without_null"] = squad_scores(examples, predictions)
+    if threshold is None and any(e.is_impossible for e in examples):
+      threshold, result["best_threshold_scores"] = best_null_threshold(examples, predictions,
+                                                                        nulls)
+  if threshold is not None:
+    predictions = apply_null_threshold(predictions, nulls, threshold)
+    result["null_score_threshold"] = threshold
+  if result["has_answers"]:
+    result["scores"] = squad_scores(examples, predictions)
+  return predictions, nulls, result
+
+
 def main(argv):
   del argv
-  keras.utils.set_random_seed(FLAGS.seed)
+  strategy = common_flags.runtime_strategy()
   os.makedirs(FLAGS.output_dir, exist_ok=True)
   tokenizer = XLNetTokenizer(FLAGS.sp_path, lower=FLAGS.uncased)
   config = XLNetConfig.from_json_file(FLAGS.model_config, mem_len=0, reuse_len=0, bi_data=False)
-  backbone = XLNetModel(config)
-  if FLAGS.init_checkpoint:
-    {"own": checkpoints.load_own_checkpoint, "original": checkpoints.load_original_checkpoint,
-     "huggingface": checkpoints.load_huggingface_checkpoint}[FLAGS.init_checkpoint_format](
-         backbone, FLAGS.init_checkpoint)
-  model = XLNetQuestionAnswering(backbone, FLAGS.start_n_top, FLAGS.end_n_top)
-  weights_dir = os.path.join(FLAGS.output_dir, "weights")
-  if FLAGS.do_train:
-    _, arrays, _ = features_for(tokenizer, FLAGS.train_file, training=True)
-    optimizer = create_optimizer(model, FLAGS.learning_rate, FLAGS.train_steps,
-                                 FLAGS.warmup_steps,
-                                 lr_layer_decay_rate=FLAGS.lr_layer_decay_rate)
-    dataset = tf.data.Dataset.from_tensor_slices(arrays).shuffle(
-        len(arrays["input_ids"]), seed=FLAGS.seed).repeat().batch(FLAGS.train_batch_size,
-                                                                  drop_remainder=True)
-
-    @tf.function(jit_compile=True)
-    def gradients(batch):
-      with tf.GradientTape() as tape:
-        outputs = model(batch, training=True)
-        loss = squad_loss(outputs, batch["start_positions"], batch["end_positions"],
-                          batch["is_impossible"])
-      return loss, tape.gradient(loss, model.trainable_variables)
-
-    for step, batch in enumerate(dataset.take(FLAGS.train_steps), start=1):
-      loss, grads = gradients(batch)
-      optimizer.apply_gradients(zip(grads, model.trainable_variables))
-      if step % 100 == 0 or step == FLAGS.train_steps:
-        print(f"step {step}: loss {float(loss):.4f}", flush=True)
-    checkpoints.save_pretrained(model, weights_dir)
-  elif os.path.exists(os.path.join(weights_dir, checkpoints.own.WEIGHTS_FILE)):
-    checkpoints.load_own_checkpoint(model, weights_dir)
-  if FLAGS.do_predict:
-    examples, arrays, windows = features_for(tokenizer, FLAGS.predict_file, training=False)
-    outputs = model.predict({k: arrays[k] for k in MODEL_KEYS},
-                            batch_size=FLAGS.train_batch_size, verbose=0)
-    predictions, nulls = decode(examples, windows, outputs, FLAGS.max_answer_length)
-    result = {"has_answers": any(e.answers or e.is_impossible for e in examples)}
-    threshold = FLAGS.null_score_threshold
-    if result["has_answers"]:
-      result["without_null"] = squad_scores(examples, predictions)
-      if threshold is None and any(e.is_impossible for e in examples):
-        threshold, result["best_threshold_scores"] = best_null_threshold(
-            examples, predictions, nulls)
-    if threshold is not None:
-      predictions = apply_null_threshold(predictions, nulls, threshold)
-      result["null_score_threshold"] = threshold
-    if result["has_answers"]:
-      result["scores"] = squad_scores(examples, predictions)
-      print(f"EM {result['scores']['exact']:.2f}  F1 {result['scores']['f1']:.2f}")
-    json.dump(predictions, open(os.path.join(FLAGS.output_dir, "predictions.json"), "w"),
-              indent=1)
-    json.dump({k: float(v) for k, v in nulls.items()},
-              open(os.path.join(FLAGS.output_dir, "null_odds.json"), "w"), indent=1)
-    json.dump(result, open(os.path.join(FLAGS.output_dir, "results.json"), "w"), indent=1,
-              default=float)
-    print(f"Wrote predictions.json and null_odds.json (the official script's inputs) to "
-          f"{FLAGS.output_dir}")
+  weights_dir = os.path.join(FLAGS.output_dir, "best")
+  predict_data = (features_for(tokenizer, FLAGS.predict_file, training=False)
+                  if FLAGS.predict_file else None)
+  with strategy.scope():
+    backbone = XLNetModel(config)
+    if FLAGS.init_checkpoint:
+      checkpoints.LOADERS[FLAGS.init_checkpoint_format](backbone, FLAGS.init_checkpoint)
+    model = XLNetQuestionAnswering(backbone, FLAGS.start_n_top, FLAGS.end_n_top)
+    if FLAGS.do_train:
+      _, arrays, _ = features_for(tokenizer, FLAGS.train_file, training=True)
+      model.compile(optimizer=create_optimizer(model, FLAGS.learning_rate, FLAGS.train_steps,
+                                               FLAGS.warmup_steps,
+                                               lr_layer_decay_rate=FLAGS.lr_layer_decay_rate))
+      dataset = tf.data.Dataset.from_tensor_slices(arrays).shuffle(
+          len(arrays["input_ids"]), seed=FLAGS.seed).repeat().batch(FLAGS.train_batch_size,
+                                                                    drop_remainder=True)
+      every = FLAGS.eval_every or FLAGS.train_steps
+      best = None
+      for round_index in range(max(FLAGS.train_steps // every, 1)):
+        history = model.fit(dataset, steps_per_epoch=every, epochs=1, verbose=0).history
+        step = (round_index + 1) * every
+        score = None
+        if predict_data is not None and predict_data[0] and any(
+            e.answers for e in predict_data[0]):
+          score = predict_and_score(model, tokenizer, *predict_data)[2]["scores"]["f1"]
+        print(f"step {step}: loss {history['loss'][-1]:.4f}"
+              + ("" if score is None else f", dev F1 {score:.2f}"), flush=True)
+        if best is None or score is None or score > best:
+          best = score
+          checkpoints.save_pretrained(model, weights_dir)
+    if os.path.exists(os.path.join(weights_dir, checkpoints.own.WEIGHTS_FILE)):
+      checkpoints.load_own_checkpoint(model, weights_dir)
+    if FLAGS.do_predict:
+      predictions, nulls, result = predict_and_score(model, tokenizer, *predict_data,
+                                                     threshold=FLAGS.null_score_threshold)
+      if result["has_answers"]:
+        print(f"EM {result['scores']['exact']:.2f}  F1 {result['scores']['f1']:.2f}")
+      json.dump(predictions, open(os.path.join(FLAGS.output_dir, "predictions.json"), "w"),
+                indent=1)
+      json.dump({k: float(v) for k, v in nulls.items()},
+                open(os.path.join(FLAGS.output_dir, "null_odds.json"), "w"), indent=1)
+      json.dump(result, open(os.path.join(FLAGS.output_dir, "results.json"), "w"), indent=1,
+                default=float)
+      print(f"Wrote predictions.json and null_odds.json (the official script's inputs) to "
+            f"{FLAGS.output_dir}")
 
 
 if __name__ == "__main__":

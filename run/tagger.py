@@ -11,7 +11,6 @@ import os
 
 from absl import app
 from absl import flags
-import keras
 import tensorflow as tf
 
 from xlnet_tf import XLNetConfig, XLNetModel, checkpoints
@@ -21,6 +20,8 @@ from xlnet_tf.data.tokenizer import XLNetTokenizer
 from xlnet_tf.heads.token_classifier import XLNetTokenClassifier
 from xlnet_tf.metrics import entity_f1
 from xlnet_tf.training.optimization import create_optimizer
+
+import common_flags
 
 flags.DEFINE_string("train_file", None, "CoNLL training file.")
 flags.DEFINE_string("dev_file", None, "CoNLL evaluation file.")
@@ -42,7 +43,7 @@ flags.DEFINE_bool("do_train", False, "Train.")
 flags.DEFINE_bool("do_eval", False, "Evaluate on dev (entity-level F1).")
 flags.DEFINE_bool("do_predict", False, "Tag the test file.")
 flags.DEFINE_string("output_dir", None, "Best weights, labels, metrics, predictions.")
-flags.DEFINE_integer("seed", 0, "Random seed.")
+common_flags.define_runtime_flags()
 flags.mark_flags_as_required(["sp_path", "model_config", "output_dir"])
 FLAGS = flags.FLAGS
 
@@ -60,7 +61,7 @@ def _evaluate(model, data, labels):
 
 def main(argv):
   del argv
-  keras.utils.set_random_seed(FLAGS.seed)
+  strategy = common_flags.runtime_strategy()
   os.makedirs(FLAGS.output_dir, exist_ok=True)
   tokenizer = XLNetTokenizer(FLAGS.sp_path, lower=FLAGS.uncased)
   labels_path = os.path.join(FLAGS.output_dir, "labels.json")
@@ -82,12 +83,15 @@ def main(argv):
                                             report))
     print(f"{split}: {report.summary()}")
   config = XLNetConfig.from_json_file(FLAGS.model_config, mem_len=0, reuse_len=0, bi_data=False)
-  backbone = XLNetModel(config)
-  if FLAGS.init_checkpoint:
-    {"own": checkpoints.load_own_checkpoint, "original": checkpoints.load_original_checkpoint,
-     "huggingface": checkpoints.load_huggingface_checkpoint}[FLAGS.init_checkpoint_format](
-         backbone, FLAGS.init_checkpoint)
-  model = XLNetTokenClassifier(backbone, len(labels))
+  with strategy.scope():
+    backbone = XLNetModel(config)
+    if FLAGS.init_checkpoint:
+      checkpoints.LOADERS[FLAGS.init_checkpoint_format](backbone, FLAGS.init_checkpoint)
+    model = XLNetTokenClassifier(backbone, len(labels))
+    run(model, data, labels)
+
+
+def run(model, data, labels):
   best_dir = os.path.join(FLAGS.output_dir, "best")
   if FLAGS.do_train:
     model.compile(optimizer=create_optimizer(model, FLAGS.learning_rate, FLAGS.train_steps,

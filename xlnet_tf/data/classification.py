@@ -214,7 +214,11 @@ def encode_examples(tokenizer, examples: Sequence[TextExample], max_seq_length: 
     if not tokens_a and report is not None:
       report.skip("empty text (kept as an empty segment)", example.where)
     has_b = example.text_b is not None
-    truncate_pair(tokens_a, tokens_b, max_seq_length - (3 if has_b else 2))
+    room = max_seq_length - (3 if has_b else 2)
+    if len(tokens_a) + len(tokens_b) > room and report is not None:
+      report.skip(f"truncated to max_seq_length={max_seq_length} (kept, longest side cut "
+                  "from its end)", example.where)
+    truncate_pair(tokens_a, tokens_b, room)
     tokens = tokens_a + [sep] + (tokens_b + [sep] if has_b else []) + [cls]
     segments = [SEG_A] * (len(tokens_a) + 1) + (
         [SEG_B] * (len(tokens_b) + 1) if has_b else []) + [SEG_CLS]

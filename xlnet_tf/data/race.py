@@ -59,12 +59,12 @@ def option_text(question: str, option: str) -> str:
   return question.replace("_", option) if "_" in question else f"{question} {option}"
 
 
-def encode_race(tokenizer, questions: Sequence[RaceQuestion],
-                max_seq_length: int) -> Dict[str, np.ndarray]:
+def encode_race(tokenizer, questions: Sequence[RaceQuestion], max_seq_length: int,
+                report: ReadReport = None) -> Dict[str, np.ndarray]:
   """input_ids / segment_ids / input_mask [N, 4, T], label [N], level [N] (0 middle, 1 high)."""
   examples = [TextExample(q.article, option_text(q.question, option), None, q.where)
               for q in questions for option in q.options]
-  flat = encode_examples(tokenizer, examples, max_seq_length)
+  flat = encode_examples(tokenizer, examples, max_seq_length, report)
   out = {key: value.reshape(len(questions), 4, max_seq_length) for key, value in flat.items()}
   out["label"] = np.array([q.answer for q in questions], np.int32)
   out["level"] = np.array([q.level == "high" for q in questions], np.int32)

@@ -107,6 +107,8 @@ def build_features(tokenizer, examples: Sequence[SquadExample], max_seq_length: 
   for index, (example, question) in enumerate(zip(examples, questions)):
     pieces, char_start, char_end = piece_character_spans(
         tokenizer, ContextWords.of(example.context), example.context)
+    if len(question) > max_query_length and report is not None:
+      report.skip(f"question cut to max_query_length={max_query_length}", example.where)
     question = question[:max_query_length]
     room = max_seq_length - len(question) - 3
     if room < 1:

@@ -101,6 +101,10 @@ class XLNetQuestionAnswering(keras.Model):
             "end_top_log_probs": end_top_log_probs, "end_top_index": end_top_index,
             "cls_logits": cls_logits}
 
+  def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+    """For Model.fit on feature dicts holding start/end positions and is_impossible."""
+    return squad_loss(y_pred, x["start_positions"], x["end_positions"], x["is_impossible"])
+
   def original_head_variables(self):
     names = {"model/start_logits/dense/kernel": self.start_dense.kernel,
              "model/start_logits/dense/bias": self.start_dense.bias,

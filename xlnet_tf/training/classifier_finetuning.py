@@ -79,10 +79,7 @@ def build_classifier(config: XLNetConfig, task: TaskData, summary_type: str = "l
   """A classifier whose backbone starts from `init_checkpoint` (pretrained weights)."""
   backbone = XLNetModel(config)
   if init_checkpoint:
-    loaders = {"own": checkpoints.load_own_checkpoint,
-               "original": checkpoints.load_original_checkpoint,
-               "huggingface": checkpoints.load_huggingface_checkpoint}
-    report = loaders[init_checkpoint_format](backbone, init_checkpoint)
+    report = checkpoints.LOADERS[init_checkpoint_format](backbone, init_checkpoint)
     logging.info("Backbone from %s%s", init_checkpoint,
                  "" if report is None else f": {report.summary()}")
   num_classes = 1 if task.labels is None else len(task.labels)

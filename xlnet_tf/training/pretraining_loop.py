@@ -266,12 +266,9 @@ class PretrainingRun:
   def _initialize_from(self, path: Optional[str]) -> None:
     if not path:
       return
-    loaders = {"own": checkpoints.load_own_checkpoint,
-               "original": checkpoints.load_original_checkpoint,
-               "huggingface": checkpoints.load_huggingface_checkpoint}
     target = self.model if self.options.init_checkpoint_format != "own" else backbone_of(
         self.model)
-    loaders[self.options.init_checkpoint_format](target, path)
+    checkpoints.LOADERS[self.options.init_checkpoint_format](target, path)
     logging.info("Initialized from %s", path)
 
   # ---- the loop --------------------------------------------------------------------------
