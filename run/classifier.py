@@ -29,6 +29,7 @@ flags.DEFINE_string("dev_file", None, "generic: evaluation file.")
 flags.DEFINE_string("test_file", None, "generic: prediction file.")
 flags.DEFINE_list("labels", None, "generic: the label set, in order.")
 flags.DEFINE_bool("regression", False, "generic: real-valued labels.")
+flags.DEFINE_bool("mnli_mismatched", False, "mnli: evaluate/predict on the mismatched sets.")
 flags.DEFINE_string("sp_path", None, "SentencePiece model.")
 flags.DEFINE_bool("uncased", False, "Lower-case the text (uncased models).")
 flags.DEFINE_string("model_config", None, "xlnet_config.json (default: the one beside an own-"
@@ -71,7 +72,8 @@ def main(argv):
                                 FLAGS.do_eval), ("test", FLAGS.do_predict)) if wanted]
   files = {"train": FLAGS.train_file, "dev": FLAGS.dev_file, "test": FLAGS.test_file}
   task = finetuning.load_task(FLAGS.task_name, tokenizer, FLAGS.max_seq_length, FLAGS.data_dir,
-                              files, FLAGS.labels, FLAGS.regression, splits)
+                              files, FLAGS.labels, FLAGS.regression, splits,
+                              FLAGS.mnli_mismatched)
   for split, report in task.reports.items():
     print(f"{task.name} {split}: {report.summary()}")
   best_dir = os.path.join(FLAGS.output_dir, "best")

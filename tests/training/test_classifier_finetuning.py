@@ -72,3 +72,19 @@ def test_cli_trains_evaluates_and_predicts(small_data, tmp_path):
   assert all(line.split("\t")[1] in ("0", "1") for line in lines[1:])
   history = json.load(open(tmp_path / "out" / "train_history.json"))
   assert [h["step"] for h in history["history"]] == [3, 6]
+
+
+def test_mnli_matched_and_mismatched(small_data, tmp_path):
+  header = ["index", "promptID", "pairID", "genre", "a", "b", "c", "d", "sentence1", "sentence2",
+            "label1", "gold_label"]
+  for name, label in (("train", "neutral"), ("dev_matched", "entailment"),
+                      ("dev_mismatched", "contradiction")):
+    rows = [header, ["0", "1", "2", "g", "", "", "", "", "A class.", "A type.", label, label]]
+    (tmp_path / f"{name}.tsv").write_text("\n".join("\t".join(r) for r in rows) + "\n")
+  tokenizer = XLNetTokenizer(small_data["sp_path"])
+  labels = ["contradiction", "entailment", "neutral"]
+  for mismatched, expected in ((False, "entailment"), (True, "contradiction")):
+    task = finetuning.load_task("mnli", tokenizer, 16, data_dir=str(tmp_path),
+                                mnli_mismatched=mismatched)
+    assert task.splits["dev"]["label"].tolist() == [labels.index(expected)]
+    assert task.splits["train"]["label"].tolist() == [labels.index("neutral")]

@@ -39,14 +39,19 @@ class TaskData:
 def load_task(task_name: str, tokenizer: XLNetTokenizer, max_seq_length: int,
               data_dir: Optional[str] = None, files: Optional[Dict[str, str]] = None,
               labels: Optional[Sequence[str]] = None, regression: bool = False,
-              splits: Sequence[str] = ("train", "dev")) -> TaskData:
-  """A GLUE task from `data_dir`, or `task_name='generic'` from `files` {split: path}."""
+              splits: Sequence[str] = ("train", "dev"), mnli_mismatched: bool = False
+              ) -> TaskData:
+  """A GLUE task from `data_dir`, imdb (aclImdb), or `task_name='generic'` from `files`
+  {split: path}. MNLI's dev/test are the matched sets unless `mnli_mismatched`."""
   if task_name in GLUE_TASKS:
     spec = GLUE_TASKS[task_name]
     task_labels, metric = spec.labels, spec.metric
-    if task_name == "mnli":
-      splits = [{"dev": "dev_matched", "test": "test_matched"}.get(s, s) for s in splits]
-    read = lambda split, report: read_glue(task_name, data_dir, split, report)
+    files_of = {"dev": "dev_matched", "test": "test_matched"}
+    if mnli_mismatched:
+      files_of = {"dev": "dev_mismatched", "test": "test_mismatched"}
+    glue_split = (lambda split: files_of.get(split, split)) if task_name == "mnli" else (
+        lambda split: split)
+    read = lambda split, report: read_glue(task_name, data_dir, glue_split(split), report)
   elif task_name == "imdb":
     task_labels, metric = IMDB_LABELS, "accuracy"
     read = lambda split, report: read_imdb(data_dir, split, report)
