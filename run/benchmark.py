@@ -81,7 +81,6 @@ def _inputs(batch, seq_len, seed=0):
 def run_xlnet_tf(spec):
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
   import keras
-  import numpy as np
   import tensorflow as tf
   from xlnet_tf import XLNetConfig, XLNetModel
   from xlnet_tf.heads import XLNetPretrainer

@@ -23,3 +23,38 @@ def runtime_strategy():
   if values.dtype != "float32":
     keras.mixed_precision.set_global_policy(f"mixed_{values.dtype}")
   return strategy_lib.create_strategy(values.strategy)
+
+
+def define_finetuning_flags(max_seq_length=128, train_batch_size=32, train_steps=1000,
+                            learning_rate=2e-5, warmup_steps=0, lr_layer_decay_rate=1.0):
+  """Model, checkpoint, optimisation and what-to-do flags; defaults per task."""
+  flags.DEFINE_string("sp_path", None, "SentencePiece model.")
+  flags.DEFINE_bool("uncased", False, "Lower-case the text (uncased models).")
+  flags.DEFINE_string("model_config", None, "xlnet_config.json (original keys accepted).")
+  flags.DEFINE_string("init_checkpoint", None, "Pretrained weights of the backbone.")
+  flags.DEFINE_enum("init_checkpoint_format", "own", ["own", "original", "huggingface"],
+                    "Format of --init_checkpoint.")
+  flags.DEFINE_integer("max_seq_length", max_seq_length, "Tokens per sequence.")
+  flags.DEFINE_integer("train_batch_size", train_batch_size, "Batch size.")
+  flags.DEFINE_integer("train_steps", train_steps, "Training steps.")
+  flags.DEFINE_integer("eval_every", None, "Evaluate on dev every this many steps; the best "
+                       "checkpoint is kept.")
+  flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate.")
+  flags.DEFINE_integer("warmup_steps", warmup_steps, "Linear warmup steps.")
+  flags.DEFINE_float("lr_layer_decay_rate", lr_layer_decay_rate, "Layer i's learning rate is "
+                     "multiplied by rate^(n_layer - 1 - i).")
+  flags.DEFINE_bool("do_train", False, "Train.")
+  flags.DEFINE_bool("do_eval", False, "Evaluate on dev.")
+  flags.DEFINE_bool("do_predict", False, "Write test predictions.")
+  flags.DEFINE_string("output_dir", None, "Best weights, metrics, predictions.")
+  define_runtime_flags()
+
+
+def pretrained_backbone(config):
+  """An XLNetModel, loaded from --init_checkpoint when given."""
+  from xlnet_tf import XLNetModel, checkpoints
+  values = flags.FLAGS
+  backbone = XLNetModel(config)
+  if values.init_checkpoint:
+    checkpoints.LOADERS[values.init_checkpoint_format](backbone, values.init_checkpoint)
+  return backbone

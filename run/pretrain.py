@@ -9,7 +9,6 @@ few minutes on CPU -> held-out loss before and after -> checkpoint.
       --learning_rate=1e-4 --warmup_steps=1000 --model_dir=model
 """
 
-import json
 import os
 import time
 

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf import XLNetConfig, XLNetModel, checkpoints
+from xlnet_tf import XLNetConfig, checkpoints
 from xlnet_tf.data.classification import ReadReport
 from xlnet_tf.data.race import ANSWERS, encode_race, read_race
 from xlnet_tf.data.tokenizer import XLNetTokenizer
@@ -24,23 +24,8 @@ from xlnet_tf.training.optimization import create_optimizer
 import common_flags
 
 flags.DEFINE_string("data_dir", None, "RACE directory: {train,dev,test}/{middle,high}/*.txt.")
-flags.DEFINE_string("sp_path", None, "SentencePiece model.")
-flags.DEFINE_bool("uncased", False, "Lower-case the text.")
-flags.DEFINE_string("model_config", None, "xlnet_config.json.")
-flags.DEFINE_string("init_checkpoint", None, "Pretrained weights of the backbone.")
-flags.DEFINE_enum("init_checkpoint_format", "own", ["own", "original", "huggingface"], "Format.")
-flags.DEFINE_integer("max_seq_length", 512, "Tokens per option sequence.")
-flags.DEFINE_integer("train_batch_size", 8, "Questions per batch.")
-flags.DEFINE_integer("train_steps", 12000, "Training steps.")
-flags.DEFINE_integer("eval_every", None, "Evaluate on dev every this many steps (best kept).")
-flags.DEFINE_float("learning_rate", 2e-5, "Peak learning rate.")
-flags.DEFINE_integer("warmup_steps", 1000, "Warmup steps.")
-flags.DEFINE_float("lr_layer_decay_rate", 1.0, "Layer-wise learning-rate decay.")
-flags.DEFINE_bool("do_train", False, "Train on train/.")
-flags.DEFINE_bool("do_eval", False, "Accuracy on dev/ (overall, middle, high).")
-flags.DEFINE_bool("do_predict", False, "Answers for test/ as JSON.")
-flags.DEFINE_string("output_dir", None, "Weights, metrics, predictions.")
-common_flags.define_runtime_flags()
+common_flags.define_finetuning_flags(max_seq_length=512, train_batch_size=8, train_steps=12000,
+                                    learning_rate=2e-5, warmup_steps=1000)
 flags.mark_flags_as_required(["data_dir", "sp_path", "model_config", "output_dir"])
 FLAGS = flags.FLAGS
 
@@ -72,9 +57,7 @@ def main(argv):
   weights_dir = os.path.join(FLAGS.output_dir, "best")
   dev = load(tokenizer, "dev") if FLAGS.do_eval or FLAGS.do_train else None
   with strategy.scope():
-    backbone = XLNetModel(config)
-    if FLAGS.init_checkpoint:
-      checkpoints.LOADERS[FLAGS.init_checkpoint_format](backbone, FLAGS.init_checkpoint)
+    backbone = common_flags.pretrained_backbone(config)
     model = XLNetMultipleChoice(backbone)
     if FLAGS.do_train:
       _, train = load(tokenizer, "train")

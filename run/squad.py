@@ -13,7 +13,7 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-from xlnet_tf import XLNetConfig, XLNetModel, checkpoints
+from xlnet_tf import XLNetConfig, checkpoints
 from xlnet_tf.data.classification import ReadReport
 from xlnet_tf.data.squad import build_features, read_squad
 from xlnet_tf.data.tokenizer import XLNetTokenizer
@@ -26,30 +26,16 @@ import common_flags
 
 flags.DEFINE_string("train_file", None, "SQuAD training JSON.")
 flags.DEFINE_string("predict_file", None, "SQuAD JSON to answer (dev: also scored).")
-flags.DEFINE_string("sp_path", None, "SentencePiece model.")
-flags.DEFINE_bool("uncased", False, "Lower-case the text.")
-flags.DEFINE_string("model_config", None, "xlnet_config.json.")
-flags.DEFINE_string("init_checkpoint", None, "Pretrained weights of the backbone.")
-flags.DEFINE_enum("init_checkpoint_format", "own", ["own", "original", "huggingface"], "Format.")
-flags.DEFINE_integer("max_seq_length", 512, "Pieces per window.")
 flags.DEFINE_integer("doc_stride", 128, "Step between context windows (pieces).")
 flags.DEFINE_integer("max_query_length", 64, "Question pieces kept.")
 flags.DEFINE_integer("max_answer_length", 64, "Longest answer (pieces).")
 flags.DEFINE_integer("start_n_top", 5, "Starts kept when decoding.")
 flags.DEFINE_integer("end_n_top", 5, "Ends kept per start.")
-flags.DEFINE_integer("train_batch_size", 48, "Batch size.")
-flags.DEFINE_integer("train_steps", 8000, "Training steps.")
-flags.DEFINE_float("learning_rate", 3e-5, "Peak learning rate.")
-flags.DEFINE_integer("warmup_steps", 1000, "Warmup steps.")
-flags.DEFINE_float("lr_layer_decay_rate", 0.75, "Layer-wise learning-rate decay.")
 flags.DEFINE_float("null_score_threshold", None, "SQuAD 2.0: answer '' above this null score "
                    "(default: the best on --predict_file when it has answers).")
-flags.DEFINE_bool("do_train", False, "Train.")
-flags.DEFINE_bool("do_predict", False, "Predict (and score, when answers are given).")
-flags.DEFINE_string("output_dir", None, "Weights, predictions, scores.")
-flags.DEFINE_integer("eval_every", None, "Score --predict_file every this many steps; the best "
-                     "F1 is kept.")
-common_flags.define_runtime_flags()
+common_flags.define_finetuning_flags(max_seq_length=512, train_batch_size=48, train_steps=8000,
+                                    learning_rate=3e-5, warmup_steps=1000,
+                                    lr_layer_decay_rate=0.75)
 flags.mark_flags_as_required(["sp_path", "model_config", "output_dir"])
 FLAGS = flags.FLAGS
 
@@ -93,9 +79,7 @@ def main(argv):
   predict_data = (features_for(tokenizer, FLAGS.predict_file, training=False)
                   if FLAGS.predict_file else None)
   with strategy.scope():
-    backbone = XLNetModel(config)
-    if FLAGS.init_checkpoint:
-      checkpoints.LOADERS[FLAGS.init_checkpoint_format](backbone, FLAGS.init_checkpoint)
+    backbone = common_flags.pretrained_backbone(config)
     model = XLNetQuestionAnswering(backbone, FLAGS.start_n_top, FLAGS.end_n_top)
     if FLAGS.do_train:
       _, arrays, _ = features_for(tokenizer, FLAGS.train_file, training=True)
@@ -121,7 +105,7 @@ def main(argv):
           checkpoints.save_pretrained(model, weights_dir)
     if os.path.exists(os.path.join(weights_dir, checkpoints.own.WEIGHTS_FILE)):
       checkpoints.load_own_checkpoint(model, weights_dir)
-    if FLAGS.do_predict:
+    if FLAGS.do_predict or FLAGS.do_eval:
       predictions, nulls, result = predict_and_score(model, tokenizer, *predict_data,
                                                      threshold=FLAGS.null_score_threshold)
       if result["has_answers"]:

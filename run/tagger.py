@@ -13,7 +13,7 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-from xlnet_tf import XLNetConfig, XLNetModel, checkpoints
+from xlnet_tf import XLNetConfig, checkpoints
 from xlnet_tf.data.classification import ReadReport
 from xlnet_tf.data.tagging import encode_tagged, label_list, read_conll, word_predictions
 from xlnet_tf.data.tokenizer import XLNetTokenizer
@@ -27,23 +27,7 @@ flags.DEFINE_string("train_file", None, "CoNLL training file.")
 flags.DEFINE_string("dev_file", None, "CoNLL evaluation file.")
 flags.DEFINE_string("test_file", None, "CoNLL file to tag.")
 flags.DEFINE_integer("tag_column", -1, "Column of the tag (CoNLL-2003 NER: the last).")
-flags.DEFINE_string("sp_path", None, "SentencePiece model.")
-flags.DEFINE_bool("uncased", False, "Lower-case the text.")
-flags.DEFINE_string("model_config", None, "xlnet_config.json.")
-flags.DEFINE_string("init_checkpoint", None, "Pretrained weights of the backbone.")
-flags.DEFINE_enum("init_checkpoint_format", "own", ["own", "original", "huggingface"], "Format.")
-flags.DEFINE_integer("max_seq_length", 128, "Pieces per sentence (longer ones are cut).")
-flags.DEFINE_integer("train_batch_size", 32, "Batch size.")
-flags.DEFINE_integer("train_steps", 1000, "Training steps.")
-flags.DEFINE_integer("eval_every", None, "Evaluate on dev every this many steps.")
-flags.DEFINE_float("learning_rate", 3e-5, "Peak learning rate.")
-flags.DEFINE_integer("warmup_steps", 0, "Warmup steps.")
-flags.DEFINE_float("lr_layer_decay_rate", 1.0, "Layer-wise learning-rate decay.")
-flags.DEFINE_bool("do_train", False, "Train.")
-flags.DEFINE_bool("do_eval", False, "Evaluate on dev (entity-level F1).")
-flags.DEFINE_bool("do_predict", False, "Tag the test file.")
-flags.DEFINE_string("output_dir", None, "Best weights, labels, metrics, predictions.")
-common_flags.define_runtime_flags()
+common_flags.define_finetuning_flags(learning_rate=3e-5)
 flags.mark_flags_as_required(["sp_path", "model_config", "output_dir"])
 FLAGS = flags.FLAGS
 
@@ -84,9 +68,7 @@ def main(argv):
     print(f"{split}: {report.summary()}")
   config = XLNetConfig.from_json_file(FLAGS.model_config, mem_len=0, reuse_len=0, bi_data=False)
   with strategy.scope():
-    backbone = XLNetModel(config)
-    if FLAGS.init_checkpoint:
-      checkpoints.LOADERS[FLAGS.init_checkpoint_format](backbone, FLAGS.init_checkpoint)
+    backbone = common_flags.pretrained_backbone(config)
     model = XLNetTokenClassifier(backbone, len(labels))
     run(model, data, labels)
 

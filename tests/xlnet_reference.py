@@ -66,7 +66,7 @@ def xlnet_forward(weights, cfg, input_ids, segment_ids=None, input_mask=None, pe
   w = {name: np.asarray(value, np.float64) for name, value in weights.items()}
   ids = np.asarray(input_ids)
   batch, qlen = ids.shape
-  d_model, n_head, d_head = cfg.d_model, cfg.n_head, cfg.d_head
+  d_model, d_head = cfg.d_model, cfg.d_head
   mlen = 0 if mems is None else np.asarray(mems[0]).shape[1]
   klen = mlen + qlen
   scale = 1.0 / math.sqrt(d_head)

@@ -8,7 +8,7 @@ the prediction is empty; the null-score threshold is searched on dev to maximise
 import collections
 import re
 import string
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, Sequence, Tuple
 
 import numpy as np
 

@@ -8,7 +8,7 @@ import pytest
 
 from xlnet_tf import XLNetConfig, XLNetModel
 from xlnet_tf.data.classification import ReadReport
-from xlnet_tf.data.squad import ContextWords, SquadExample, answer_text, build_features, read_squad
+from xlnet_tf.data.squad import SquadExample, answer_text, build_features, read_squad
 from xlnet_tf.data.tokenizer import XLNetTokenizer
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering, squad_loss
 from xlnet_tf import squad_metrics

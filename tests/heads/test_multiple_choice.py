@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 from model_inputs import padded_pair_batch, tiny_config
 from xlnet_tf import XLNetConfig, XLNetModel

@@ -8,28 +8,23 @@ Hugging Face: sequence_summary.summary.*, logits_proj.*.
 import keras
 import tensorflow as tf
 
-from xlnet_tf.config import XLNetConfig
+from xlnet_tf.heads.base import XLNetHead
 from xlnet_tf.heads.summary import SequenceSummary
-from xlnet_tf.model import XLNetModel
 
 BACKBONE_KEYS = ("input_ids", "segment_ids", "input_mask", "mems")
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
-class XLNetClassifier(keras.Model):
+class XLNetClassifier(XLNetHead):
   """Inputs as XLNetModel's (input_ids, segment_ids, input_mask[, mems]); returns logits
   [B, C], or [B] scores when `num_classes == 1` (regression, e.g. STS-B)."""
 
   def __init__(self, backbone, num_classes: int, summary_type: str = "last",
                task_name: str = "task", **kwargs):
-    if isinstance(backbone, (dict, XLNetConfig)):
-      backbone = XLNetModel(backbone)
-    kwargs.setdefault("name", "model")
-    super().__init__(**kwargs)
+    super().__init__(backbone, **kwargs)
     if num_classes < 1:
       raise ValueError(f"num_classes must be >= 1 (1 = regression); got {num_classes}")
-    config = backbone.config
-    self.backbone = backbone
+    config = self.backbone.config
     self.num_classes = num_classes
     self.summary_type = summary_type
     self.task_name = task_name
@@ -89,13 +84,6 @@ class XLNetClassifier(keras.Model):
             "logits_proj.weight": (self._original_task_scope + "kernel", True),
             "logits_proj.bias": (self._original_task_scope + "bias", False)}
 
-  def get_config(self):
-    return {"backbone": keras.saving.serialize_keras_object(self.backbone),
-            "num_classes": self.num_classes, "summary_type": self.summary_type,
-            "task_name": self.task_name, "name": self.name}
-
-  @classmethod
-  def from_config(cls, config):
-    config = dict(config)
-    backbone = keras.saving.deserialize_keras_object(config.pop("backbone"))
-    return cls(backbone, **config)
+  def head_config(self):
+    return {"num_classes": self.num_classes, "summary_type": self.summary_type,
+            "task_name": self.task_name}

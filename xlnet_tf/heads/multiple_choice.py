@@ -9,24 +9,19 @@ XLNetForMultipleChoice: sequence_summary.*, logits_proj.*.
 import keras
 import tensorflow as tf
 
-from xlnet_tf.config import XLNetConfig
+from xlnet_tf.heads.base import XLNetHead
 from xlnet_tf.heads.summary import SequenceSummary
-from xlnet_tf.model import XLNetModel
 
 CHOICE_KEYS = ("input_ids", "segment_ids", "input_mask")
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
-class XLNetMultipleChoice(keras.Model):
+class XLNetMultipleChoice(XLNetHead):
   """Inputs [B, C, T] (input_ids, segment_ids, input_mask) -> logits [B, C]."""
 
   def __init__(self, backbone, summary_type: str = "last", **kwargs):
-    if isinstance(backbone, (dict, XLNetConfig)):
-      backbone = XLNetModel(backbone)
-    kwargs.setdefault("name", "model")
-    super().__init__(**kwargs)
-    config = backbone.config
-    self.backbone = backbone
+    super().__init__(backbone, **kwargs)
+    config = self.backbone.config
     self.summary_type = summary_type
     self.summary = SequenceSummary(summary_type, config.n_head, config.d_head, config.dropout,
                                    config.dropatt, config.init_std, name="sequnece_summary")
@@ -58,11 +53,5 @@ class XLNetMultipleChoice(keras.Model):
             "logits_proj.weight": ("model/logits/kernel", True),
             "logits_proj.bias": ("model/logits/bias", False)}
 
-  def get_config(self):
-    return {"backbone": keras.saving.serialize_keras_object(self.backbone),
-            "summary_type": self.summary_type, "name": self.name}
-
-  @classmethod
-  def from_config(cls, config):
-    config = dict(config)
-    return cls(keras.saving.deserialize_keras_object(config.pop("backbone")), **config)
+  def head_config(self):
+    return {"summary_type": self.summary_type}

@@ -6,8 +6,7 @@ Shapes: B batch, T length, P predictions, V vocabulary, D d_model, M memory leng
 import keras
 import tensorflow as tf
 
-from xlnet_tf.config import XLNetConfig
-from xlnet_tf.model import XLNetModel
+from xlnet_tf.heads.base import XLNetHead
 
 MODEL_INPUT_KEYS = ("input_ids", "segment_ids", "input_mask", "perm_mask", "target_mapping",
                     "mems")
@@ -27,7 +26,7 @@ def masked_lm_loss(logits, target, target_mask, normalizer=None):
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
-class XLNetPretrainer(keras.Model):
+class XLNetPretrainer(XLNetHead):
   """Query stream -> logits over the vocabulary, weights tied to the word embedding.
 
   Call with the backbone's inputs (extra keys such as `target` are ignored); returns
@@ -37,12 +36,8 @@ class XLNetPretrainer(keras.Model):
   """
 
   def __init__(self, backbone, **kwargs):
-    if isinstance(backbone, (dict, XLNetConfig)):
-      backbone = XLNetModel(backbone)
-    kwargs.setdefault("name", "model")
-    super().__init__(**kwargs)
-    self.backbone = backbone
-    self.lm_bias = self.add_weight(name="lm_loss_bias", shape=(backbone.config.n_token,),
+    super().__init__(backbone, **kwargs)
+    self.lm_bias = self.add_weight(name="lm_loss_bias", shape=(self.backbone.config.n_token,),
                                    initializer="zeros")
     self._memory = None  # memory carried across fit steps (see train_step)
     self.loss_tracker = keras.metrics.Mean(name="loss")
@@ -107,9 +102,3 @@ class XLNetPretrainer(keras.Model):
   def metrics(self):
     return [self.loss_tracker]
 
-  def get_config(self):
-    return {"backbone": keras.saving.serialize_keras_object(self.backbone), "name": self.name}
-
-  @classmethod
-  def from_config(cls, config):
-    return cls(keras.saving.deserialize_keras_object(config["backbone"]), name=config["name"])

@@ -14,8 +14,7 @@ Face: start_logits.dense, end_logits.{dense_0,LayerNorm,dense_1}, answer_class.{
 import keras
 import tensorflow as tf
 
-from xlnet_tf.config import XLNetConfig
-from xlnet_tf.model import XLNetModel
+from xlnet_tf.heads.base import XLNetHead
 
 BACKBONE_KEYS = ("input_ids", "segment_ids", "input_mask")
 NEGATIVE = -1e30
@@ -26,19 +25,15 @@ def _masked(logits, p_mask):
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
-class XLNetQuestionAnswering(keras.Model):
+class XLNetQuestionAnswering(XLNetHead):
   """Inputs: backbone inputs + p_mask [B, T] + cls_index [B]; in training also
   start_positions [B]. Returns (training) start_log_probs, end_log_probs [B, T], cls_logits
   [B]; (inference) start_top_log_probs / start_top_index [B, K], end_top_log_probs /
   end_top_index [B, K, E], cls_logits [B]."""
 
   def __init__(self, backbone, start_n_top: int = 5, end_n_top: int = 5, **kwargs):
-    if isinstance(backbone, (dict, XLNetConfig)):
-      backbone = XLNetModel(backbone)
-    kwargs.setdefault("name", "model")
-    super().__init__(**kwargs)
-    config = backbone.config
-    self.backbone = backbone
+    super().__init__(backbone, **kwargs)
+    config = self.backbone.config
     self.start_n_top, self.end_n_top = start_n_top, end_n_top
     d_model = config.d_model
     init = lambda: keras.initializers.RandomNormal(stddev=config.init_std)
@@ -127,14 +122,8 @@ class XLNetQuestionAnswering(keras.Model):
       names[f"{scope}.{layer}.{hf_kind}"] = (original, kind == "kernel")
     return names
 
-  def get_config(self):
-    return {"backbone": keras.saving.serialize_keras_object(self.backbone),
-            "start_n_top": self.start_n_top, "end_n_top": self.end_n_top, "name": self.name}
-
-  @classmethod
-  def from_config(cls, config):
-    config = dict(config)
-    return cls(keras.saving.deserialize_keras_object(config.pop("backbone")), **config)
+  def head_config(self):
+    return {"start_n_top": self.start_n_top, "end_n_top": self.end_n_top}
 
 
 def squad_loss(outputs, start_positions, end_positions, is_impossible):

@@ -7,8 +7,7 @@ logit/{kernel,bias}; Hugging Face XLNetForTokenClassification: classifier.{weigh
 import keras
 import tensorflow as tf
 
-from xlnet_tf.config import XLNetConfig
-from xlnet_tf.model import XLNetModel
+from xlnet_tf.heads.base import XLNetHead
 
 BACKBONE_KEYS = ("input_ids", "segment_ids", "input_mask", "mems")
 ORIGINAL_SCOPE = "model/token_classification/logit/"
@@ -24,17 +23,13 @@ def token_loss(label_ids, logits):
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
-class XLNetTokenClassifier(keras.Model):
+class XLNetTokenClassifier(XLNetHead):
   """Inputs as XLNetModel's; returns logits [B, T, L]. Trains with `fit(x, label_ids)`, the
   loss skipping label -1."""
 
   def __init__(self, backbone, num_labels: int, **kwargs):
-    if isinstance(backbone, (dict, XLNetConfig)):
-      backbone = XLNetModel(backbone)
-    kwargs.setdefault("name", "model")
-    super().__init__(**kwargs)
-    config = backbone.config
-    self.backbone = backbone
+    super().__init__(backbone, **kwargs)
+    config = self.backbone.config
     self.num_labels = num_labels
     self.dropout = keras.layers.Dropout(config.dropout)
     self.logit = keras.layers.Dense(
@@ -58,11 +53,5 @@ class XLNetTokenClassifier(keras.Model):
     return {"classifier.weight": (ORIGINAL_SCOPE + "kernel", True),
             "classifier.bias": (ORIGINAL_SCOPE + "bias", False)}
 
-  def get_config(self):
-    return {"backbone": keras.saving.serialize_keras_object(self.backbone),
-            "num_labels": self.num_labels, "name": self.name}
-
-  @classmethod
-  def from_config(cls, config):
-    config = dict(config)
-    return cls(keras.saving.deserialize_keras_object(config.pop("backbone")), **config)
+  def head_config(self):
+    return {"num_labels": self.num_labels}
