@@ -20,6 +20,9 @@ class XLNetHead(keras.Model):
     kwargs.setdefault("name", "model")  # the original's top-level scope
     super().__init__(**kwargs)
     self.backbone = backbone
+    # Heads create every weight in __init__. Marked built now, Keras never traces them on
+    # placeholders of its default (float) dtype, which token ids cannot take.
+    self.built = True
 
   def head_config(self) -> dict:
     return {}

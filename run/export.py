@@ -1,0 +1,50 @@
+"""Exports a fine-tuned head (or the backbone) as a SavedModel for TF Serving.
+
+  python run/export.py --model_dir=out/sst-2/best --head=classifier --num_classes=2 \
+      --sp_path=spiece.model --export_base=serving --model_name=sst2 --max_seq_length=128
+"""
+
+from absl import app
+from absl import flags
+
+from xlnet_tf import XLNetConfig, XLNetModel, checkpoints
+from xlnet_tf.export import export_saved_model
+from xlnet_tf.heads.classifier import XLNetClassifier
+from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
+
+flags.DEFINE_string("model_dir", None, "Own-format directory (xlnet_config.json + weights).")
+flags.DEFINE_enum("head", "classifier", ["classifier", "regression", "question_answering",
+                                         "backbone"], "What the weights are.")
+flags.DEFINE_integer("num_classes", 2, "Classes of a classifier.")
+flags.DEFINE_string("summary_type", "last", "Pooling of a classifier.")
+flags.DEFINE_string("task_name", "task", "Task name of a classifier (original names).")
+flags.DEFINE_string("sp_path", None, "SentencePiece model (copied into the assets).")
+flags.DEFINE_bool("uncased", False, "Lower-case the text.")
+flags.DEFINE_bool("text_pairs", False, "serving_default takes text and text_b.")
+flags.DEFINE_integer("max_seq_length", 128, "Longest input; longer texts are truncated.")
+flags.DEFINE_string("export_base", "serving", "TF Serving's model base path.")
+flags.DEFINE_string("model_name", "xlnet", "Model name.")
+flags.DEFINE_integer("version", 1, "Model version.")
+flags.mark_flags_as_required(["model_dir", "sp_path"])
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  config = XLNetConfig.from_json_file(f"{FLAGS.model_dir}/xlnet_config.json", dropout=0.0,
+                                      dropatt=0.0, mem_len=0, reuse_len=0, bi_data=False)
+  backbone = XLNetModel(config)
+  model = {"classifier": lambda: XLNetClassifier(backbone, FLAGS.num_classes,
+                                                 FLAGS.summary_type, FLAGS.task_name),
+           "regression": lambda: XLNetClassifier(backbone, 1, FLAGS.summary_type,
+                                                 FLAGS.task_name),
+           "question_answering": lambda: XLNetQuestionAnswering(backbone),
+           "backbone": lambda: backbone}[FLAGS.head]()
+  checkpoints.load_own_checkpoint(model, FLAGS.model_dir)
+  path = export_saved_model(model, FLAGS.sp_path, FLAGS.export_base, FLAGS.model_name,
+                            FLAGS.max_seq_length, FLAGS.version, FLAGS.text_pairs, FLAGS.uncased)
+  print(f"Wrote {path}")
+
+
+if __name__ == "__main__":
+  app.run(main)

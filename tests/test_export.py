@@ -1,0 +1,173 @@
+"""SavedModels for TF Serving, loaded in a process that imports only tensorflow and
+tensorflow_text (what TF Serving has), compared with the Keras models."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from xlnet_reference import randomize_weights
+from xlnet_tf import XLNetConfig, XLNetModel
+from xlnet_tf.data.classification import TextExample, encode_examples
+from xlnet_tf.data.tokenizer import XLNetTokenizer
+from xlnet_tf.export import WARMUP_FILE, export_saved_model
+from xlnet_tf.heads.classifier import XLNetClassifier
+from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
+
+TEXTS = ["The class statement defines a new class, with methods and values " * 3,
+         "", "Café naïve 2000, ``quoted''", "   ", "中文 emoji 😀"]
+PAIRS = ["short", "a b c d e f g h i j k l m n o p q r s t", "", "x", "The end."]
+LENGTH = 24
+README = os.path.join(os.path.dirname(__file__), "..", "README.md")
+
+LOADER = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # registers SentencepieceOp, as TF Serving's model server does
+assert "xlnet_tf" not in sys.modules
+path, requests = sys.argv[1], json.loads(sys.argv[2])
+loaded = tf.saved_model.load(path)
+out = {}
+for name, (signature, inputs) in requests.items():
+  tensors = {k: tf.constant(v, dtype=tf.string if isinstance(v[0], str) else
+                            (tf.float32 if k == "input_mask" else tf.int32))
+             for k, v in inputs.items()}
+  result = loaded.signatures[signature](**tensors)
+  out[name] = {k: v.numpy().tolist() for k, v in result.items()}
+print("OUTPUT " + json.dumps(out))
+"""
+
+
+def serve(path, requests):
+  result = subprocess.run([sys.executable, "-c", LOADER, path, json.dumps(requests)],
+                          capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  line = [l for l in result.stdout.splitlines() if l.startswith("OUTPUT ")][-1]
+  return json.loads(line[len("OUTPUT "):])
+
+
+@pytest.fixture(scope="module")
+def tokenizer(sp_model):
+  return XLNetTokenizer(sp_model)
+
+
+def test_classifier_strings_and_ids_match_keras(sp_model, tokenizer, tmp_path):
+  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
+  model = XLNetClassifier(XLNetModel(config), 3)
+  randomize_weights(model, 0)
+  path = export_saved_model(model, sp_model, str(tmp_path), "clf", LENGTH, text_pairs=True)
+  assert path.endswith(os.path.join("clf", "1"))
+  assert os.path.exists(os.path.join(path, "assets", os.path.basename(sp_model)))
+  assert tf.data.TFRecordDataset(os.path.join(path, "assets.extra", WARMUP_FILE)).reduce(
+      0, lambda n, _: n + 1).numpy() == 3
+  features = encode_examples(tokenizer, [TextExample(a, b, None, "") for a, b in
+                                         zip(TEXTS, PAIRS)], LENGTH)
+  expected = model(features).numpy()
+  outputs = serve(path, {
+      "strings": ("serving_default", {"text": TEXTS, "text_b": PAIRS}),
+      "ids": ("serve_ids", {k: features[k].tolist() for k in features}),
+      "one": ("serving_default", {"text": TEXTS[:1], "text_b": PAIRS[:1]})})
+  np.testing.assert_allclose(outputs["strings"]["logits"], expected, atol=1e-5)
+  np.testing.assert_allclose(outputs["ids"]["logits"], expected, atol=1e-5)
+  np.testing.assert_allclose(outputs["one"]["logits"], expected[:1], atol=1e-5)
+  assert outputs["strings"]["predicted_label"] == expected.argmax(-1).tolist()
+  np.testing.assert_allclose(np.sum(outputs["strings"]["probabilities"], -1), 1.0, atol=1e-5)
+
+
+def test_regression_backbone_and_qa_heads(sp_model, tokenizer, tmp_path):
+  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
+  regression = XLNetClassifier(XLNetModel(config), 1)
+  backbone = XLNetModel(config)
+  qa = XLNetQuestionAnswering(XLNetModel(config), start_n_top=3, end_n_top=2)
+  paths = {name: export_saved_model(model, sp_model, str(tmp_path), name, LENGTH)
+           for name, model in (("reg", regression), ("backbone", backbone), ("qa", qa))}
+  features = encode_examples(tokenizer, [TextExample(t, None, None, "") for t in TEXTS], LENGTH)
+  score = serve(paths["reg"], {"r": ("serving_default", {"text": TEXTS})})["r"]["score"]
+  np.testing.assert_allclose(score, regression(features).numpy(), atol=1e-5)
+  out = serve(paths["backbone"], {"b": ("serving_default", {"text": TEXTS})})["b"]
+  sequence = backbone(features)["sequence_output"].numpy()
+  np.testing.assert_allclose(out["sequence_output"], sequence, atol=1e-5)
+  np.testing.assert_allclose(out["pooled_output"], sequence[:, -1], atol=1e-5)
+  answers = serve(paths["qa"], {"q": ("serving_default", {"question": ["What is it?"] * 2,
+                                                            "context": TEXTS[:2]})})["q"]
+  assert np.asarray(answers["end_top_index"]).shape == (2, 3, 2)
+  assert np.asarray(answers["answerability_score"]).shape == (2,)
+  # Starts with any probability fall on context pieces (segment 0, not <sep>) or on <cls>
+  # (the last position); an empty context leaves only <cls>, the rest of its top-k is masked.
+  context = encode_examples(tokenizer, [TextExample(c, "What is it?", None, "")
+                                        for c in TEXTS[:2]], LENGTH)
+  for row, (starts, log_probs) in enumerate(zip(answers["start_top_index"],
+                                                answers["start_top_log_probs"])):
+    for start, log_prob in zip(starts, log_probs):
+      if log_prob > -1e20:
+        assert start == LENGTH - 1 or (
+            context["segment_ids"][row, start] == 0
+            and context["input_ids"][row, start] != tokenizer.special_ids.sep)
+  assert answers["start_top_index"][1][0] == LENGTH - 1  # empty context: "no answer" first
+
+
+def test_saved_model_cli_show_and_run(sp_model, tokenizer, tmp_path):
+  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size)
+  path = export_saved_model(XLNetClassifier(XLNetModel(config), 2), sp_model, str(tmp_path),
+                            "m", LENGTH)
+  shown = subprocess.run(["saved_model_cli", "show", "--dir", path, "--all"],
+                         capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PATH=os.path.dirname(sys.executable) + ":" +
+                                  os.environ["PATH"]))
+  assert shown.returncode == 0, shown.stderr[-2000:]
+  assert "serving_default" in shown.stdout and "serve_ids" in shown.stdout
+  assert "predicted_label" in shown.stdout
+  run = subprocess.run(
+      [sys.executable, "-c", "import sys, tensorflow_text; from tensorflow.python.tools import "
+       "saved_model_cli; sys.argv = ['saved_model_cli'] + sys.argv[1:]; saved_model_cli.main()",
+       "run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_default",
+       "--input_exprs", "text=['hello world', '']"],
+      capture_output=True, text=True, timeout=300)
+  assert run.returncode == 0, run.stderr[-2000:]
+  assert "predicted_label" in run.stdout
+
+
+def _readme_json(marker):
+  text = open(README, encoding="utf-8").read()
+  block = re.search(re.escape(marker) + r"\s*```json\n(.*?)```", text, re.S)
+  return json.loads(block.group(1))
+
+
+def test_readme_rest_request_gives_the_documented_response(sp_model, tokenizer, tmp_path):
+  request, response = _readme_json("<!-- rest-request -->"), _readme_json("<!-- rest-response -->")
+  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size)
+  path = export_saved_model(XLNetClassifier(XLNetModel(config), 2), sp_model, str(tmp_path),
+                            "mrpc", LENGTH, text_pairs=True)
+  columns = {key: [instance[key] for instance in request["instances"]]
+             for key in request["instances"][0]}
+  out = serve(path, {"r": (request["signature_name"], columns)})["r"]
+  documented = response["predictions"]
+  assert len(out["logits"]) == len(documented) == len(request["instances"])
+  assert set(out) == set(documented[0])
+  for key in documented[0]:
+    assert np.shape(out[key][0]) == np.shape(documented[0][key])
+
+
+def test_bad_requests(sp_model, tokenizer, tmp_path):
+  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size)
+  path = export_saved_model(XLNetClassifier(XLNetModel(config), 2), sp_model, str(tmp_path),
+                            "m", LENGTH)
+  loaded = tf.saved_model.load(path)
+  serving = loaded.signatures["serving_default"]
+  # Empty, non-UTF-8 and over-long texts give defined results.
+  out = serving(text=tf.constant([b"", b"bad \xff\xfe bytes", b"word " * 1000]))
+  assert out["logits"].shape == (3, 2) and np.isfinite(out["logits"].numpy()).all()
+  replaced = serving(text=tf.constant(["bad \ufffd\ufffd bytes"]))["logits"].numpy()
+  np.testing.assert_allclose(out["logits"].numpy()[1], replaced[0], atol=1e-5)
+  with pytest.raises((TypeError, ValueError, tf.errors.InvalidArgumentError)):
+    serving(text=tf.constant([1, 2]))
+  with pytest.raises((TypeError, ValueError, tf.errors.InvalidArgumentError)):
+    loaded.signatures["serve_ids"](input_ids=tf.zeros([1, LENGTH], tf.float32),
+                                   segment_ids=tf.zeros([1, LENGTH], tf.int32),
+                                   input_mask=tf.ones([1, LENGTH]))
