@@ -10,11 +10,13 @@ from absl import flags
 from xlnet_tf import XLNetConfig, XLNetModel, checkpoints
 from xlnet_tf.export import export_saved_model
 from xlnet_tf.heads.classifier import XLNetClassifier
+from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
 
 flags.DEFINE_string("model_dir", None, "Own-format directory (xlnet_config.json + weights).")
-flags.DEFINE_enum("head", "classifier", ["classifier", "regression", "question_answering",
-                                         "backbone"], "What the weights are.")
+flags.DEFINE_enum("head", "classifier", ["classifier", "regression", "multiple_choice",
+                                         "question_answering", "backbone"],
+                  "What the weights are.")
 flags.DEFINE_integer("num_classes", 2, "Classes of a classifier.")
 flags.DEFINE_string("summary_type", "last", "Pooling of a classifier.")
 flags.DEFINE_string("task_name", "task", "Task name of a classifier (original names).")
@@ -38,6 +40,7 @@ def main(argv):
                                                  FLAGS.summary_type, FLAGS.task_name),
            "regression": lambda: XLNetClassifier(backbone, 1, FLAGS.summary_type,
                                                  FLAGS.task_name),
+           "multiple_choice": lambda: XLNetMultipleChoice(backbone, FLAGS.summary_type),
            "question_answering": lambda: XLNetQuestionAnswering(backbone),
            "backbone": lambda: backbone}[FLAGS.head]()
   checkpoints.load_own_checkpoint(model, FLAGS.model_dir)

@@ -35,7 +35,7 @@ path, requests = sys.argv[1], json.loads(sys.argv[2])
 loaded = tf.saved_model.load(path)
 out = {}
 for name, (signature, inputs) in requests.items():
-  tensors = {k: tf.constant(v, dtype=tf.string if isinstance(v[0], str) else
+  tensors = {k: tf.constant(v, dtype=tf.string if np.asarray(v).dtype.kind in "US" else
                             (tf.float32 if k == "input_mask" else tf.int32))
              for k, v in inputs.items()}
   result = loaded.signatures[signature](**tensors)
@@ -171,3 +171,22 @@ def test_bad_requests(sp_model, tokenizer, tmp_path):
     loaded.signatures["serve_ids"](input_ids=tf.zeros([1, LENGTH], tf.float32),
                                    segment_ids=tf.zeros([1, LENGTH], tf.int32),
                                    input_mask=tf.ones([1, LENGTH]))
+
+
+def test_multiple_choice_options_in_the_graph(sp_model, tokenizer, tmp_path):
+  from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
+  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
+  model = XLNetMultipleChoice(XLNetModel(config))
+  randomize_weights(model, 2)
+  path = export_saved_model(model, sp_model, str(tmp_path), "race", LENGTH)
+  articles = ["The answer is class.", "Modules hold values and objects of many kinds."]
+  options = [["class", "module", "value"], ["objects", "strings", "numbers"]]
+  flat = encode_examples(tokenizer, [TextExample(a, o, None, "") for a, row in
+                                     zip(articles, options) for o in row], LENGTH)
+  features = {k: v.reshape(2, 3, LENGTH) for k, v in flat.items()}
+  expected = model(features).numpy()
+  out = serve(path, {"s": ("serving_default", {"text": articles, "options": options}),
+                     "i": ("serve_ids", {k: v.tolist() for k, v in features.items()})})
+  np.testing.assert_allclose(out["s"]["logits"], expected, atol=1e-5)
+  np.testing.assert_allclose(out["i"]["logits"], expected, atol=1e-5)
+  assert out["s"]["predicted_label"] == expected.argmax(-1).tolist()

@@ -21,6 +21,7 @@ import tensorflow as tf
 from xlnet_tf.data.classification import SEG_A, SEG_B, SEG_CLS, SEG_PAD
 from xlnet_tf.data.tf_tokenizer import InGraphTokenizer
 from xlnet_tf.heads.classifier import XLNetClassifier
+from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
 from xlnet_tf.model import XLNetModel
 
@@ -99,17 +100,17 @@ def _head_outputs(model, features):
             "end_top_index": outputs["end_top_index"],
             "end_top_log_probs": outputs["end_top_log_probs"],
             "answerability_score": -outputs["cls_logits"]}  # higher = more answerable
-  if isinstance(model, XLNetClassifier):
+  if isinstance(model, (XLNetClassifier, XLNetMultipleChoice)):
     logits = model(features, training=False)
-    if model.num_classes == 1:
+    if getattr(model, "num_classes", None) == 1:
       return {"score": logits}
     return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
             "predicted_label": tf.argmax(logits, axis=-1, output_type=tf.int32)}
   if isinstance(model, XLNetModel):
     sequence = model(features, training=False)["sequence_output"]
     return {"pooled_output": sequence[:, -1], "sequence_output": sequence}
-  raise TypeError(f"Cannot export {type(model).__name__}: classifier, regression, question "
-                  "answering or the backbone")
+  raise TypeError(f"Cannot export {type(model).__name__}: classifier, regression, multiple "
+                  "choice, question answering or the backbone")
 
 
 def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
@@ -137,16 +138,27 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
     return _head_outputs(model, features)
 
   # One call builds every layer (Keras exports only built models).
-  features_from(tf.zeros([1, max_seq_length], tf.int32), tf.zeros([1, max_seq_length], tf.int32),
-                tf.ones([1, max_seq_length], tf.float32))
-  ids_signature = [tf.TensorSpec([None, max_seq_length], tf.int32, "input_ids"),
-                   tf.TensorSpec([None, max_seq_length], tf.int32, "segment_ids"),
-                   tf.TensorSpec([None, max_seq_length], tf.float32, "input_mask")]
+  dummy = [1, 1, max_seq_length] if isinstance(model, XLNetMultipleChoice) else [1, max_seq_length]
+  features_from(tf.zeros(dummy, tf.int32), tf.zeros(dummy, tf.int32), tf.ones(dummy))
+  multiple_choice = isinstance(model, XLNetMultipleChoice)
+  shape = [None, None, max_seq_length] if multiple_choice else [None, max_seq_length]
+  ids_signature = [tf.TensorSpec(shape, tf.int32, "input_ids"),
+                   tf.TensorSpec(shape, tf.int32, "segment_ids"),
+                   tf.TensorSpec(shape, tf.float32, "input_mask")]
   archive = keras.export.ExportArchive()
   archive.track(model)
   archive.track(packer)
   archive.add_endpoint("serve_ids", features_from, input_signature=ids_signature)
-  if question_answering:
+  if multiple_choice:
+    def serve_text(text, options):
+      # Each option is packed with the text: [B, C] pairs -> [B, C, T].
+      count = tf.shape(options)[1]
+      flat = packer(tf.repeat(text, count), tf.reshape(options, [-1]))
+      return features_from(*[tf.reshape(t, tf.stack([-1, count, max_seq_length]))
+                             for t in flat])
+    text_signature = [tf.TensorSpec([None], tf.string, "text"),
+                      tf.TensorSpec([None, None], tf.string, "options")]
+  elif question_answering:
     def serve_text(question, context):
       return features_from(*packer(context, question))
     text_signature = [tf.TensorSpec([None], tf.string, "question"),
@@ -171,6 +183,8 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
   if warmup_requests:
     names = [spec.name for spec in text_signature]
     examples = {name: ["A warm-up request for the model server."] * 2 for name in names}
+    if multiple_choice:
+      examples["options"] = [["one option", "another option"]] * 2
     write_warmup_requests(path, model_name, "serving_default", examples, warmup_requests)
   return path
 
@@ -197,8 +211,10 @@ def prediction_log(model_name: str, signature: str, inputs) -> bytes:
   model_spec = _field(1, model_name.encode()) + _field(3, signature.encode())
   request = _field(1, model_spec)
   for name, value in inputs.items():
-    tensor = tf.make_tensor_proto(np.asarray(value, dtype=object if isinstance(
-        value[0], str) else None)).SerializeToString()
+    array = np.asarray(value)
+    if array.dtype.kind in "US":
+      array = array.astype(object)
+    tensor = tf.make_tensor_proto(array).SerializeToString()
     request += _field(2, _field(1, name.encode()) + _field(2, tensor))
   return _field(6, _field(1, request))
 
