@@ -58,3 +58,16 @@ def pretrained_backbone(config):
   if values.init_checkpoint:
     checkpoints.LOADERS[values.init_checkpoint_format](backbone, values.init_checkpoint)
   return backbone
+
+
+def finetuning_setup():
+  """(strategy, tokenizer, backbone config) of a fine-tuning run; creates --output_dir."""
+  import os
+  from xlnet_tf import XLNetConfig
+  from xlnet_tf.data.tokenizer import XLNetTokenizer
+  values = flags.FLAGS
+  strategy = runtime_strategy()
+  os.makedirs(values.output_dir, exist_ok=True)
+  tokenizer = XLNetTokenizer(values.sp_path, lower=values.uncased)
+  config = XLNetConfig.from_json_file(values.model_config, mem_len=0, reuse_len=0, bi_data=False)
+  return strategy, tokenizer, config

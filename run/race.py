@@ -14,10 +14,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf import XLNetConfig, checkpoints
+from xlnet_tf import checkpoints
 from xlnet_tf.data.classification import ReadReport
 from xlnet_tf.data.race import ANSWERS, encode_race, read_race
-from xlnet_tf.data.tokenizer import XLNetTokenizer
 from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
 from xlnet_tf.training.optimization import create_optimizer
 
@@ -50,10 +49,7 @@ def race_accuracy(logits, features):
 
 def main(argv):
   del argv
-  strategy = common_flags.runtime_strategy()
-  os.makedirs(FLAGS.output_dir, exist_ok=True)
-  tokenizer = XLNetTokenizer(FLAGS.sp_path, lower=FLAGS.uncased)
-  config = XLNetConfig.from_json_file(FLAGS.model_config, mem_len=0, reuse_len=0, bi_data=False)
+  strategy, tokenizer, config = common_flags.finetuning_setup()
   weights_dir = os.path.join(FLAGS.output_dir, "best")
   dev = load(tokenizer, "dev") if FLAGS.do_eval or FLAGS.do_train else None
   with strategy.scope():

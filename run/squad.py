@@ -13,10 +13,9 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-from xlnet_tf import XLNetConfig, checkpoints
+from xlnet_tf import checkpoints
 from xlnet_tf.data.classification import ReadReport
 from xlnet_tf.data.squad import build_features, read_squad
-from xlnet_tf.data.tokenizer import XLNetTokenizer
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
 from xlnet_tf.squad_metrics import (apply_null_threshold, best_null_threshold, decode,
                                     squad_scores)
@@ -71,10 +70,7 @@ def predict_and_score(model, tokenizer, examples, arrays, windows, threshold=Non
 
 def main(argv):
   del argv
-  strategy = common_flags.runtime_strategy()
-  os.makedirs(FLAGS.output_dir, exist_ok=True)
-  tokenizer = XLNetTokenizer(FLAGS.sp_path, lower=FLAGS.uncased)
-  config = XLNetConfig.from_json_file(FLAGS.model_config, mem_len=0, reuse_len=0, bi_data=False)
+  strategy, tokenizer, config = common_flags.finetuning_setup()
   weights_dir = os.path.join(FLAGS.output_dir, "best")
   predict_data = (features_for(tokenizer, FLAGS.predict_file, training=False)
                   if FLAGS.predict_file else None)

@@ -13,10 +13,9 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-from xlnet_tf import XLNetConfig, checkpoints
+from xlnet_tf import checkpoints
 from xlnet_tf.data.classification import ReadReport
 from xlnet_tf.data.tagging import encode_tagged, label_list, read_conll, word_predictions
-from xlnet_tf.data.tokenizer import XLNetTokenizer
 from xlnet_tf.heads.token_classifier import XLNetTokenClassifier
 from xlnet_tf.metrics import entity_f1
 from xlnet_tf.training.optimization import create_optimizer
@@ -45,9 +44,7 @@ def _evaluate(model, data, labels):
 
 def main(argv):
   del argv
-  strategy = common_flags.runtime_strategy()
-  os.makedirs(FLAGS.output_dir, exist_ok=True)
-  tokenizer = XLNetTokenizer(FLAGS.sp_path, lower=FLAGS.uncased)
+  strategy, tokenizer, config = common_flags.finetuning_setup()
   labels_path = os.path.join(FLAGS.output_dir, "labels.json")
   data, labels = {}, None
   for split, path in (("train", FLAGS.train_file), ("dev", FLAGS.dev_file),
@@ -66,7 +63,6 @@ def main(argv):
     data[split] = (sentences, encode_tagged(tokenizer, sentences, FLAGS.max_seq_length, labels,
                                             report))
     print(f"{split}: {report.summary()}")
-  config = XLNetConfig.from_json_file(FLAGS.model_config, mem_len=0, reuse_len=0, bi_data=False)
   with strategy.scope():
     backbone = common_flags.pretrained_backbone(config)
     model = XLNetTokenClassifier(backbone, len(labels))
