@@ -66,3 +66,56 @@ def test_multipliers_of_stacked_biases():
   multipliers = layerwise_multipliers(model.trainable_variables, 3, 0.5)
   np.testing.assert_allclose(multipliers["transformer/seg_embed"].ravel(), [0.25, 0.5, 1])
   assert "model/lm_loss_bias" not in multipliers
+
+
+def _reference_adamw(params, grads_per_step, learning_rate, multipliers, decayed, clip,
+                     scales, beta_1=0.9, beta_2=0.999, epsilon=1e-6, weight_decay=0.01):
+  """Textbook AdamW in float64 NumPy: clip by global norm, then Adam with bias correction and
+  decoupled decay, each variable's step scaled by its learning-rate multiplier."""
+  params = [p.astype(np.float64) for p in params]
+  first = [np.zeros_like(p) for p in params]
+  second = [np.zeros_like(p) for p in params]
+  for step, (grads, scale) in enumerate(zip(grads_per_step, scales), start=1):
+    grads = [g.astype(np.float64) * scale if scale else np.zeros_like(g, np.float64)
+             for g in grads]
+    if clip:
+      norm = np.sqrt(sum((g ** 2).sum() for g in grads))
+      grads = [g * (min(1.0, clip / norm) if norm > 0 else 1.0) for g in grads]
+    for i, g in enumerate(grads):
+      first[i] = beta_1 * first[i] + (1 - beta_1) * g
+      second[i] = beta_2 * second[i] + (1 - beta_2) * g ** 2
+      update = (first[i] / (1 - beta_1 ** step)) / (
+          np.sqrt(second[i] / (1 - beta_2 ** step)) + epsilon)
+      update += weight_decay * params[i] if decayed[i] else 0.0
+      params[i] = params[i] - learning_rate * multipliers[i] * update
+  return params
+
+
+def test_fused_update_equals_textbook_adamw():
+  """Clipping active (norm >> 1), weight decay on the kernel only, a per-variable and a
+  per-row multiplier, a scaled step and a skipped (scale 0, non-finite gradient) step."""
+  rng = np.random.default_rng(3)
+  shapes = {"kernel": (5, 4), "bias": (4,), "r_w_bias": (3, 2, 2)}
+  variables = [keras.Variable(rng.standard_normal(shape).astype(np.float32), name=name)
+               for name, shape in shapes.items()]
+  row_multiplier = np.array([0.25, 0.5, 1.0], np.float32).reshape(3, 1, 1)
+  multipliers = {variables[0].path: np.float32(0.5), variables[2].path: row_multiplier}
+  optimizer = XLNetAdamW(1e-2, weight_decay=0.01, lr_multipliers=multipliers,
+                         global_clipnorm=1.0)
+  initial = [v.numpy().copy() for v in variables]
+  steps = [[rng.standard_normal(shape).astype(np.float32) * 10 for shape in shapes.values()]
+           for _ in range(4)]
+  steps[3][0][0, 0] = np.inf
+  scales = [None, None, 0.5, 0.0]
+  for grads, scale in zip(steps, scales):
+    pairs = zip([tf.constant(g) for g in grads], variables)
+    if scale is None:
+      optimizer.apply_gradients(pairs)
+    else:
+      optimizer.apply_scaled_gradients(pairs, scale)
+  expected = _reference_adamw(initial, steps[:3] + [[np.zeros_like(g) for g in steps[3]]],
+                              1e-2, [0.5, 1.0, row_multiplier], [True, False, False], 1.0,
+                              [1.0, 1.0, 0.5, 1.0])
+  for variable, want in zip(variables, expected):
+    assert np.isfinite(variable.numpy()).all()
+    np.testing.assert_allclose(variable.numpy(), want, rtol=1e-5, atol=1e-6)

@@ -65,12 +65,55 @@ def layerwise_multipliers(variables, n_layer: int, decay_rate: float) -> Dict[st
   return multipliers
 
 
+def _adamw_step(gradient, variable, first, second, learning_rate, step, gradient_scale,
+                beta_1, beta_2, epsilon, weight_decay):
+  """One AdamW step for one variable: new (variable, m, v).
+
+  Compiled by XLA (see XLNetAdamW.build): unfused, the dozen element-wise ops each read and
+  write the whole tensor, and on a CPU that memory traffic costs more than the backward pass
+  for the embedding-sized tensors. A zero `gradient_scale` (a non-finite global norm) yields
+  a zero gradient, not NaN.
+  """
+  gradient = tf.math.multiply_no_nan(tf.cast(gradient, variable.dtype), gradient_scale)
+  first = beta_1 * first + (1.0 - beta_1) * gradient
+  second = beta_2 * second + (1.0 - beta_2) * tf.square(gradient)
+  first_hat = first / (1.0 - tf.pow(beta_1, step))
+  second_hat = second / (1.0 - tf.pow(beta_2, step))
+  update = first_hat / (tf.sqrt(second_hat) + epsilon) + weight_decay * variable
+  return variable - learning_rate * update, first, second
+
+
+def _adamw_step_in_place(gradient, variable, first, second, *scalars):
+  """_adamw_step writing into the variables: XLA aliases them, saving three copies."""
+  new_variable, new_first, new_second = _adamw_step(
+      gradient, variable.read_value(), first.read_value(), second.read_value(), *scalars)
+  first.assign(new_first)
+  second.assign(new_second)
+  variable.assign(new_variable)
+
+
+def global_norm(tensors):
+  """sqrt of the sum of squares over all tensors (None skipped), in float32.
+
+  tf.nn.l2_loss reads each tensor once in TF's own kernel; tf.linalg.global_norm squares,
+  then sums (two passes), and XLA's reduction is slower here."""
+  return tf.sqrt(2.0 * tf.add_n([tf.nn.l2_loss(tf.cast(_dense(t), tf.float32))
+                                 for t in tensors if t is not None]))
+
+
+def _dense(gradient):
+  """IndexedSlices (embedding lookups) as a dense tensor; duplicate rows summed."""
+  return tf.convert_to_tensor(gradient) if isinstance(gradient, tf.IndexedSlices) else gradient
+
+
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetAdamW(keras.optimizers.Optimizer):
   """Adam with decoupled weight decay and per-variable learning-rate multipliers.
 
   Weight decay skips LayerNorm parameters and biases (by variable path). The multiplier scales
-  the whole step, weight decay included.
+  the whole step, weight decay included. Global-norm clipping is folded into the fused update
+  (the clipped gradients are never materialized); `apply_scaled_gradients` lets a training
+  loop fold its own factor (normalizer, clipping, replica share) in the same way.
   """
 
   def __init__(self, learning_rate=1e-4, weight_decay: float = 0.0, beta_1: float = 0.9,
@@ -82,6 +125,9 @@ class XLNetAdamW(keras.optimizers.Optimizer):
     self.decay_rate = weight_decay
     self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
     self.lr_multipliers = dict(lr_multipliers or {})
+    # Scalars folded into the fused update, set only while one apply() is being traced/run.
+    self._gradient_scale = None  # from apply_scaled_gradients
+    self._clip_factor = None  # from global-norm clipping
 
   def build(self, variables):
     if self.built:
@@ -92,25 +138,63 @@ class XLNetAdamW(keras.optimizers.Optimizer):
     # update_step may receive the backend variable, which has no path: key by index.
     self._multipliers = [self.lr_multipliers.get(v.path) for v in variables]
     self._decayed = [not any(part in v.path for part in NO_WEIGHT_DECAY) for v in variables]
+    # Per optimizer: a module-level function would keep traces of deleted variables.
+    self._fused_step = tf.function(_adamw_step, jit_compile=True)
+    self._fused_step_in_place = tf.function(_adamw_step_in_place, jit_compile=True)
+
+  def apply_scaled_gradients(self, grads_and_vars, scale):
+    """apply_gradients as if every gradient were multiplied by the scalar `scale` (before any
+    clipping), done inside the fused update; 0 = a zero gradient (skips a non-finite step)."""
+    self._gradient_scale = tf.convert_to_tensor(scale, tf.float32)
+    try:
+      return self.apply_gradients(grads_and_vars)
+    finally:
+      self._gradient_scale = None
+
+  def apply(self, grads, trainable_variables=None):
+    try:
+      return super().apply(grads, trainable_variables)
+    finally:
+      self._clip_factor = None
+
+  def _clip_gradients(self, grads):
+    """Global-norm clipping as a factor on the fused update (Keras' semantics otherwise)."""
+    if not (self.global_clipnorm and self.global_clipnorm > 0):
+      return super()._clip_gradients(grads)
+    norm = global_norm(grads)
+    if self._gradient_scale is not None:  # the norm of the scaled gradients
+      norm = norm * tf.abs(self._gradient_scale)
+    self._clip_factor = tf.minimum(1.0, self.global_clipnorm / norm)
+    return grads
 
   def update_step(self, gradient, variable, learning_rate):
     dtype = variable.dtype
-    learning_rate = tf.cast(learning_rate, dtype)
     index = self._get_variable_index(variable)
+    learning_rate = tf.cast(learning_rate, dtype)
     multiplier = self._multipliers[index]
     if multiplier is not None:
       learning_rate = learning_rate * tf.constant(multiplier, dtype)
-    gradient = tf.cast(gradient, dtype)
-    step = tf.cast(self.iterations + 1, dtype)
+    scale = tf.constant(1.0) if self._clip_factor is None else self._clip_factor
+    if self._gradient_scale is not None:  # scale 0 wins over a NaN clip factor
+      scale = tf.math.multiply_no_nan(scale, self._gradient_scale)
     first, second = self._first_moments[index], self._second_moments[index]
-    first.assign(self.beta_1 * first + (1.0 - self.beta_1) * gradient)
-    second.assign(self.beta_2 * second + (1.0 - self.beta_2) * tf.square(gradient))
-    first_hat = first / (1.0 - tf.pow(tf.cast(self.beta_1, dtype), step))
-    second_hat = second / (1.0 - tf.pow(tf.cast(self.beta_2, dtype), step))
-    update = first_hat / (tf.sqrt(second_hat) + self.epsilon)
-    if self.decay_rate and self._decayed[index]:
-      update += self.decay_rate * variable
-    variable.assign_sub(learning_rate * update)
+    scalars = (learning_rate, tf.cast(self.iterations + 1, dtype), tf.cast(scale, dtype),
+               tf.constant(self.beta_1, dtype), tf.constant(self.beta_2, dtype),
+               tf.constant(self.epsilon, dtype),
+               tf.constant(self.decay_rate if self._decayed[index] else 0.0, dtype))
+    variable, first, second = (v.value if isinstance(v, keras.Variable) else v
+                               for v in (variable, first, second))
+    if isinstance(first, tf.distribute.DistributedValues):
+      # A mirrored slot handed to a function would resolve to one device's copy: compute the
+      # new values and assign them, which reaches each device's copy.
+      new_variable, new_first, new_second = self._fused_step(
+          _dense(gradient), tf.convert_to_tensor(variable), tf.convert_to_tensor(first),
+          tf.convert_to_tensor(second), *scalars)
+      first.assign(new_first)
+      second.assign(new_second)
+      variable.assign(new_variable)
+    else:
+      self._fused_step_in_place(_dense(gradient), variable, first, second, *scalars)
 
   def get_config(self):
     config = super().get_config()

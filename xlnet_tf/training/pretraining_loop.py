@@ -34,7 +34,7 @@ from xlnet_tf.heads.pretrainer import XLNetPretrainer
 from xlnet_tf.model import XLNetModel
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.training import summaries
-from xlnet_tf.training.optimization import create_optimizer
+from xlnet_tf.training.optimization import create_optimizer, global_norm
 
 
 @dataclasses.dataclass
@@ -184,13 +184,14 @@ class PretrainingRun:
     normalizer = tf.maximum(total[1], 1.0)
     gradients = context.all_reduce(tf.distribute.ReduceOp.SUM,
                                    [tf.cast(g, tf.float32) for g in gradients])
-    gradients = [g / normalizer for g in gradients]
-    clipped, norm = tf.clip_by_global_norm(gradients, self.options.clip_norm)
-    finite = tf.math.is_finite(norm)
-    # The optimizer sums over replicas again: hand it each replica's equal share.
-    shares = [tf.where(finite, g, tf.zeros_like(g)) / context.num_replicas_in_sync
-              for g in clipped]
-    self.optimizer.apply_gradients(zip(shares, self.model.trainable_variables))
+    # Divide by the global target count, clip to the global norm and hand each replica its
+    # equal share (the optimizer sums over replicas again), as one factor applied inside the
+    # optimizer's fused update; a non-finite norm makes it 0 (a zero gradient).
+    norm = global_norm(gradients) / normalizer
+    clip = tf.minimum(1.0, self.options.clip_norm / norm) if self.options.clip_norm else 1.0
+    scale = tf.where(tf.math.is_finite(norm),
+                     clip / normalizer / context.num_replicas_in_sync, 0.0)
+    self.optimizer.apply_scaled_gradients(zip(gradients, self.model.trainable_variables), scale)
     return total[0] / normalizer, norm, new_mems
 
   @tf.function
