@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.layers import masks as mask_lib
+from xlnet_tf.layers.dropout import FastDropout
 from xlnet_tf.layers.position_encoding import RelativePositionEncoding
 from xlnet_tf.layers.two_stream_block import TwoStreamBlock
 
@@ -62,9 +63,9 @@ class XLNetModel(keras.Model):
                        dropout=config.dropout, dropatt=config.dropatt,
                        init_std=config.init_std, name=f"layer_{index}")
         for index in range(config.n_layer)]
-    self.embedding_dropout = keras.layers.Dropout(config.dropout)
-    self.position_dropout = keras.layers.Dropout(config.dropout)
-    self.output_dropout = keras.layers.Dropout(config.dropout)
+    self.embedding_dropout = FastDropout(config.dropout)
+    self.position_dropout = FastDropout(config.dropout)
+    self.output_dropout = FastDropout(config.dropout)
     self.build()
 
   def build(self, input_shape=None):

@@ -15,6 +15,7 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf.heads.base import XLNetHead
+from xlnet_tf.layers.dropout import FastDropout
 
 BACKBONE_KEYS = ("input_ids", "segment_ids", "input_mask")
 NEGATIVE = -1e30
@@ -47,7 +48,7 @@ class XLNetQuestionAnswering(XLNetHead):
                                              kernel_initializer=init(), name="answer_dense_0")
     self.answer_dense_1 = keras.layers.Dense(1, use_bias=False, kernel_initializer=init(),
                                              name="answer_dense_1")
-    self.dropout = keras.layers.Dropout(config.dropout)
+    self.dropout = FastDropout(config.dropout)
     for layer, width in ((self.start_dense, d_model), (self.end_dense_0, 2 * d_model),
                          (self.end_norm, d_model), (self.end_dense_1, d_model),
                          (self.answer_dense_0, 2 * d_model), (self.answer_dense_1, d_model)):

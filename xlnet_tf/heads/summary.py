@@ -12,6 +12,8 @@ Original variable scope: model/sequnece_summary (sic).
 import keras
 import tensorflow as tf
 
+from xlnet_tf.layers.dropout import FastDropout
+
 SUMMARY_TYPES = ("last", "first", "mean", "attn")
 ORIGINAL_SCOPE = "model/sequnece_summary/"
 
@@ -31,8 +33,8 @@ class SequenceSummary(keras.layers.Layer):
     self.dropout, self.dropatt, self.init_std = dropout, dropatt, init_std
     self.use_proj = use_proj
     self.projection = None
-    self.output_dropout = keras.layers.Dropout(dropout)
-    self.attention_dropout = keras.layers.Dropout(dropatt)
+    self.output_dropout = FastDropout(dropout)
+    self.attention_dropout = FastDropout(dropatt)
 
   def build(self, input_shape):
     d_model = input_shape[-1]

@@ -8,6 +8,7 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf.heads.base import XLNetHead
+from xlnet_tf.layers.dropout import FastDropout
 
 BACKBONE_KEYS = ("input_ids", "segment_ids", "input_mask", "mems")
 ORIGINAL_SCOPE = "model/token_classification/logit/"
@@ -31,7 +32,7 @@ class XLNetTokenClassifier(XLNetHead):
     super().__init__(backbone, **kwargs)
     config = self.backbone.config
     self.num_labels = num_labels
-    self.dropout = keras.layers.Dropout(config.dropout)
+    self.dropout = FastDropout(config.dropout)
     self.logit = keras.layers.Dense(
         num_labels, kernel_initializer=keras.initializers.RandomNormal(stddev=config.init_std),
         name="logit")

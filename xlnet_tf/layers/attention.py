@@ -14,6 +14,11 @@ row with every key masked attends uniformly, as the original's `score - 1e30 * m
 import keras
 import tensorflow as tf
 
+from xlnet_tf.layers import dropout as dropout_lib
+from xlnet_tf.layers.compiled import compiled
+from xlnet_tf.layers.dropout import FastDropout
+from xlnet_tf.layers.normalization import compiled_residual_layer_norm, dropout_arguments
+
 MASKED_SCORE = -1e30
 
 
@@ -47,6 +52,39 @@ def gather_relative_scores(position_score, query_positions, content_length, key_
   return tf.transpose(gathered, [0, 2, 1, 3])
 
 
+def attention_probabilities(content_score, position_score, key_length, content_length, *,
+                            scale, query_positions=None, segment_score=None, mismatch=None,
+                            mask=None, dropout_threshold=0, dropout_seed=None):
+  """Scores -> attention probabilities [B, N, Q, K], in the scores' dtype.
+
+  content_score [B, N, Q, K]; position_score [B, N, Q, R] for the content stream (rel-shifted
+  here) or [B, Q, N, R] with `query_positions` for the query stream (gathered here);
+  segment_score [B, N, Q, 2] (same, different segment) picked by `mismatch` [B, Q, K]; `mask`
+  bool [B or 1, Q, K], True = blocked. The softmax runs in float32. Dropout with
+  `dropout_threshold` / 2^32 (see layers.dropout) when a seed is given.
+  """
+  if query_positions is None:
+    position_score = rel_shift(position_score, key_length)
+  else:
+    position_score = gather_relative_scores(position_score, query_positions, content_length,
+                                            key_length)
+  score = content_score + position_score
+  if segment_score is not None:
+    score += tf.where(mismatch[:, None], segment_score[..., 1:], segment_score[..., :1])
+  score = tf.cast(score, tf.float32) * scale
+  if mask is not None:
+    score = tf.where(mask[:, None], tf.constant(MASKED_SCORE, tf.float32), score)
+  probability = tf.nn.softmax(score, axis=-1)
+  if dropout_seed is not None:
+    probability = dropout_lib.dropout(probability, dropout_seed, dropout_threshold)
+  return tf.cast(probability, content_score.dtype)
+
+
+# The shift, masking, softmax and dropout, and their gradients, as one kernel each instead of
+# a dozen passes over [B, N, Q, K] around the oneDNN matmuls (see layers.compiled).
+_compiled_attention_probabilities = compiled(attention_probabilities)
+
+
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class RelativeMultiHeadAttention(keras.layers.Layer):
   """Relative multi-head attention for XLNet's content stream and, optionally, its query stream.
@@ -72,8 +110,8 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     # probabilities [B, N, T, K] in `last_attention`.
     self.capture_attention = False
     self.last_attention = None
-    self.output_dropout = keras.layers.Dropout(dropout)
-    self.attention_dropout = keras.layers.Dropout(dropatt)
+    self.output_dropout = FastDropout(dropout)
+    self.attention_dropout = FastDropout(dropatt)
     self.layer_norm = keras.layers.LayerNormalization(epsilon=1e-12, dtype="float32",
                                                       name="LayerNorm")
 
@@ -135,29 +173,27 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
       else:
         position_score = tf.einsum(f"bqnh,brnh->{output_layout}", queries + r_r_bias,
                                    position_keys)
-      if positions is None:
-        position_score = rel_shift(position_score, key_length)
-      else:
-        position_score = gather_relative_scores(position_score, positions, content_length,
-                                                key_length)
-      score = content_score + position_score  # [B, N, Q, K]
+      segment_score = None
       if mismatch is not None:
         segment_score = tf.einsum("bqnh,snh->bnqs", queries + r_s_bias, seg_embed)
-        score += tf.where(mismatch[:, None], segment_score[..., 1:], segment_score[..., :1])
-      score = tf.cast(score * tf.cast(self.scale, dtype), tf.float32)
-      if mask is not None:
-        score = tf.where(mask[:, None], tf.constant(MASKED_SCORE, tf.float32), score)
-      probability = tf.nn.softmax(score, axis=-1)
-      if self.capture_attention and positions is None and tf.executing_eagerly():
-        self.last_attention = probability
-      probability = self.attention_dropout(probability, training=training)
-      return tf.einsum("bnqk,bknh->bqnh", tf.cast(probability, dtype), values)
+      dropout_kwargs = dropout_arguments(self.attention_dropout, training)
+      capture = self.capture_attention and positions is None and tf.executing_eagerly()
+      probabilities = attention_probabilities if capture else _compiled_attention_probabilities
+      probability = probabilities(
+          content_score, position_score, key_length, content_length, scale=self.scale,
+          query_positions=positions, segment_score=segment_score, mismatch=mismatch,
+          mask=mask, **dropout_kwargs)
+      if capture:  # the probabilities before dropout
+        self.last_attention = attention_probabilities(
+            content_score, position_score, key_length, content_length, scale=self.scale,
+            segment_score=segment_score, mismatch=mismatch, mask=mask)
+      return tf.einsum("bnqk,bknh->bqnh", probability, values)
 
     def project_out(stream, attended):
       projected = tf.einsum("bqnh,dnh->bqd", attended, self.output_kernel)
-      projected = self.output_dropout(projected, training=training)
-      normalized = self.layer_norm(tf.cast(projected, tf.float32) + tf.cast(stream, tf.float32))
-      return tf.cast(normalized, dtype)
+      return compiled_residual_layer_norm(
+          projected, stream, self.layer_norm.gamma.value, self.layer_norm.beta.value,
+          epsilon=self.layer_norm.epsilon, **dropout_arguments(self.output_dropout, training))
 
     content_queries = tf.einsum("btd,dnh->btnh", content, self.query_kernel)
     content_output = project_out(

@@ -8,6 +8,11 @@ import math
 import keras
 import tensorflow as tf
 
+from xlnet_tf.layers import dropout as dropout_lib
+from xlnet_tf.layers.compiled import compiled
+from xlnet_tf.layers.dropout import FastDropout
+from xlnet_tf.layers.normalization import compiled_residual_layer_norm, dropout_arguments
+
 
 def gelu_tanh(x):
   """The original XLNet/BERT gelu: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
@@ -22,6 +27,26 @@ def gelu_exact(x):
 
 
 ACTIVATIONS = {"gelu": gelu_tanh, "gelu_exact": gelu_exact, "relu": tf.nn.relu}
+
+
+def bias_activation_dropout(hidden, bias, *, activation, dropout_threshold=0,
+                            dropout_seed=None):
+  """dropout(activation(hidden + bias)) in hidden's dtype; the activation runs in float32."""
+  activated = ACTIVATIONS[activation](tf.cast(hidden, tf.float32) + tf.cast(bias, tf.float32))
+  activated = tf.cast(activated, hidden.dtype)
+  if dropout_seed is not None:
+    activated = dropout_lib.dropout(activated, dropout_seed, dropout_threshold)
+  return activated
+
+
+_compiled_bias_activation_dropout = compiled(bias_activation_dropout)
+
+
+def _dense(inputs, kernel):
+  """[..., In] x [In, Out] as one 2-D matmul in the inputs' dtype."""
+  flat = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
+  output = tf.matmul(flat, tf.cast(kernel, inputs.dtype))
+  return tf.reshape(output, tf.concat([tf.shape(inputs)[:-1], tf.shape(kernel)[-1:]], 0))
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -45,8 +70,8 @@ class PositionwiseFeedForward(keras.layers.Layer):
     self.inner_dense = keras.layers.Dense(d_inner, kernel_initializer=initializer,
                                           name="layer_1")
     self.output_dense = None  # built once d_model is known
-    self.inner_dropout = keras.layers.Dropout(dropout)
-    self.output_dropout = keras.layers.Dropout(dropout)
+    self.inner_dropout = FastDropout(dropout)
+    self.output_dropout = FastDropout(dropout)
     self.layer_norm = keras.layers.LayerNormalization(epsilon=1e-12, dtype="float32",
                                                       name="LayerNorm")
 
@@ -61,11 +86,15 @@ class PositionwiseFeedForward(keras.layers.Layer):
     self.built = True
 
   def call(self, inputs, training=False):
-    hidden = ACTIVATIONS[self.activation](self.inner_dense(inputs))  # [B, L, F]
-    hidden = self.inner_dropout(hidden, training=training)
-    hidden = self.output_dropout(self.output_dense(hidden), training=training)  # [B, L, D]
-    normalized = self.layer_norm(tf.cast(hidden, tf.float32) + tf.cast(inputs, tf.float32))
-    return tf.cast(normalized, self.compute_dtype)
+    hidden = _dense(inputs, self.inner_dense.kernel)  # [B, L, F]
+    hidden = _compiled_bias_activation_dropout(
+        hidden, self.inner_dense.bias.value, activation=self.activation,
+        **dropout_arguments(self.inner_dropout, training))
+    hidden = _dense(hidden, self.output_dense.kernel)  # [B, L, D]
+    return compiled_residual_layer_norm(
+        hidden, inputs, self.layer_norm.gamma.value, self.layer_norm.beta.value,
+        epsilon=self.layer_norm.epsilon, bias=self.output_dense.bias.value,
+        **dropout_arguments(self.output_dropout, training))
 
   def get_config(self):
     return {**super().get_config(), "d_inner": self.d_inner, "activation": self.activation,

@@ -1,0 +1,98 @@
+"""FastDropout and the compiled element-wise regions (layers.dropout, normalization, compiled)."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from xlnet_tf.layers import compiled as compiled_lib
+from xlnet_tf.layers.dropout import FastDropout
+from xlnet_tf.layers.feed_forward import ACTIVATIONS, bias_activation_dropout
+from xlnet_tf.layers.normalization import compiled_residual_layer_norm, residual_layer_norm
+
+
+@pytest.mark.parametrize("rate", [0.1, 0.5])
+def test_dropout_rate_and_mean(rate):
+  layer = FastDropout(rate, seed=1)
+  inputs = tf.ones([400, 500])
+  outputs = layer(inputs, training=True).numpy()
+  dropped = (outputs == 0).mean()
+  # 200k Bernoulli draws: 5 standard deviations of the dropped fraction.
+  assert abs(dropped - rate) < 5 * np.sqrt(rate * (1 - rate) / inputs.shape.num_elements())
+  np.testing.assert_allclose(outputs[outputs != 0], 1 / (1 - rate), rtol=1e-6)
+  assert abs(outputs.mean() - 1.0) < 0.01  # unbiased
+
+
+def test_dropout_is_identity_outside_training_and_draws_anew_each_call():
+  layer = FastDropout(0.3, seed=2)
+  inputs = tf.random.normal([8, 64])
+  np.testing.assert_array_equal(layer(inputs, training=False).numpy(), inputs.numpy())
+  first, second = (layer(inputs, training=True).numpy() == 0 for _ in range(2))
+  assert (first != second).any()
+  again = FastDropout(0.3, seed=2)
+  np.testing.assert_array_equal(again(inputs, training=True).numpy() == 0, first)
+
+
+def test_dropout_gradient_is_the_scaled_mask():
+  layer = FastDropout(0.25, seed=3)
+  inputs = tf.random.normal([16, 32])
+  with tf.GradientTape() as tape:
+    tape.watch(inputs)
+    outputs = layer(inputs, training=True)
+  gradient = tape.gradient(outputs, inputs).numpy()
+  kept = outputs.numpy() != 0
+  np.testing.assert_allclose(gradient, np.where(kept, 1 / 0.75, 0.0), rtol=1e-6)
+
+
+def test_model_dropout_is_the_same_with_and_without_xla():
+  """Same seeds -> same masks whether the step is compiled or not (one generator for both)."""
+  from model_inputs import (factorization_perm_mask, padded_pair_batch, target_mapping_for,
+                            tiny_config)
+  from xlnet_tf import XLNetModel
+  rng = np.random.default_rng(0)
+  inputs = padded_pair_batch(rng, 2, 10, 50, [0, 3])
+  perm_mask, targets, _ = factorization_perm_mask(rng, 2, 10, 3)
+  inputs.update(perm_mask=perm_mask, target_mapping=target_mapping_for(targets, 10))
+  outputs = []
+  for jit in (False, True, None):
+    keras.utils.set_random_seed(0)
+    model = XLNetModel(tiny_config(dropout=0.3, dropatt=0.2))
+    if jit is None:  # reference: no dropout
+      result = model(inputs, training=False)
+    else:
+      result = tf.function(lambda x: model(x, training=True), jit_compile=jit)(inputs)
+    outputs.append(np.concatenate([result["sequence_output"].numpy().ravel(),
+                                   result["query_output"].numpy().ravel()]))
+  np.testing.assert_allclose(outputs[0], outputs[1], atol=1e-5)
+  assert np.abs(outputs[2] - outputs[0]).max() > 0.1
+
+
+@pytest.mark.parametrize("function", [residual_layer_norm, compiled_residual_layer_norm])
+def test_residual_layer_norm_equals_keras_layer_normalization(rng, function):
+  sublayer, residual = (rng.standard_normal([3, 5, 16]).astype(np.float32) for _ in range(2))
+  bias = rng.standard_normal([16]).astype(np.float32)
+  layer = keras.layers.LayerNormalization(epsilon=1e-12, dtype="float32")
+  layer.build((None, None, 16))
+  layer.gamma.assign(rng.standard_normal([16]))
+  layer.beta.assign(rng.standard_normal([16]))
+  expected = layer(sublayer + bias + residual).numpy()
+  got = function(tf.constant(sublayer), tf.constant(residual), layer.gamma.value,
+                 layer.beta.value, epsilon=1e-12, bias=tf.constant(bias)).numpy()
+  np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_bias_activation_keeps_the_activation(rng):
+  hidden = rng.standard_normal([4, 32]).astype(np.float32)
+  bias = rng.standard_normal([32]).astype(np.float32)
+  for name, activation in ACTIVATIONS.items():
+    got = bias_activation_dropout(tf.constant(hidden), tf.constant(bias), activation=name)
+    np.testing.assert_allclose(got.numpy(), activation(hidden + bias).numpy(), atol=1e-6)
+
+
+def test_compiled_regions_inline_inside_xla_and_compile_outside():
+  seen = []
+  region = compiled_lib.compiled(lambda x: seen.append(compiled_lib._in_xla_context()) or x + 1)
+  tf.function(lambda x: region(x), jit_compile=True)(tf.ones([2]))
+  tf.function(lambda x: region(x))(tf.ones([3]))
+  assert seen == [True, True]  # outside XLA the region is traced in its own XLA function
+  assert not compiled_lib._in_xla_context()
