@@ -24,13 +24,15 @@ flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Precisions.")
 flags.DEFINE_list("modes", ["forward", "train"], "What to time.")
 flags.DEFINE_list("implementations", ["xlnet_tf", "hf_torch"], "Which to run (skipped when "
                   "not importable).")
+flags.DEFINE_bool("dropout", True, "Also time keras.layers.Dropout against FastDropout.")
 flags.DEFINE_integer("repeats", 3, "Timed repetitions after one warm-up.")
 flags.DEFINE_string("output", None, "Write OUTPUT.json and OUTPUT.md.")
 flags.DEFINE_string("worker", None, "Internal: run one measurement (JSON spec).")
 flags.DEFINE_string("report_only", None, "Rebuild OUTPUT.md from a saved JSON, no measuring.")
 FLAGS = flags.FLAGS
 
-SIZES = {"base": dict(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072),
+SIZES = {"tiny": dict(n_layer=2, d_model=64, n_head=4, d_head=16, d_inner=128),  # for tests
+         "base": dict(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072),
          "large": dict(n_layer=24, d_model=1024, n_head=16, d_head=64, d_inner=4096)}
 VOCAB = 32000
 
@@ -168,6 +170,22 @@ def run_matmul(spec):
   return _time(lambda: step(a).numpy(), spec, flops=2 * n ** 3)
 
 
+def run_dropout(spec):
+  """keras.layers.Dropout against FastDropout on one layer's dropout sites (base, 4x128)."""
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  import keras
+  import tensorflow as tf
+  from xlnet_tf.layers.dropout import FastDropout
+  shapes = [[4, 12, 128, 128], [4, 128, 3072], [4, 128, 768]]
+  inputs = [tf.random.normal(shape) for shape in shapes]
+  layer = {"keras": keras.layers.Dropout, "xlnet_tf": FastDropout}[spec["layer"]](0.1, seed=0)
+  step = tf.function(lambda xs: [tf.reduce_sum(layer(x, training=True)) for x in xs],
+                     jit_compile=spec["xla"])
+  result = _time(lambda: [v.numpy() for v in step(inputs)], spec)
+  result["elements"] = sum(x.shape.num_elements() for x in inputs)
+  return result
+
+
 def _time(run, spec, flops=None):
   run()  # warm-up: tracing and compilation
   times = []
@@ -183,7 +201,8 @@ def _time(run, spec, flops=None):
   return result
 
 
-WORKERS = {"xlnet_tf": run_xlnet_tf, "hf_torch": run_hf_torch, "matmul": run_matmul}
+WORKERS = {"xlnet_tf": run_xlnet_tf, "hf_torch": run_hf_torch, "matmul": run_matmul,
+           "dropout": run_dropout}
 
 
 # ---- orchestration ---------------------------------------------------------------------------
@@ -202,6 +221,16 @@ def available(implementation):
   probe = subprocess.run([sys.executable, "-c", f"import {module}" + (
       "; import torch" if implementation == "hf_torch" else "")], capture_output=True)
   return probe.returncode == 0
+
+
+def dropout_markdown(dropout):
+  if not dropout:
+    return ""
+  lines = ["\n| dropout layer | XLA | ms per call (5.3M elements) |", "|---|---|---:|"]
+  for r in dropout:
+    time_ms = f"{r['seconds'] * 1000:.1f}" if "error" not in r else f"error: {r['error']}"
+    lines.append(f"| {r['layer']} | {'yes' if r['xla'] else 'no'} | {time_ms} |")
+  return "\n".join(lines)
 
 
 def markdown(results, matmul):
@@ -240,12 +269,19 @@ def main(argv):
         result["mfu"] = model_flops(result["size"], result["batch"], result["seq_len"],
                                     result["mode"]) / result["seconds"] / 1e9 / saved[
                                         "matmul_gflops"][result["dtype"]]
-    _write(saved["results"], saved["matmul_gflops"], saved.get("command", ""))
+    _write(saved["results"], saved["matmul_gflops"], saved.get("command", ""),
+           saved.get("dropout", []))
     return
   matmul = {}
   for dtype in FLAGS.dtypes:
     result = measure({"implementation": "matmul", "dtype": dtype, "repeats": 5})
     matmul[dtype] = result.get("gflops", float("nan"))
+  dropout = []
+  if FLAGS.dropout:
+    for layer in ("keras", "xlnet_tf"):
+      for xla in (False, True):
+        dropout.append(measure({"implementation": "dropout", "layer": layer, "xla": xla,
+                                "repeats": 5}))
   implementations = [i for i in FLAGS.implementations if available(i)]
   results = []
   for size in FLAGS.sizes:
@@ -263,17 +299,17 @@ def main(argv):
               result["mfu"] = flops / result["seconds"] / 1e9 / matmul[dtype]
             print(json.dumps(result), flush=True)
             results.append(result)
-  _write(results, matmul, f"python run/benchmark.py {' '.join(sys.argv[1:])}")
+  _write(results, matmul, f"python run/benchmark.py {' '.join(sys.argv[1:])}", dropout)
 
 
-def _write(results, matmul, command):
-  table = markdown(results, matmul)
+def _write(results, matmul, command, dropout=()):
+  table = markdown(results, matmul) + dropout_markdown(dropout)
   print(table)
   if FLAGS.output:
     os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)
     with open(FLAGS.output + ".json", "w") as handle:
-      json.dump({"command": command, "matmul_gflops": matmul, "results": results}, handle,
-                indent=2)
+      json.dump({"command": command, "matmul_gflops": matmul, "results": results,
+                 "dropout": list(dropout)}, handle, indent=2)
     with open(FLAGS.output + ".md", "w") as handle:
       handle.write(f"# Benchmarks\n\nCommand: `{command}`\n\n{table}\n")
 

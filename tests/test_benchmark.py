@@ -1,0 +1,27 @@
+"""run/benchmark.py end to end at a tiny size: every worker runs and the report is written."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.slow
+def test_benchmark_measures_and_reports(tmp_path):
+  output = tmp_path / "bench"
+  subprocess.run([sys.executable, os.path.join(ROOT, "run", "benchmark.py"), "--sizes=tiny",
+                  "--shapes=2x16", "--dtypes=float32", "--implementations=xlnet_tf",
+                  "--repeats=1", f"--output={output}"], check=True, capture_output=True)
+  report = json.loads((tmp_path / "bench.json").read_text())
+  rows = report["results"]
+  assert [(r["mode"], "error" in r) for r in rows] == [("forward", False), ("train", False)]
+  assert all(r["tokens_per_sec"] > 0 and r["peak_rss_gb"] > 0 for r in rows)
+  assert report["matmul_gflops"]["float32"] > 0
+  assert [(d["layer"], d["xla"]) for d in report["dropout"] if "error" not in d] == [
+      ("keras", False), ("keras", True), ("xlnet_tf", False), ("xlnet_tf", True)]
+  table = (tmp_path / "bench.md").read_text()
+  assert "| tiny | 2x16 | float32 | train | xlnet_tf |" in table
