@@ -80,7 +80,11 @@ def _inputs(batch, seq_len, seed=0):
   return ids, perm_mask, target_mapping
 
 
-def run_xlnet_tf(spec):
+def build_xlnet_tf_step(spec):
+  """A callable running one forward or train step of xlnet_tf for `spec` (see run_xlnet_tf).
+
+  spec["jit"] overrides the default: XLA for float32; none for bfloat16, whose matmuls XLA's
+  CPU backend runs at the float32 rate while TF's oneDNN kernels use the bfloat16 units."""
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
   import keras
   import tensorflow as tf
@@ -90,8 +94,8 @@ def run_xlnet_tf(spec):
   from xlnet_tf.training.optimization import create_optimizer
   if spec["dtype"] == "bfloat16":
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
-  # XLA's CPU backend lowers bfloat16 matmuls without AMX; TF's oneDNN kernels use it.
-  jit = spec["dtype"] == "float32"
+  jit = spec.get("jit")
+  jit = spec["dtype"] == "float32" if jit is None else jit
   config = XLNetConfig(n_token=VOCAB, dropout=0.1, dropatt=0.1, **SIZES[spec["size"]])
   batch, seq_len = spec["batch"], spec["seq_len"]
   ids, perm_mask, target_mapping = _inputs(batch, seq_len)
@@ -99,29 +103,32 @@ def run_xlnet_tf(spec):
             "input_mask": tf.ones([batch, seq_len])}
   if spec["mode"] == "forward":
     model = XLNetModel(config)
-    step = tf.function(lambda x: model(x, training=False)["sequence_output"], jit_compile=jit)
-    run = lambda: step(inputs).numpy()
-  else:
-    model = XLNetPretrainer(config)
-    optimizer = create_optimizer(model, 1e-4, 1000, 10)
-    inputs.update(perm_mask=tf.constant(perm_mask), target_mapping=tf.constant(target_mapping))
-    target = tf.gather(inputs["input_ids"], tf.argmax(target_mapping, -1, output_type=tf.int32),
-                       batch_dims=1)
-    mask = tf.ones(target.shape)
+    forward = tf.function(lambda x: model(x, training=False)["sequence_output"],
+                          jit_compile=jit)
+    return lambda: forward(inputs).numpy()
+  model = XLNetPretrainer(config)
+  optimizer = create_optimizer(model, 1e-4, 1000, 10)
+  inputs.update(perm_mask=tf.constant(perm_mask), target_mapping=tf.constant(target_mapping))
+  target = tf.gather(inputs["input_ids"], tf.argmax(target_mapping, -1, output_type=tf.int32),
+                     batch_dims=1)
+  mask = tf.ones(target.shape)
 
-    @tf.function(jit_compile=jit)
-    def gradients(x):
-      with tf.GradientTape() as tape:
-        loss = masked_lm_loss(model(x, training=True)["logits"], target, mask)
-      return loss, tape.gradient(loss, model.trainable_variables)
+  @tf.function(jit_compile=jit)
+  def gradients(x):
+    with tf.GradientTape() as tape:
+      loss = masked_lm_loss(model(x, training=True)["logits"], target, mask)
+    return loss, tape.gradient(loss, model.trainable_variables)
 
-    @tf.function
-    def step(x):
-      loss, grads = gradients(x)
-      optimizer.apply_gradients(zip(grads, model.trainable_variables))
-      return loss
-    run = lambda: step(inputs).numpy()
-  return _time(run, spec)
+  @tf.function
+  def step(x):
+    loss, grads = gradients(x)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+  return lambda: step(inputs).numpy()
+
+
+def run_xlnet_tf(spec):
+  return _time(build_xlnet_tf_step(spec), spec)
 
 
 def run_hf_torch(spec):
@@ -311,7 +318,8 @@ def _write(results, matmul, command, dropout=()):
       json.dump({"command": command, "matmul_gflops": matmul, "results": results,
                  "dropout": list(dropout)}, handle, indent=2)
     with open(FLAGS.output + ".md", "w") as handle:
-      handle.write(f"# Benchmarks\n\nCommand: `{command}`\n\n{table}\n")
+      handle.write(f"# Benchmarks\n\nCommand: `{command}`\n\n{table}\n\nHow these were "
+                   "reached, and this machine's limits: docs/performance.md.\n")
 
 
 if __name__ == "__main__":

@@ -25,3 +25,14 @@ def test_benchmark_measures_and_reports(tmp_path):
       ("keras", False), ("keras", True), ("xlnet_tf", False), ("xlnet_tf", True)]
   table = (tmp_path / "bench.md").read_text()
   assert "| tiny | 2x16 | float32 | train | xlnet_tf |" in table
+
+
+@pytest.mark.slow
+def test_profile_step_lists_op_times():
+  result = subprocess.run([sys.executable, os.path.join(ROOT, "run", "profile_step.py"),
+                           "--size=tiny", "--shape=2x16", "--mode=train", "--top=8"],
+                          check=True, capture_output=True, text=True)
+  lines = result.stdout.splitlines()
+  assert "s per step" in lines[0]
+  rows = [line.split() for line in lines[2:]]
+  assert len(rows) == 8 and all(float(row[0]) >= 0 and int(row[1]) > 0 for row in rows)
