@@ -44,7 +44,7 @@ def op_times(logdir):
   totals, counts = collections.Counter(), collections.Counter()
   for plane in space.planes:
     for line in plane.lines:
-      if line.name == "python":
+      if not line.name.startswith("tf_"):  # Python and host-side spans, not ops
         continue
       for event in line.events:
         name = plane.event_metadata[event.metadata_id].name
