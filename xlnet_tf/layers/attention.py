@@ -17,7 +17,7 @@ import tensorflow as tf
 from xlnet_tf.layers import dropout as dropout_lib
 from xlnet_tf.layers.compiled import compiled
 from xlnet_tf.layers.dropout import FastDropout
-from xlnet_tf.layers.normalization import compiled_residual_layer_norm, dropout_arguments
+from xlnet_tf.layers.normalization import compiled_residual_layer_norm
 
 MASKED_SCORE = -1e30
 
@@ -176,24 +176,28 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
       segment_score = None
       if mismatch is not None:
         segment_score = tf.einsum("bqnh,snh->bnqs", queries + r_s_bias, seg_embed)
-      dropout_kwargs = dropout_arguments(self.attention_dropout, training)
-      capture = self.capture_attention and positions is None and tf.executing_eagerly()
-      probabilities = attention_probabilities if capture else _compiled_attention_probabilities
-      probability = probabilities(
-          content_score, position_score, key_length, content_length, scale=self.scale,
-          query_positions=positions, segment_score=segment_score, mismatch=mismatch,
-          mask=mask, **dropout_kwargs)
-      if capture:  # the probabilities before dropout
-        self.last_attention = attention_probabilities(
+      dropout_kwargs = self.attention_dropout.fused_arguments(training)
+      if self.capture_attention and positions is None and tf.executing_eagerly():
+        # Keep the probabilities before dropout, then drop as the compiled region would.
+        probability = attention_probabilities(
             content_score, position_score, key_length, content_length, scale=self.scale,
             segment_score=segment_score, mismatch=mismatch, mask=mask)
+        self.last_attention = probability
+        if dropout_kwargs:
+          probability = dropout_lib.dropout(probability, dropout_kwargs["dropout_seed"],
+                                            dropout_kwargs["dropout_threshold"])
+      else:
+        probability = _compiled_attention_probabilities(
+            content_score, position_score, key_length, content_length, scale=self.scale,
+            query_positions=positions, segment_score=segment_score, mismatch=mismatch,
+            mask=mask, **dropout_kwargs)
       return tf.einsum("bnqk,bknh->bqnh", probability, values)
 
     def project_out(stream, attended):
       projected = tf.einsum("bqnh,dnh->bqd", attended, self.output_kernel)
       return compiled_residual_layer_norm(
           projected, stream, self.layer_norm.gamma.value, self.layer_norm.beta.value,
-          epsilon=self.layer_norm.epsilon, **dropout_arguments(self.output_dropout, training))
+          epsilon=self.layer_norm.epsilon, **self.output_dropout.fused_arguments(training))
 
     content_queries = tf.einsum("btd,dnh->btnh", content, self.query_kernel)
     content_output = project_out(

@@ -28,10 +28,19 @@ class FastDropout(keras.layers.Dropout):
     super().__init__(rate, seed=seed, **kwargs)
     self.threshold = min(int(round(rate * _LEVELS)), _LEVELS - 1)
 
-  def call(self, inputs, training=False):
+  def fused_arguments(self, training):
+    """{dropout_threshold, dropout_seed} for a compiled region that applies this dropout
+    itself (see layers.compiled); {} when it is off. Draws the next seed."""
     if not training or self.threshold == 0:
+      return {}
+    return {"dropout_threshold": self.threshold,
+            "dropout_seed": tf.cast(self.seed_generator.next(), tf.int64)}
+
+  def call(self, inputs, training=False):
+    arguments = self.fused_arguments(training)
+    if not arguments:
       return inputs
-    return dropout(inputs, tf.cast(self.seed_generator.next(), tf.int64), self.threshold)
+    return dropout(inputs, arguments["dropout_seed"], arguments["dropout_threshold"])
 
 
 @compiled

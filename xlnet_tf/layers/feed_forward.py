@@ -11,7 +11,7 @@ import tensorflow as tf
 from xlnet_tf.layers import dropout as dropout_lib
 from xlnet_tf.layers.compiled import compiled
 from xlnet_tf.layers.dropout import FastDropout
-from xlnet_tf.layers.normalization import compiled_residual_layer_norm, dropout_arguments
+from xlnet_tf.layers.normalization import compiled_residual_layer_norm
 
 
 def gelu_tanh(x):
@@ -89,12 +89,12 @@ class PositionwiseFeedForward(keras.layers.Layer):
     hidden = _dense(inputs, self.inner_dense.kernel)  # [B, L, F]
     hidden = _compiled_bias_activation_dropout(
         hidden, self.inner_dense.bias.value, activation=self.activation,
-        **dropout_arguments(self.inner_dropout, training))
+        **self.inner_dropout.fused_arguments(training))
     hidden = _dense(hidden, self.output_dense.kernel)  # [B, L, D]
     return compiled_residual_layer_norm(
         hidden, inputs, self.layer_norm.gamma.value, self.layer_norm.beta.value,
         epsilon=self.layer_norm.epsilon, bias=self.output_dense.bias.value,
-        **dropout_arguments(self.output_dropout, training))
+        **self.output_dropout.fused_arguments(training))
 
   def get_config(self):
     return {**super().get_config(), "d_inner": self.d_inner, "activation": self.activation,

@@ -27,10 +27,3 @@ def residual_layer_norm(sublayer_output, residual, gamma, beta, *, epsilon, bias
 
 compiled_residual_layer_norm = compiled(residual_layer_norm)
 
-
-def dropout_arguments(layer, training):
-  """{dropout_threshold, dropout_seed} for a FastDropout layer in training, else {}."""
-  if not training or not layer.threshold:
-    return {}
-  return {"dropout_threshold": layer.threshold,
-          "dropout_seed": tf.cast(layer.seed_generator.next(), tf.int64)}

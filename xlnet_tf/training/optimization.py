@@ -85,11 +85,13 @@ def _adamw_step(gradient, variable, first, second, learning_rate, step, gradient
 
 def _adamw_step_in_place(gradient, variable, first, second, *scalars):
   """_adamw_step writing into the variables: XLA aliases them, saving three copies."""
-  new_variable, new_first, new_second = _adamw_step(
-      gradient, variable.read_value(), first.read_value(), second.read_value(), *scalars)
-  first.assign(new_first)
-  second.assign(new_second)
-  variable.assign(new_variable)
+  _assign_all((variable, first, second), _adamw_step(
+      gradient, variable.read_value(), first.read_value(), second.read_value(), *scalars))
+
+
+def _assign_all(variables, values):
+  for variable, value in zip(variables, values):
+    variable.assign(value)
 
 
 def global_norm(tensors):
@@ -187,12 +189,9 @@ class XLNetAdamW(keras.optimizers.Optimizer):
     if isinstance(first, tf.distribute.DistributedValues):
       # A mirrored slot handed to a function would resolve to one device's copy: compute the
       # new values and assign them, which reaches each device's copy.
-      new_variable, new_first, new_second = self._fused_step(
+      _assign_all((variable, first, second), self._fused_step(
           _dense(gradient), tf.convert_to_tensor(variable), tf.convert_to_tensor(first),
-          tf.convert_to_tensor(second), *scalars)
-      first.assign(new_first)
-      second.assign(new_second)
-      variable.assign(new_variable)
+          tf.convert_to_tensor(second), *scalars))
     else:
       self._fused_step_in_place(_dense(gradient), variable, first, second, *scalars)
 
