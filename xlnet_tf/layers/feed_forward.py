@@ -9,7 +9,7 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf.layers import dropout as dropout_lib
-from xlnet_tf.layers.compiled import compiled
+from xlnet_tf.layers.compiled import compiled_with_recomputed_gradient
 from xlnet_tf.layers.dropout import FastDropout
 from xlnet_tf.layers.normalization import compiled_residual_layer_norm
 
@@ -39,7 +39,7 @@ def bias_activation_dropout(hidden, bias, *, activation, dropout_threshold=0,
   return activated
 
 
-_compiled_bias_activation_dropout = compiled(bias_activation_dropout)
+_compiled_bias_activation_dropout = compiled_with_recomputed_gradient(bias_activation_dropout)
 
 
 def _dense(inputs, kernel):
