@@ -40,25 +40,24 @@ def rel_shift(position_score, key_length):
 def gather_relative_scores(position_score, query_positions, content_length, key_length):
   """Query-stream counterpart of `rel_shift` for queries at arbitrary positions.
 
-  position_score [B, P, N, R], query_positions int32 [B, P] -> [B, N, P, K], where column j of
+  position_score [B, N, P, R], query_positions int32 [B, P] -> [B, N, P, K], where column j of
   prediction p holds distance (M + pos_p) - j, found in column T - pos_p + j.
   """
   columns = (content_length - query_positions)[:, :, None] + tf.range(key_length)[None, None]
   # With 'uni' (R = K + 1) future keys fall past the end; they are masked, so any column does.
   columns = tf.minimum(columns, tf.shape(position_score)[3] - 1)
-  columns = tf.broadcast_to(columns[:, :, None, :],
-                            tf.concat([tf.shape(position_score)[:3], [key_length]], 0))
-  gathered = tf.gather(position_score, columns, batch_dims=3)  # [B, P, N, K]
-  return tf.transpose(gathered, [0, 2, 1, 3])
+  columns = tf.broadcast_to(columns[:, None], tf.concat([tf.shape(position_score)[:3],
+                                                         [key_length]], 0))
+  return tf.gather(position_score, columns, batch_dims=3)
 
 
-def attention_probabilities(content_score, position_score, key_length, content_length, *,
-                            scale, query_positions=None, segment_score=None, mismatch=None,
+def attention_probabilities(content_score, position_score, segment_score=None, *, key_length,
+                            content_length, scale, query_positions=None, mismatch=None,
                             mask=None, dropout_threshold=0, dropout_seed=None):
   """Scores -> attention probabilities [B, N, Q, K], in the scores' dtype.
 
-  content_score [B, N, Q, K]; position_score [B, N, Q, R] for the content stream (rel-shifted
-  here) or [B, Q, N, R] with `query_positions` for the query stream (gathered here);
+  content_score [B, N, Q, K]; position_score [B, N, Q, R], rel-shifted here for the content
+  stream or gathered at `query_positions` for the query stream;
   segment_score [B, N, Q, 2] (same, different segment) picked by `mismatch` [B, Q, K]; `mask`
   bool [B or 1, Q, K], True = blocked. The softmax runs in float32. Dropout with
   `dropout_threshold` / 2^32 (see layers.dropout) when a seed is given.
@@ -83,6 +82,11 @@ def attention_probabilities(content_score, position_score, key_length, content_l
 # The shift, masking, softmax and dropout, and their gradients, as one kernel each instead of
 # a dozen passes over [B, N, Q, K] around the oneDNN matmuls (see layers.compiled).
 _compiled_attention_probabilities = compiled(attention_probabilities)
+
+
+def _heads_first(tensor):
+  """[B, L, N, H] -> [B, N, L, H]."""
+  return tf.transpose(tensor, [0, 2, 1, 3])
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -158,40 +162,38 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         [tf.cast(memory, content.dtype), content], axis=1)  # [B, K, D]
     key_length = tf.shape(keys_values_input)[1]
     content_length = tf.shape(content)[1]
-    keys = tf.einsum("bkd,dnh->bknh", keys_values_input, self.key_kernel)
-    values = tf.einsum("bkd,dnh->bknh", keys_values_input, self.value_kernel)
-    position_keys = tf.einsum("brd,dnh->brnh", tf.cast(position_encoding, dtype),
-                              self.position_kernel)  # [1 or B, R, N, H]
+    # Scores and the weighted sum are batched matmuls over [B, N, L, H] ("heads first"):
+    # transposing q, k, v and r once is cheaper than the transposes einsum makes per product.
+    keys = _heads_first(tf.einsum("bkd,dnh->bknh", keys_values_input, self.key_kernel))
+    values = _heads_first(tf.einsum("bkd,dnh->bknh", keys_values_input, self.value_kernel))
+    position_keys = _heads_first(tf.einsum("brd,dnh->brnh", tf.cast(position_encoding, dtype),
+                                           self.position_kernel))  # [1 or B, N, R, H]
+    segment_keys = None
+    if segment_mismatch is not None:
+      segment_keys = tf.transpose(seg_embed, [1, 0, 2])[None]  # [1, N, 2, H]
 
     def attend(queries, mask, mismatch, positions):
-      content_score = tf.einsum("bqnh,bknh->bnqk", queries + r_w_bias, keys)
-      # The content stream shifts in [B, N, T, R]; the query stream gathers in [B, P, N, R].
-      output_layout = "bnqr" if positions is None else "bqnr"
-      if position_keys.shape[0] == 1:
-        position_score = tf.einsum(f"bqnh,rnh->{output_layout}", queries + r_r_bias,
-                                   position_keys[0])
-      else:
-        position_score = tf.einsum(f"bqnh,brnh->{output_layout}", queries + r_r_bias,
-                                   position_keys)
-      segment_score = None
+      queries = _heads_first(queries)  # [B, N, Q, H]
+      content_score = tf.matmul(queries + r_w_bias[:, None], keys, transpose_b=True)
+      position_score = tf.matmul(queries + r_r_bias[:, None], position_keys, transpose_b=True)
+      scores = [content_score, position_score]
       if mismatch is not None:
-        segment_score = tf.einsum("bqnh,snh->bnqs", queries + r_s_bias, seg_embed)
+        scores.append(tf.matmul(queries + r_s_bias[:, None], segment_keys, transpose_b=True))
       dropout_kwargs = self.attention_dropout.fused_arguments(training)
       if self.capture_attention and positions is None and tf.executing_eagerly():
         # Keep the probabilities before dropout, then drop as the compiled region would.
         probability = attention_probabilities(
-            content_score, position_score, key_length, content_length, scale=self.scale,
-            segment_score=segment_score, mismatch=mismatch, mask=mask)
+            *scores, key_length=key_length, content_length=content_length, scale=self.scale,
+            mismatch=mismatch, mask=mask)
         self.last_attention = probability
         if dropout_kwargs:
           probability = dropout_lib.dropout(probability, dropout_kwargs["dropout_seed"],
                                             dropout_kwargs["dropout_threshold"])
       else:
         probability = _compiled_attention_probabilities(
-            content_score, position_score, key_length, content_length, scale=self.scale,
-            query_positions=positions, segment_score=segment_score, mismatch=mismatch,
-            mask=mask, **dropout_kwargs)
-      return tf.einsum("bnqk,bknh->bqnh", probability, values)
+            *scores, key_length=key_length, content_length=content_length, scale=self.scale,
+            query_positions=positions, mismatch=mismatch, mask=mask, **dropout_kwargs)
+      return tf.transpose(tf.matmul(probability, values), [0, 2, 1, 3])  # [B, Q, N, H]
 
     def project_out(stream, attended):
       projected = tf.einsum("bqnh,dnh->bqd", attended, self.output_kernel)
