@@ -54,7 +54,7 @@ flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
                   "Compute dtype: bfloat16 for TPU/CPU, float16 (with loss scaling) for GPU.")
 flags.DEFINE_float("loss_scale", 4096.0, "Static loss scale with --dtype=float16.")
 flags.DEFINE_bool("recompute", False, "Recompute each block in the backward pass instead of "
-                  "storing its activations (long sequences; needs dropout 0).")
+                  "storing its activations (long sequences).")
 flags.DEFINE_string("init_checkpoint", None, "Start from these weights.")
 flags.DEFINE_enum("init_checkpoint_format", "own", ["own", "original", "huggingface"],
                   "Format of --init_checkpoint.")

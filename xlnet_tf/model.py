@@ -4,6 +4,7 @@ Shapes: B batch, T sequence length, P predictions, M memory length, D d_model, L
 N heads, H head size.
 """
 
+import contextlib
 from typing import Any, Dict, List, Optional
 
 import keras
@@ -11,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.config import XLNetConfig
+from xlnet_tf.layers import dropout as dropout_lib
 from xlnet_tf.layers import masks as mask_lib
 from xlnet_tf.layers.dropout import FastDropout
 from xlnet_tf.layers.position_encoding import RelativePositionEncoding
@@ -43,14 +45,10 @@ class XLNetModel(keras.Model):
   def __init__(self, config, recompute_blocks: bool = False, **kwargs):
     """`recompute_blocks`: in training, keep only each block's inputs and recompute the rest
     during the backward pass (less memory for long sequences, about a third more compute).
-    It needs dropout = dropatt = 0: the recomputed pass would draw new dropout masks and the
-    gradients would not belong to the forward pass."""
+    Each block's dropout seeds derive from one seed per block and step, so the recomputed
+    pass draws the forward's masks (with or without recompute_blocks alike)."""
     if isinstance(config, dict):
       config = XLNetConfig.from_dict(config)
-    if recompute_blocks and (config.dropout or config.dropatt):
-      raise ValueError(f"recompute_blocks needs XLNetConfig.dropout = dropatt = 0 (got "
-                       f"{config.dropout}, {config.dropatt}): recomputation would redraw the "
-                       "dropout masks")
     kwargs.setdefault("name", "transformer")
     super().__init__(**kwargs)
     self.config = config
@@ -66,6 +64,7 @@ class XLNetModel(keras.Model):
     self.embedding_dropout = FastDropout(config.dropout)
     self.position_dropout = FastDropout(config.dropout)
     self.output_dropout = FastDropout(config.dropout)
+    self.block_seed_generator = keras.random.SeedGenerator(name="block_seed_generator")
     self.build()
 
   def build(self, input_shape=None):
@@ -142,11 +141,18 @@ class XLNetModel(keras.Model):
       if mismatch is not None:
         biases.update(r_s_bias=layer_bias(self.r_s_bias), seg_embed=self.seg_embed[index])
 
-      def run_block(content, query, biases, block=block, memory=memory):
+      block_seed = None
+      if training and (config.dropout or config.dropatt):
+        block_seed = tf.cast(self.block_seed_generator.next(), tf.int64)
+
+      def run_block(content, query, biases, block=block, memory=memory, seed=block_seed):
         segment_kwargs = {"segment_mismatch": mismatch} if mismatch is not None else {}
-        return block(content, position_encoding, memory=memory, content_mask=content_mask,
-                     query=query, training=training, **biases, **segment_kwargs,
-                     **stream_kwargs)
+        seeds = (contextlib.nullcontext() if seed is None
+                 else dropout_lib.seeds_derived_from(seed))
+        with seeds:
+          return block(content, position_encoding, memory=memory, content_mask=content_mask,
+                       query=query, training=training, **biases, **segment_kwargs,
+                       **stream_kwargs)
 
       if self.recompute_blocks and training:
         content, query = _recomputed(run_block, content, query, biases)

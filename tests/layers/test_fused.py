@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from xlnet_tf.layers import attention
 from xlnet_tf.layers import compiled as compiled_lib
+from xlnet_tf.layers import feed_forward
 from xlnet_tf.layers.dropout import FastDropout
 from xlnet_tf.layers.feed_forward import ACTIVATIONS, bias_activation_dropout
 from xlnet_tf.layers.normalization import compiled_residual_layer_norm, residual_layer_norm
@@ -96,3 +98,69 @@ def test_compiled_regions_inline_inside_xla_and_compile_outside():
   tf.function(lambda x: region(x))(tf.ones([3]))
   assert seen == [True, True]  # outside XLA the region is traced in its own XLA function
   assert not compiled_lib._in_xla_context()
+
+
+def _gradients(function, inputs, upstream_seed, jit=False, **settings):
+  """Output and d(sum(output * random upstream)) / d inputs, in a tf.function (a graph, as in
+  training). References run with jit=True: XLA's tanh and exp differ from TensorFlow's by
+  ~1e-6."""
+  @tf.function(jit_compile=jit)
+  def run(upstream, *inputs):
+    with tf.GradientTape() as tape:
+      tape.watch(inputs)
+      output = function(*inputs, **settings)
+    return output, tape.gradient(output, inputs, output_gradients=upstream)
+  shape = function(*inputs, **settings).shape
+  upstream = np.random.default_rng(upstream_seed).standard_normal(shape).astype(np.float32)
+  output, gradients = run(tf.constant(upstream), *inputs)
+  return [output.numpy()] + [gradient.numpy() for gradient in gradients]
+
+
+@pytest.mark.parametrize("stream", ["content", "query"])
+def test_attention_probabilities_gradient_equals_autodiff(rng, stream):
+  """The written-out gradient (softmax, mask, shift/gather adjoints, segment pick, dropout)
+  against TensorFlow's autodiff of the plain function, with memory, padding, a fully masked
+  row, two segments and dropout."""
+  batch, heads, memory, length = 3, 2, 2, 6
+  keys = memory + length
+  rows = length if stream == "content" else 4
+  positions = None
+  if stream == "query":
+    positions = tf.constant(rng.integers(0, length, size=[batch, rows]), tf.int32)
+  scores = [tf.constant(rng.standard_normal(shape), tf.float32) for shape in
+            ([batch, heads, rows, keys], [batch, heads, rows, keys + length],
+             [batch, heads, rows, 2])]
+  mask = rng.random([batch, rows, keys]) < 0.3
+  mask[:, :, :1] = True  # padding at the first key of every row
+  mask[1, 2] = True  # a row with every key blocked attends uniformly; no gradient
+  mismatch = rng.random([batch, rows, keys]) < 0.5
+  settings = dict(key_length=keys, content_length=length, scale=0.125,
+                  query_positions=positions, mismatch=tf.constant(mismatch),
+                  mask=tf.constant(mask), dropout_threshold=round(0.3 * 2**32),
+                  dropout_seed=tf.constant([5, 6], tf.int64))
+  expected = _gradients(attention.attention_probabilities, scores, 7, jit=True, **settings)
+  got = _gradients(attention._compiled_attention_probabilities, scores, 7, **settings)
+  assert (expected[0] == 0).mean() > 0.2  # dropout and masking are active
+  for want, have in zip(expected, got):
+    np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-7)
+  assert np.abs(expected[2]).max() > 1e-3 and np.abs(expected[3]).max() > 1e-3
+  # Without the segment term and without dropout, too.
+  settings.update(mismatch=None, dropout_seed=None)
+  expected = _gradients(attention.attention_probabilities, scores[:2], 8, jit=True,
+                        **settings)
+  got = _gradients(attention._compiled_attention_probabilities, scores[:2], 8, **settings)
+  for want, have in zip(expected, got):
+    np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
+def test_bias_activation_dropout_recomputed_gradient_equals_autodiff(rng, activation):
+  hidden = tf.constant(rng.standard_normal([3, 5, 32]), tf.float32)
+  bias = tf.constant(rng.standard_normal([32]), tf.float32)
+  settings = dict(activation=activation, dropout_threshold=round(0.2 * 2**32),
+                  dropout_seed=tf.constant([1, 9], tf.int64))
+  expected = _gradients(bias_activation_dropout, [hidden, bias], 3, jit=True, **settings)
+  got = _gradients(feed_forward._compiled_bias_activation_dropout, [hidden, bias], 3, **settings)
+  assert (expected[0] == 0).mean() > 0.1
+  for want, have in zip(expected, got):
+    np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-6)

@@ -51,17 +51,9 @@ def gather_relative_scores(position_score, query_positions, content_length, key_
   return tf.gather(position_score, columns, batch_dims=3)
 
 
-def attention_probabilities(content_score, position_score, segment_score=None, *, key_length,
-                            content_length, scale, query_positions=None, mismatch=None,
-                            mask=None, dropout_threshold=0, dropout_seed=None):
-  """Scores -> attention probabilities [B, N, Q, K], in the scores' dtype.
-
-  content_score [B, N, Q, K]; position_score [B, N, Q, R], rel-shifted here for the content
-  stream or gathered at `query_positions` for the query stream;
-  segment_score [B, N, Q, 2] (same, different segment) picked by `mismatch` [B, Q, K]; `mask`
-  bool [B or 1, Q, K], True = blocked. The softmax runs in float32. Dropout with
-  `dropout_threshold` / 2^32 (see layers.dropout) when a seed is given.
-  """
+def _scaled_scores(content_score, position_score, segment_score, *, key_length,
+                   content_length, scale, query_positions=None, mismatch=None, mask=None):
+  """The float32 scores the softmax sees: [B, N, Q, K]."""
   if query_positions is None:
     position_score = rel_shift(position_score, key_length)
   else:
@@ -73,15 +65,104 @@ def attention_probabilities(content_score, position_score, segment_score=None, *
   score = tf.cast(score, tf.float32) * scale
   if mask is not None:
     score = tf.where(mask[:, None], tf.constant(MASKED_SCORE, tf.float32), score)
-  probability = tf.nn.softmax(score, axis=-1)
+  return score
+
+
+def attention_probabilities(content_score, position_score, segment_score=None, *, key_length,
+                            content_length, scale, query_positions=None, mismatch=None,
+                            mask=None, dropout_threshold=0, dropout_seed=None):
+  """Scores -> attention probabilities [B, N, Q, K], in the scores' dtype.
+
+  content_score [B, N, Q, K]; position_score [B, N, Q, R], rel-shifted here for the content
+  stream or gathered at `query_positions` for the query stream;
+  segment_score [B, N, Q, 2] (same, different segment) picked by `mismatch` [B, Q, K]; `mask`
+  bool [B or 1, Q, K], True = blocked. The softmax runs in float32. Dropout with
+  `dropout_threshold` / 2^32 (see layers.dropout) when a seed is given.
+  """
+  probability = tf.nn.softmax(_scaled_scores(
+      content_score, position_score, segment_score, key_length=key_length,
+      content_length=content_length, scale=scale, query_positions=query_positions,
+      mismatch=mismatch, mask=mask), axis=-1)
   if dropout_seed is not None:
     probability = dropout_lib.dropout(probability, dropout_seed, dropout_threshold)
   return tf.cast(probability, content_score.dtype)
 
 
-# The shift, masking, softmax and dropout, and their gradients, as one kernel each instead of
-# a dozen passes over [B, N, Q, K] around the oneDNN matmuls (see layers.compiled).
-_compiled_attention_probabilities = compiled(attention_probabilities)
+@compiled
+def _forward(content_score, position_score, segment_score, *, dropout_threshold, dropout_seed,
+             **settings):
+  """attention_probabilities, plus what its gradient needs: the probabilities before dropout
+  (in the scores' dtype) and the dropout keep mask (or None)."""
+  dtype = content_score.dtype
+  probability = tf.nn.softmax(_scaled_scores(content_score, position_score, segment_score,
+                                             **settings), axis=-1)
+  if dropout_seed is None:
+    output = tf.cast(probability, dtype)
+    return output, output, None
+  keep = dropout_lib.keep_mask(tf.shape(probability), dropout_seed, dropout_threshold)
+  dropped = tf.where(keep, probability * dropout_lib.keep_scale(dropout_threshold, tf.float32),
+                     tf.zeros_like(probability))
+  return tf.cast(dropped, dtype), tf.cast(probability, dtype), keep
+
+
+@compiled
+def _backward(upstream, probability, keep, position_shape, has_segment, *, dropout_threshold,
+              key_length, content_length, scale, query_positions=None, mismatch=None,
+              mask=None):
+  """Gradients of attention_probabilities for its scores, written out: the softmax gradient
+  p * (g - sum(p * g)), zero at masked scores, then the adjoints of the shift (or gather) and of
+  the segment pick."""
+  gradient = tf.cast(upstream, tf.float32)
+  if keep is not None:
+    gradient = tf.where(keep, gradient * dropout_lib.keep_scale(dropout_threshold, tf.float32),
+                        tf.zeros_like(gradient))
+  probability = tf.cast(probability, tf.float32)
+  score_gradient = probability * (
+      gradient - tf.reduce_sum(gradient * probability, axis=-1, keepdims=True))
+  if mask is not None:
+    score_gradient = tf.where(mask[:, None], tf.zeros_like(score_gradient), score_gradient)
+  score_gradient *= scale
+  with tf.GradientTape() as tape:  # the shift and the gather are linear: their adjoints
+    position_score = tf.zeros(position_shape, tf.float32)
+    tape.watch(position_score)
+    if query_positions is None:
+      shifted = rel_shift(position_score, key_length)
+    else:
+      shifted = gather_relative_scores(position_score, query_positions, content_length,
+                                       key_length)
+  position_gradient = tape.gradient(shifted, position_score, output_gradients=score_gradient)
+  gradients = [score_gradient, position_gradient]
+  if has_segment:
+    different = tf.broadcast_to(mismatch[:, None], tf.shape(score_gradient))
+    zeros = tf.zeros_like(score_gradient)
+    gradients.append(tf.stack(
+        [tf.reduce_sum(tf.where(different, zeros, score_gradient), axis=-1),
+         tf.reduce_sum(tf.where(different, score_gradient, zeros), axis=-1)], axis=-1))
+  return [tf.cast(g, upstream.dtype) for g in gradients]
+
+
+def _compiled_attention_probabilities(*scores, dropout_threshold=0, dropout_seed=None,
+                                      **settings):
+  """attention_probabilities(*scores, ...) as one XLA kernel, its gradient as a second one.
+
+  The shift, masking, softmax and dropout would otherwise run as a dozen passes over
+  [B, N, Q, K] around the oneDNN matmuls (see layers.compiled). The gradient is written out:
+  TensorFlow's own gradient of the compiled function made the forward write out float32
+  intermediates and took 3x the forward's time (base, 4x128); this one reads the saved
+  probabilities (in the scores' dtype, so bfloat16 under mixed precision) and keep mask once.
+  """
+  @tf.custom_gradient
+  def probabilities(*scores):
+    padded = list(scores) + [None] * (3 - len(scores))
+    output, probability, keep = _forward(*padded, dropout_threshold=dropout_threshold,
+                                         dropout_seed=dropout_seed, **settings)
+
+    def gradient(upstream):
+      return _backward(upstream, probability, keep, tf.shape(scores[1]), len(scores) == 3,
+                       dropout_threshold=dropout_threshold, **settings)
+    return output, gradient
+
+  return probabilities(*scores)
 
 
 def _heads_first(tensor):

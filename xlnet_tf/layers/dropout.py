@@ -7,8 +7,12 @@ see docs/benchmarks.md); under XLA it was the largest cost of a training step. T
 in a plain TensorFlow graph, e.g. bfloat16 on CPU, it becomes one fused cluster), keeps an
 element when its word is >= round(rate * 2^32), and scales kept elements by the exact inverse
 of that keep probability. Seeds come from a Keras SeedGenerator as in keras.layers.Dropout, so
-keras.utils.set_random_seed makes runs repeatable.
+keras.utils.set_random_seed makes runs repeatable; inside `seeds_derived_from(seed)` they are
+derived from one given seed instead, so that a recomputed pass draws the same masks.
 """
+
+import contextlib
+import threading
 
 import keras
 import tensorflow as tf
@@ -33,8 +37,10 @@ class FastDropout(keras.layers.Dropout):
     itself (see layers.compiled); {} when it is off. Draws the next seed."""
     if not training or self.threshold == 0:
       return {}
-    return {"dropout_threshold": self.threshold,
-            "dropout_seed": tf.cast(self.seed_generator.next(), tf.int64)}
+    seed = _next_derived_seed()
+    if seed is None:
+      seed = tf.cast(self.seed_generator.next(), tf.int64)
+    return {"dropout_threshold": self.threshold, "dropout_seed": seed}
 
   def call(self, inputs, training=False):
     arguments = self.fused_arguments(training)
@@ -43,12 +49,55 @@ class FastDropout(keras.layers.Dropout):
     return dropout(inputs, arguments["dropout_seed"], arguments["dropout_threshold"])
 
 
+_derivation = threading.local()  # [base seed, draws so far] inside seeds_derived_from
+
+
+@contextlib.contextmanager
+def seeds_derived_from(seed):
+  """Inside, each FastDropout draw takes the seed derived from `seed` (int64 [2]) and the number
+  of draws before it, not the next seed of its own generator (which would advance).
+
+  Code traced twice under the same seed therefore draws the same masks: the forward and the
+  recomputed pass of tf.recompute_grad (XLNetModel's recompute_blocks).
+  """
+  previous = getattr(_derivation, "state", None)
+  _derivation.state = [seed, 0]
+  try:
+    yield
+  finally:
+    _derivation.state = previous
+
+
+def _next_derived_seed():
+  state = getattr(_derivation, "state", None)
+  if state is None:
+    return None
+  state[1] += 1
+  return _derived_seed(state[0], tf.constant(state[1], tf.int64))
+
+
+@compiled  # ThreeFry on CPU runs under XLA only
+def _derived_seed(base, draw):
+  return tf.random.stateless_uniform([2], base + tf.stack([tf.zeros_like(draw), draw]),
+                                     minval=None, maxval=None, dtype=tf.int64, alg="threefry")
+
+
+def keep_mask(shape, seed, threshold: int):
+  """bool mask of `shape`, each element False with probability threshold / 2^32.
+  seed: int64 [2] for the stateless ThreeFry generator."""
+  words = tf.random.stateless_uniform(shape, seed, minval=None, maxval=None, dtype=tf.uint32,
+                                      alg="threefry")
+  return words >= tf.constant(threshold, tf.uint32)
+
+
+def keep_scale(threshold: int, dtype):
+  """The factor that keeps the mean: 1 / keep probability."""
+  return tf.cast(_LEVELS / (_LEVELS - threshold), dtype)
+
+
 @compiled
 def dropout(inputs, seed, threshold: int):
   """Zeroes each element with probability threshold / 2^32 and scales the rest to keep the
   mean. seed: int64 [2] for the stateless ThreeFry generator."""
-  words = tf.random.stateless_uniform(tf.shape(inputs), seed, minval=None, maxval=None,
-                                      dtype=tf.uint32, alg="threefry")
-  scale = tf.cast(_LEVELS / (_LEVELS - threshold), inputs.dtype)
-  return tf.where(words >= tf.constant(threshold, tf.uint32), inputs * scale,
-                  tf.zeros_like(inputs))
+  return tf.where(keep_mask(tf.shape(inputs), seed, threshold),
+                  inputs * keep_scale(threshold, inputs.dtype), tf.zeros_like(inputs))
