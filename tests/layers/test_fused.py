@@ -79,7 +79,7 @@ def test_residual_layer_norm_equals_keras_layer_normalization(rng, function):
   layer.beta.assign(rng.standard_normal([16]))
   expected = layer(sublayer + bias + residual).numpy()
   got = function(tf.constant(sublayer), tf.constant(residual), layer.gamma.value,
-                 layer.beta.value, epsilon=1e-12, bias=tf.constant(bias)).numpy()
+                 layer.beta.value, tf.constant(bias), epsilon=1e-12).numpy()
   np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
@@ -164,3 +164,17 @@ def test_bias_activation_dropout_recomputed_gradient_equals_autodiff(rng, activa
   assert (expected[0] == 0).mean() > 0.1
   for want, have in zip(expected, got):
     np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_residual_layer_norm_gradient_equals_autodiff(rng, with_bias):
+  inputs = [tf.constant(rng.standard_normal(shape), tf.float32)
+            for shape in ([3, 5, 16], [3, 5, 16], [16], [16], [16])]
+  inputs = inputs if with_bias else inputs[:4]
+  settings = dict(epsilon=1e-6, dropout_threshold=round(0.25 * 2**32),
+                  dropout_seed=tf.constant([4, 2], tf.int64))
+  expected = _gradients(residual_layer_norm, inputs, 5, jit=True, **settings)
+  got = _gradients(compiled_residual_layer_norm, inputs, 5, **settings)
+  for want, have in zip(expected, got):
+    np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)
+  assert (got[1] == 0).mean() > 0.1  # dropout reaches the sublayer's gradient

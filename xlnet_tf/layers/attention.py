@@ -15,7 +15,7 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf.layers import dropout as dropout_lib
-from xlnet_tf.layers.compiled import compiled
+from xlnet_tf.layers.compiled import compiled_with_gradient
 from xlnet_tf.layers.dropout import FastDropout
 from xlnet_tf.layers.normalization import compiled_residual_layer_norm
 
@@ -88,30 +88,32 @@ def attention_probabilities(content_score, position_score, segment_score=None, *
   return tf.cast(probability, content_score.dtype)
 
 
-@compiled
-def _forward(content_score, position_score, segment_score, *, dropout_threshold, dropout_seed,
-             **settings):
+def _probabilities_forward(content_score, position_score, segment_score=None, *,
+                           dropout_threshold=0, dropout_seed=None, **settings):
   """attention_probabilities, plus what its gradient needs: the probabilities before dropout
-  (in the scores' dtype) and the dropout keep mask (or None)."""
+  (in the scores' dtype, so bfloat16 under mixed precision), the dropout keep mask (or None)
+  and the position scores' shape."""
   dtype = content_score.dtype
   probability = tf.nn.softmax(_scaled_scores(content_score, position_score, segment_score,
                                              **settings), axis=-1)
+  saved_shape = tf.shape(position_score)
   if dropout_seed is None:
     output = tf.cast(probability, dtype)
-    return output, output, None
+    return output, (output, None, saved_shape)
   keep = dropout_lib.keep_mask(tf.shape(probability), dropout_seed, dropout_threshold)
   dropped = tf.where(keep, probability * dropout_lib.keep_scale(dropout_threshold, tf.float32),
                      tf.zeros_like(probability))
-  return tf.cast(dropped, dtype), tf.cast(probability, dtype), keep
+  return tf.cast(dropped, dtype), (tf.cast(probability, dtype), keep, saved_shape)
 
 
-@compiled
-def _backward(upstream, probability, keep, position_shape, has_segment, *, dropout_threshold,
-              key_length, content_length, scale, query_positions=None, mismatch=None,
-              mask=None):
-  """Gradients of attention_probabilities for its scores, written out: the softmax gradient
+def _probabilities_backward(upstream, saved, input_dtypes, *, dropout_threshold=0,
+                            dropout_seed=None, key_length, content_length, scale,
+                            query_positions=None, mismatch=None, mask=None):
+  """Gradients of attention_probabilities for its scores: the softmax gradient
   p * (g - sum(p * g)), zero at masked scores, then the adjoints of the shift (or gather) and of
   the segment pick."""
+  del dropout_seed  # the keep mask is saved
+  probability, keep, position_shape = saved
   gradient = tf.cast(upstream, tf.float32)
   if keep is not None:
     gradient = tf.where(keep, gradient * dropout_lib.keep_scale(dropout_threshold, tf.float32),
@@ -132,37 +134,20 @@ def _backward(upstream, probability, keep, position_shape, has_segment, *, dropo
                                        key_length)
   position_gradient = tape.gradient(shifted, position_score, output_gradients=score_gradient)
   gradients = [score_gradient, position_gradient]
-  if has_segment:
+  if len(input_dtypes) == 3:  # the segment scores were given
     different = tf.broadcast_to(mismatch[:, None], tf.shape(score_gradient))
     zeros = tf.zeros_like(score_gradient)
     gradients.append(tf.stack(
         [tf.reduce_sum(tf.where(different, zeros, score_gradient), axis=-1),
          tf.reduce_sum(tf.where(different, score_gradient, zeros), axis=-1)], axis=-1))
-  return [tf.cast(g, upstream.dtype) for g in gradients]
+  return [tf.cast(g, dtype) for g, dtype in zip(gradients, input_dtypes)]
 
 
-def _compiled_attention_probabilities(*scores, dropout_threshold=0, dropout_seed=None,
-                                      **settings):
-  """attention_probabilities(*scores, ...) as one XLA kernel, its gradient as a second one.
-
-  The shift, masking, softmax and dropout would otherwise run as a dozen passes over
-  [B, N, Q, K] around the oneDNN matmuls (see layers.compiled). The gradient is written out:
-  TensorFlow's own gradient of the compiled function made the forward write out float32
-  intermediates and took 3x the forward's time (base, 4x128); this one reads the saved
-  probabilities (in the scores' dtype, so bfloat16 under mixed precision) and keep mask once.
-  """
-  @tf.custom_gradient
-  def probabilities(*scores):
-    padded = list(scores) + [None] * (3 - len(scores))
-    output, probability, keep = _forward(*padded, dropout_threshold=dropout_threshold,
-                                         dropout_seed=dropout_seed, **settings)
-
-    def gradient(upstream):
-      return _backward(upstream, probability, keep, tf.shape(scores[1]), len(scores) == 3,
-                       dropout_threshold=dropout_threshold, **settings)
-    return output, gradient
-
-  return probabilities(*scores)
+# The shift, masking, softmax and dropout as one kernel, and its gradient as another, instead of
+# a dozen passes over [B, N, Q, K] around the oneDNN matmuls (see layers.compiled). Measured
+# (base, 4x128): TensorFlow's gradient of the compiled forward took 3x the forward's time.
+_compiled_attention_probabilities = compiled_with_gradient(_probabilities_forward,
+                                                           _probabilities_backward)
 
 
 def _heads_first(tensor):

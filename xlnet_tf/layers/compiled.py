@@ -68,3 +68,27 @@ def compiled_with_recomputed_gradient(function):
     return region(*differentiable)
 
   return call
+
+
+def compiled_with_gradient(forward, backward):
+  """A compiled region with a written-out gradient, each compiled (or inlined) as `compiled`.
+
+  forward(*inputs, **settings) -> (output, saved); backward(upstream, saved, input_dtypes,
+  **settings) -> one gradient per input, in that input's dtype. Call as
+  `region(*inputs, **settings)`; gradients flow to the positional inputs only. `saved` holds just what the gradient needs (e.g. probabilities and
+  a dropout keep mask), where TensorFlow's own gradient of a compiled function makes the
+  forward write out every intermediate in float32.
+  """
+  forward, backward = compiled(forward), compiled(backward)
+
+  def call(*inputs, **settings):
+    @tf.custom_gradient
+    def region(*inputs):
+      output, saved = forward(*inputs, **settings)
+
+      def gradient(upstream):
+        return backward(upstream, saved, [x.dtype for x in inputs], **settings)
+      return output, gradient
+    return region(*inputs)
+
+  return call

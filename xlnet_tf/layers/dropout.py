@@ -82,6 +82,7 @@ def _derived_seed(base, draw):
                                      minval=None, maxval=None, dtype=tf.int64, alg="threefry")
 
 
+@compiled  # ThreeFry on CPU runs under XLA only
 def keep_mask(shape, seed, threshold: int):
   """bool mask of `shape`, each element False with probability threshold / 2^32.
   seed: int64 [2] for the stateless ThreeFry generator."""

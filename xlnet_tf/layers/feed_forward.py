@@ -93,7 +93,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
     hidden = _dense(hidden, self.output_dense.kernel)  # [B, L, D]
     return compiled_residual_layer_norm(
         hidden, inputs, self.layer_norm.gamma.value, self.layer_norm.beta.value,
-        epsilon=self.layer_norm.epsilon, bias=self.output_dense.bias.value,
+        self.output_dense.bias.value, epsilon=self.layer_norm.epsilon,
         **self.output_dropout.fused_arguments(training))
 
   def get_config(self):
