@@ -75,9 +75,10 @@ def compiled_with_gradient(forward, backward):
 
   forward(*inputs, **settings) -> (output, saved); backward(upstream, saved, input_dtypes,
   **settings) -> one gradient per input, in that input's dtype. Call as
-  `region(*inputs, **settings)`; gradients flow to the positional inputs only. `saved` holds just what the gradient needs (e.g. probabilities and
-  a dropout keep mask), where TensorFlow's own gradient of a compiled function makes the
-  forward write out every intermediate in float32.
+  `region(*inputs, **settings)`; gradients flow to the positional inputs only. `saved` holds
+  just what the gradient needs (e.g. probabilities and a dropout keep mask), where
+  TensorFlow's own gradient of a compiled function makes the forward write out every
+  intermediate in float32.
   """
   forward, backward = compiled(forward), compiled(backward)
 

@@ -54,9 +54,9 @@ def _backward(upstream, saved, input_dtypes, *, epsilon, dropout_threshold=0, dr
       - normalized * tf.reduce_mean(normalized_gradient * normalized, axis=-1, keepdims=True))
   sublayer_gradient = hidden_gradient
   if keep is not None:
-    sublayer_gradient = tf.where(
-        keep, sublayer_gradient * dropout_lib.keep_scale(dropout_threshold, tf.float32),
-        tf.zeros_like(sublayer_gradient))
+    scale = tf.cast(dropout_lib.keep_scale(dropout_threshold, input_dtypes[0]), tf.float32)
+    sublayer_gradient = tf.where(keep, sublayer_gradient * scale,  # the forward's rounded scale
+                                 tf.zeros_like(sublayer_gradient))
   gradients = [sublayer_gradient, hidden_gradient, gamma_gradient, beta_gradient]
   if len(input_dtypes) == 5:  # a bias was given
     gradients.append(tf.reduce_sum(sublayer_gradient, axis=rows))
