@@ -79,13 +79,11 @@ def attention_probabilities(content_score, position_score, segment_score=None, *
   bool [B or 1, Q, K], True = blocked. The softmax runs in float32. Dropout with
   `dropout_threshold` / 2^32 (see layers.dropout) when a seed is given.
   """
-  probability = tf.nn.softmax(_scaled_scores(
+  return _probabilities_forward(
       content_score, position_score, segment_score, key_length=key_length,
       content_length=content_length, scale=scale, query_positions=query_positions,
-      mismatch=mismatch, mask=mask), axis=-1)
-  if dropout_seed is not None:
-    probability = dropout_lib.dropout(probability, dropout_seed, dropout_threshold)
-  return tf.cast(probability, content_score.dtype)
+      mismatch=mismatch, mask=mask, dropout_threshold=dropout_threshold,
+      dropout_seed=dropout_seed)[0]
 
 
 def _probabilities_forward(content_score, position_score, segment_score=None, *,
@@ -101,8 +99,7 @@ def _probabilities_forward(content_score, position_score, segment_score=None, *,
     output = tf.cast(probability, dtype)
     return output, (output, None, saved_shape)
   keep = dropout_lib.keep_mask(tf.shape(probability), dropout_seed, dropout_threshold)
-  dropped = tf.where(keep, probability * dropout_lib.keep_scale(dropout_threshold, tf.float32),
-                     tf.zeros_like(probability))
+  dropped = dropout_lib.apply_keep_mask(probability, keep, dropout_threshold)
   return tf.cast(dropped, dtype), (tf.cast(probability, dtype), keep, saved_shape)
 
 
@@ -116,8 +113,7 @@ def _probabilities_backward(upstream, saved, input_dtypes, *, dropout_threshold=
   probability, keep, position_shape = saved
   gradient = tf.cast(upstream, tf.float32)
   if keep is not None:
-    gradient = tf.where(keep, gradient * dropout_lib.keep_scale(dropout_threshold, tf.float32),
-                        tf.zeros_like(gradient))
+    gradient = dropout_lib.apply_keep_mask(gradient, keep, dropout_threshold)
   probability = tf.cast(probability, tf.float32)
   score_gradient = probability * (
       gradient - tf.reduce_sum(gradient * probability, axis=-1, keepdims=True))

@@ -96,9 +96,15 @@ def keep_scale(threshold: int, dtype):
   return tf.cast(_LEVELS / (_LEVELS - threshold), dtype)
 
 
+def apply_keep_mask(inputs, keep, threshold: int, scale_dtype=None):
+  """inputs scaled by keep_scale (rounded to scale_dtype, default the inputs' dtype) where
+  `keep`, zero elsewhere: the forward of dropout, and its gradient given the same mask."""
+  scale = tf.cast(keep_scale(threshold, scale_dtype or inputs.dtype), inputs.dtype)
+  return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
+
+
 @compiled
 def dropout(inputs, seed, threshold: int):
   """Zeroes each element with probability threshold / 2^32 and scales the rest to keep the
   mean. seed: int64 [2] for the stateless ThreeFry generator."""
-  return tf.where(keep_mask(tf.shape(inputs), seed, threshold),
-                  inputs * keep_scale(threshold, inputs.dtype), tf.zeros_like(inputs))
+  return apply_keep_mask(inputs, keep_mask(tf.shape(inputs), seed, threshold), threshold)

@@ -28,8 +28,7 @@ def _forward(sublayer_output, residual, gamma, beta, bias=None, *, epsilon, drop
   keep = None
   if dropout_seed is not None:
     keep = dropout_lib.keep_mask(tf.shape(hidden), dropout_seed, dropout_threshold)
-    hidden = tf.where(keep, hidden * dropout_lib.keep_scale(dropout_threshold, hidden.dtype),
-                      tf.zeros_like(hidden))
+    hidden = dropout_lib.apply_keep_mask(hidden, keep, dropout_threshold)
   hidden = tf.cast(hidden, tf.float32) + tf.cast(residual, tf.float32)
   mean, variance = tf.nn.moments(hidden, axes=[-1], keepdims=True)
   inverse_std = tf.math.rsqrt(variance + epsilon)
@@ -54,9 +53,8 @@ def _backward(upstream, saved, input_dtypes, *, epsilon, dropout_threshold=0, dr
       - normalized * tf.reduce_mean(normalized_gradient * normalized, axis=-1, keepdims=True))
   sublayer_gradient = hidden_gradient
   if keep is not None:
-    scale = tf.cast(dropout_lib.keep_scale(dropout_threshold, input_dtypes[0]), tf.float32)
-    sublayer_gradient = tf.where(keep, sublayer_gradient * scale,  # the forward's rounded scale
-                                 tf.zeros_like(sublayer_gradient))
+    sublayer_gradient = dropout_lib.apply_keep_mask(  # with the forward's rounded scale
+        sublayer_gradient, keep, dropout_threshold, scale_dtype=input_dtypes[0])
   gradients = [sublayer_gradient, hidden_gradient, gamma_gradient, beta_gradient]
   if len(input_dtypes) == 5:  # a bias was given
     gradients.append(tf.reduce_sum(sublayer_gradient, axis=rows))
