@@ -75,9 +75,11 @@ class XLNetModel(keras.Model):
     initializer = keras.initializers.RandomNormal(stddev=config.init_std)
     bias_shape = ((config.n_layer, config.n_head, config.d_head) if config.untie_r
                   else (config.n_head, config.d_head))
+    # Read as float32 even under mixed precision: the lookup casts the gathered rows, not the
+    # whole table (the LM head casts the table itself).
     self.word_embedding = self.add_weight(name="word_embedding",
                                           shape=(config.n_token, config.d_model),
-                                          initializer=initializer)
+                                          initializer=initializer, autocast=False)
     self.mask_emb = self.add_weight(name="mask_emb", shape=(1, 1, config.d_model),
                                     initializer=initializer)
     self.r_w_bias = self.add_weight(name="r_w_bias", shape=bias_shape, initializer=initializer)
@@ -112,7 +114,7 @@ class XLNetModel(keras.Model):
 
     position_encoding = self.position_encoding(length, memory_length + length, batch_size)
     position_encoding = self.position_dropout(position_encoding, training=training)
-    content = tf.gather(tf.cast(self.word_embedding, dtype), input_ids)  # [B, T, D]
+    content = tf.cast(tf.gather(self.word_embedding, input_ids), dtype)  # [B, T, D]
     content = self.embedding_dropout(content, training=training)
 
     stream_kwargs = {}

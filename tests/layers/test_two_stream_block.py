@@ -22,6 +22,27 @@ def test_feed_forward_matches_formula(rng):
   np.testing.assert_allclose(out, y, atol=1e-5)
 
 
+
+def test_feed_forward_on_two_streams_equals_two_calls(rng):
+  """A list of streams shares one read of the weights: same outputs and weight gradients as
+  calling the layer on each stream (gradients summed)."""
+  import tensorflow as tf
+  layer = PositionwiseFeedForward(6)
+  streams = [tf.constant(rng.standard_normal(shape).astype(np.float32))
+             for shape in ([2, 3, 4], [2, 1, 4])]
+  with tf.GradientTape(persistent=True) as tape:
+    together = layer(streams)
+    apart = [layer(stream) for stream in streams]
+    loss_together = sum(tf.reduce_sum(out * np.float32(i + 1)) for i, out in enumerate(together))
+    loss_apart = sum(tf.reduce_sum(out * np.float32(i + 1)) for i, out in enumerate(apart))
+  assert isinstance(together, list) and len(together) == 2
+  for a, b in zip(together, apart):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)
+  for a, b in zip(tape.gradient(loss_together, layer.trainable_variables),
+                  tape.gradient(loss_apart, layer.trainable_variables)):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
+    assert np.abs(b.numpy()).max() > 0
+
 def test_block_config_round_trip_and_shared_feed_forward(rng):
   block = TwoStreamBlock(n_head=2, d_head=4, d_inner=12, ff_activation="gelu", name="layer_0")
   block.build((None, None, 8))

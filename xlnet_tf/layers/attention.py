@@ -226,6 +226,9 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     content_length = tf.shape(content)[1]
     # Scores and the weighted sum are batched matmuls over [B, N, L, H] ("heads first"):
     # transposing q, k, v and r once is cheaper than the transposes einsum makes per product.
+    # The kernels both streams use are read once (one cast to the compute dtype under mixed
+    # precision): their gradient is then summed in that dtype and cast back once.
+    query_kernel, output_kernel = self.query_kernel.value, self.output_kernel.value
     keys = _heads_first(tf.einsum("bkd,dnh->bknh", keys_values_input, self.key_kernel))
     values = _heads_first(tf.einsum("bkd,dnh->bknh", keys_values_input, self.value_kernel))
     position_keys = _heads_first(tf.einsum("brd,dnh->brnh", tf.cast(position_encoding, dtype),
@@ -258,17 +261,17 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
       return tf.transpose(tf.matmul(probability, values), [0, 2, 1, 3])  # [B, Q, N, H]
 
     def project_out(stream, attended):
-      projected = tf.einsum("bqnh,dnh->bqd", attended, self.output_kernel)
+      projected = tf.einsum("bqnh,dnh->bqd", attended, output_kernel)
       return compiled_residual_layer_norm(
           projected, stream, self.layer_norm.gamma.value, self.layer_norm.beta.value,
           epsilon=self.layer_norm.epsilon, **self.output_dropout.fused_arguments(training))
 
-    content_queries = tf.einsum("btd,dnh->btnh", content, self.query_kernel)
+    content_queries = tf.einsum("btd,dnh->btnh", content, query_kernel)
     content_output = project_out(
         content, attend(content_queries, content_mask, segment_mismatch, None))
     if query is None:
       return content_output, None
-    stream_queries = tf.einsum("bpd,dnh->bpnh", query, self.query_kernel)
+    stream_queries = tf.einsum("bpd,dnh->bpnh", query, query_kernel)
     attended = attend(stream_queries, query_mask, query_segment_mismatch, query_positions)
     attended *= tf.cast(query_valid, dtype)[:, :, None, None]
     return content_output, project_out(query, attended)

@@ -76,6 +76,8 @@ class PositionwiseFeedForward(keras.layers.Layer):
                                                       name="LayerNorm")
 
   def build(self, input_shape):
+    if isinstance(input_shape[0], (list, tuple)):  # called on a list of streams
+      input_shape = input_shape[0]
     d_model = input_shape[-1]
     self.output_dense = keras.layers.Dense(
         d_model, kernel_initializer=keras.initializers.RandomNormal(stddev=self.init_std),
@@ -86,15 +88,23 @@ class PositionwiseFeedForward(keras.layers.Layer):
     self.built = True
 
   def call(self, inputs, training=False):
-    hidden = _dense(inputs, self.inner_dense.kernel)  # [B, L, F]
-    hidden = _compiled_bias_activation_dropout(
-        hidden, self.inner_dense.bias.value, activation=self.activation,
-        **self.inner_dropout.fused_arguments(training))
-    hidden = _dense(hidden, self.output_dense.kernel)  # [B, L, D]
-    return compiled_residual_layer_norm(
-        hidden, inputs, self.layer_norm.gamma.value, self.layer_norm.beta.value,
-        self.output_dense.bias.value, epsilon=self.layer_norm.epsilon,
-        **self.output_dropout.fused_arguments(training))
+    """[B, L, D] -> [B, L, D]; or a list of such streams -> a list, sharing one read of the
+    weights (one cast to the compute dtype; their gradient is summed in it and cast back once)."""
+    streams = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    inner_kernel, output_kernel = self.inner_dense.kernel.value, self.output_dense.kernel.value
+    inner_bias, output_bias = self.inner_dense.bias.value, self.output_dense.bias.value
+    gamma, beta = self.layer_norm.gamma.value, self.layer_norm.beta.value
+    outputs = []
+    for stream in streams:
+      hidden = _dense(stream, inner_kernel)  # [B, L, F]
+      hidden = _compiled_bias_activation_dropout(
+          hidden, inner_bias, activation=self.activation,
+          **self.inner_dropout.fused_arguments(training))
+      hidden = _dense(hidden, output_kernel)  # [B, L, D]
+      outputs.append(compiled_residual_layer_norm(
+          hidden, stream, gamma, beta, output_bias, epsilon=self.layer_norm.epsilon,
+          **self.output_dropout.fused_arguments(training)))
+    return outputs if isinstance(inputs, (list, tuple)) else outputs[0]
 
   def get_config(self):
     return {**super().get_config(), "d_inner": self.d_inner, "activation": self.activation,

@@ -44,9 +44,9 @@ class TwoStreamBlock(keras.layers.Layer):
     """Returns (content_output [B, T, D], query_output [B, P, D] or None)."""
     content, query = self.attention(content, position_encoding, r_w_bias, r_r_bias,
                                     query=query, training=training, **attention_kwargs)
-    content = self.feed_forward(content, training=training)
-    if query is not None:
-      query = self.feed_forward(query, training=training)
+    if query is None:
+      return self.feed_forward(content, training=training), None
+    content, query = self.feed_forward([content, query], training=training)
     return content, query
 
   def get_config(self):
