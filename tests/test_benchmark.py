@@ -15,11 +15,14 @@ def test_benchmark_measures_and_reports(tmp_path):
   output = tmp_path / "bench"
   subprocess.run([sys.executable, os.path.join(ROOT, "run", "benchmark.py"), "--sizes=tiny",
                   "--shapes=2x16", "--dtypes=float32", "--implementations=xlnet_tf",
-                  "--repeats=1", f"--output={output}"], check=True, capture_output=True)
+                  "--repeats=1", "--rounds=2", f"--output={output}"], check=True,
+                 capture_output=True)
   report = json.loads((tmp_path / "bench.json").read_text())
   rows = report["results"]
   assert [(r["mode"], "error" in r) for r in rows] == [("forward", False), ("train", False)]
   assert all(r["tokens_per_sec"] > 0 and r["peak_rss_gb"] > 0 for r in rows)
+  assert all(len(r["round_seconds"]) == 2 and r["seconds"] == min(r["round_seconds"])
+             for r in rows)  # each row is its best round
   assert report["matmul_gflops"]["float32"] > 0
   assert [(d["layer"], d["xla"]) for d in report["dropout"] if "error" not in d] == [
       ("keras", False), ("keras", True), ("xlnet_tf", False), ("xlnet_tf", True)]
