@@ -70,7 +70,7 @@ def compiled_with_recomputed_gradient(function):
   return call
 
 
-def compiled_with_gradient(forward, backward):
+def compiled_with_gradient(forward, backward, finish_backward=None):
   """A compiled region with a written-out gradient, each compiled (or inlined) as `compiled`.
 
   forward(*inputs, **settings) -> (output, saved); backward(upstream, saved, input_dtypes,
@@ -78,7 +78,9 @@ def compiled_with_gradient(forward, backward):
   `region(*inputs, **settings)`; gradients flow to the positional inputs only. `saved` holds
   just what the gradient needs (e.g. probabilities and a dropout keep mask), where
   TensorFlow's own gradient of a compiled function makes the forward write out every
-  intermediate in float32.
+  intermediate in float32. `finish_backward(gradients, saved, **settings) -> gradients`, if
+  given, runs after the compiled backward as plain TensorFlow ops (inlined inside an XLA step):
+  for moving data that XLA's CPU code moves slowly (see attention.rel_shift_adjoint).
   """
   forward, backward = compiled(forward), compiled(backward)
 
@@ -88,7 +90,10 @@ def compiled_with_gradient(forward, backward):
       output, saved = forward(*inputs, **settings)
 
       def gradient(upstream):
-        return backward(upstream, saved, [x.dtype for x in inputs], **settings)
+        gradients = backward(upstream, saved, [x.dtype for x in inputs], **settings)
+        if finish_backward is not None:
+          gradients = finish_backward(gradients, saved, **settings)
+        return gradients
       return output, gradient
     return region(*inputs)
 
