@@ -25,6 +25,27 @@ def test_dropout_rate_and_mean(rate):
   assert abs(outputs.mean() - 1.0) < 0.01  # unbiased
 
 
+
+def test_keep_mask_streams_are_independent():
+  """Masks of seeds one SeedGenerator step apart ([7, 0], [7, 1]) or differing in the other
+  half, and neighbouring elements of one mask, are uncorrelated (|r| < 5 / sqrt(n)); the rows'
+  drop counts spread as binomials do (chi-square within 5 standard deviations)."""
+  from xlnet_tf.layers.dropout import keep_mask
+  rate, shape = 0.3, [500, 400]
+  def draw(seed):
+    mask = keep_mask(tf.constant(shape), tf.constant(seed, tf.int64), round(rate * 2**32))
+    return mask.numpy().astype(np.float64)
+  first, next_step, other = draw([7, 0]), draw([7, 1]), draw([8, 0])
+  pairs = [(first, next_step), (first, other), (first[:, :-1], first[:, 1:]),
+           (first[:-1], first[1:])]
+  for x, y in pairs:
+    r = np.corrcoef(x.ravel(), y.ravel())[0, 1]
+    assert abs(r) < 5 / np.sqrt(x.size), r
+  dropped = (1 - first).sum(axis=1)
+  expected, variance = shape[1] * rate, shape[1] * rate * (1 - rate)
+  chi_square = ((dropped - expected) ** 2 / variance).sum()
+  assert abs(chi_square - shape[0]) < 5 * np.sqrt(2 * shape[0]), chi_square
+
 def test_dropout_is_identity_outside_training_and_draws_anew_each_call():
   layer = FastDropout(0.3, seed=2)
   inputs = tf.random.normal([8, 64])
