@@ -6,9 +6,10 @@ see docs/benchmarks.md); under XLA it was the largest cost of a training step. T
 32-bit words from a counter-based generator (SplitMix64, see `keep_mask`) in a function that
 XLA always compiles (inside an XLA step it is inlined; in a plain TensorFlow graph, e.g.
 bfloat16 on CPU, it becomes one fused cluster), keeps an element when its word is
->= round(rate * 2^32), and scales kept elements by the exact inverse of that keep probability. Seeds come from a Keras SeedGenerator as in keras.layers.Dropout, so
-keras.utils.set_random_seed makes runs repeatable; inside `seeds_derived_from(seed)` they are
-derived from one given seed instead, so that a recomputed pass draws the same masks.
+>= round(rate * 2^32), and scales kept elements by the exact inverse of that keep probability.
+Seeds come from a Keras SeedGenerator as in keras.layers.Dropout, so keras.utils.set_random_seed
+makes runs repeatable; inside `seeds_derived_from(seed)` they are derived from one given seed
+instead, so that a recomputed pass draws the same masks.
 """
 
 import contextlib
