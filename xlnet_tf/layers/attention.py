@@ -161,7 +161,8 @@ def _finish_probabilities_backward(gradients, saved, *, query_positions=None, **
   if query_positions is not None:
     return gradients
   score_gradient, _, *segment_gradient = gradients
-  position_gradient = rel_shift_adjoint(score_gradient, saved[2][3])
+  _, _, position_shape = saved
+  position_gradient = rel_shift_adjoint(score_gradient, position_shape[3])
   return [score_gradient, position_gradient, *segment_gradient]
 
 
