@@ -111,3 +111,41 @@ def test_padding_does_not_leak_into_real_positions(rng):
   after = model(changed)["sequence_output"].numpy()
   np.testing.assert_allclose(after[0, 3:], before[0, 3:], atol=1e-6, rtol=0)
   np.testing.assert_allclose(after[1, 2:], before[1, 2:], atol=1e-6, rtol=0)
+
+
+def test_position_scores_in_row_blocks_equal_one_block(rng, monkeypatch):
+  """The content stream's position scores computed in row blocks (each block only the
+  positions its rows read) give the one-block outputs and gradients: with memory, padding,
+  two segments, a factorization-order mask and the query stream."""
+  import tensorflow as tf
+  from xlnet_tf.layers import attention
+  batch, memory_length, length, num_targets = 2, 3, 6, 2
+  model = make_model(mem_len=memory_length)
+  inputs = padded_pair_batch(rng, batch, length, 50, pad_lengths=[2, 0])
+  perm_mask, targets, _ = factorization_perm_mask(rng, batch, length, num_targets)
+  inputs.update(perm_mask=perm_mask, target_mapping=target_mapping_for(targets, length),
+                mems=[tf.constant(rng.standard_normal([batch, memory_length, 32]), tf.float32)
+                      for _ in range(2)])
+
+  def outputs_and_gradients():
+    with tf.GradientTape() as tape:
+      outputs = model(inputs)
+      total = (tf.reduce_sum(outputs["sequence_output"] ** 2)
+               + tf.reduce_sum(outputs["query_output"] ** 2))
+    gradients = tape.gradient(total, model.trainable_variables)
+    return [outputs["sequence_output"], outputs["query_output"],
+            *[tf.convert_to_tensor(gradient) for gradient in gradients]]
+
+  monkeypatch.setattr(attention, "POSITION_BLOCK_ROWS", 1000)
+  assert attention.position_row_blocks(length, memory_length + length,
+                                       memory_length + 2 * length) == 1
+  one_block = outputs_and_gradients()
+  monkeypatch.setattr(attention, "POSITION_BLOCK_ROWS", 2)
+  assert attention.position_row_blocks(length, memory_length + length,
+                                       memory_length + 2 * length) == 3
+  assert attention.position_row_blocks(length, memory_length + length,  # 'uni': R = K + 1
+                                       memory_length + length + 1) == 1
+  blocked = outputs_and_gradients()
+  assert len(blocked) == len(one_block) > 2
+  for want, have in zip(one_block, blocked):
+    np.testing.assert_allclose(np.asarray(have), np.asarray(want), rtol=1e-5, atol=1e-6)

@@ -164,6 +164,11 @@ def test_attention_probabilities_gradient_equals_autodiff(rng, stream):
   assert (expected[0] == 0).mean() > 0.2  # dropout and masking are active
   for want, have in zip(expected, got):
     np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-7)
+  # The inference forward (nothing kept) recomputes what the gradient needs when asked.
+  recomputed = _gradients(attention._compiled_attention_probabilities, scores, 7,
+                          keep_for_gradient=False, **settings)
+  for want, have in zip(got, recomputed):
+    np.testing.assert_allclose(have, want, rtol=1e-6, atol=1e-7)
   assert np.abs(expected[2]).max() > 1e-3 and np.abs(expected[3]).max() > 1e-3
   # Without the segment term and without dropout, too.
   settings.update(mismatch=None, dropout_seed=None)
@@ -198,4 +203,8 @@ def test_residual_layer_norm_gradient_equals_autodiff(rng, with_bias):
   got = _gradients(compiled_residual_layer_norm, inputs, 5, **settings)
   for want, have in zip(expected, got):
     np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)
+  recomputed = _gradients(compiled_residual_layer_norm, inputs, 5, keep_for_gradient=False,
+                          **settings)  # the inference forward; the gradient recomputes
+  for want, have in zip(got, recomputed):
+    np.testing.assert_allclose(have, want, rtol=1e-6, atol=1e-6)
   assert (got[1] == 0).mean() > 0.1  # dropout reaches the sublayer's gradient

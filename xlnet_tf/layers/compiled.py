@@ -81,18 +81,26 @@ def compiled_with_gradient(forward, backward, finish_backward=None):
   intermediate in float32. `finish_backward(gradients, saved, **settings) -> gradients`, if
   given, runs after the compiled backward as plain TensorFlow ops (inlined inside an XLA step):
   for moving data that XLA's CPU code moves slowly (see attention.rel_shift_adjoint).
+
+  `region(..., keep_for_gradient=False)` (inference) runs a forward that writes only the
+  output; a gradient, if one is still asked for, then recomputes `saved` first.
   """
+  forward_output = compiled(lambda *inputs, **settings: forward(*inputs, **settings)[0])
   forward, backward = compiled(forward), compiled(backward)
 
-  def call(*inputs, **settings):
+  def call(*inputs, keep_for_gradient=True, **settings):
     @tf.custom_gradient
     def region(*inputs):
-      output, saved = forward(*inputs, **settings)
+      if keep_for_gradient:
+        output, saved = forward(*inputs, **settings)
+      else:
+        output, saved = forward_output(*inputs, **settings), None
 
       def gradient(upstream):
-        gradients = backward(upstream, saved, [x.dtype for x in inputs], **settings)
+        kept = saved if saved is not None else forward(*inputs, **settings)[1]
+        gradients = backward(upstream, kept, [x.dtype for x in inputs], **settings)
         if finish_backward is not None:
-          gradients = finish_backward(gradients, saved, **settings)
+          gradients = finish_backward(gradients, kept, **settings)
         return gradients
       return output, gradient
     return region(*inputs)

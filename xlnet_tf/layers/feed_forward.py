@@ -103,7 +103,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
       hidden = _dense(hidden, output_kernel)  # [B, L, D]
       outputs.append(compiled_residual_layer_norm(
           hidden, stream, gamma, beta, output_bias, epsilon=self.layer_norm.epsilon,
-          **self.output_dropout.fused_arguments(training)))
+          keep_for_gradient=bool(training), **self.output_dropout.fused_arguments(training)))
     return outputs if isinstance(inputs, (list, tuple)) else outputs[0]
 
   def get_config(self):
