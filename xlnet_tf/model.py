@@ -113,7 +113,9 @@ class XLNetModel(keras.Model):
       mismatch = mask_lib.segment_mismatch(tf.cast(segment_ids, tf.int32), memory_length)
 
     position_encoding = self.position_encoding(length, memory_length + length, batch_size)
-    position_encoding = self.position_dropout(position_encoding, training=training)
+    # Cast once here, not in every layer (each layer's cast is then a no-op).
+    position_encoding = tf.cast(self.position_dropout(position_encoding, training=training),
+                                dtype)
     content = tf.cast(tf.gather(self.word_embedding, input_ids), dtype)  # [B, T, D]
     content = self.embedding_dropout(content, training=training)
 

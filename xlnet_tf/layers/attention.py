@@ -77,10 +77,12 @@ def position_row_blocks(content_length, key_length, positions):
   return content_length // rows
 
 
-def blocked_position_keys(position_keys, blocks, content_length, key_length):
-  """[.., N, R, H] position keys -> [.., N, blocks, L + K, H]: block b (rows [bL, (b+1)L),
-  L = T / blocks) takes positions [T - (b+1)L, T - bL + K), so that `rel_shift` of its
-  [L, L + K] scores is the rows' part of the full shift. One block: [.., N, 1, R, H]."""
+def blocked_position_keys(position_keys, content_length, key_length):
+  """[.., N, R, H] position keys -> [.., N, blocks, L + K, H] (`position_row_blocks`): block b
+  (rows [bL, (b+1)L), L = T / blocks) takes positions [T - (b+1)L, T - bL + K), so that
+  `rel_shift` of its [L, L + K] scores is the rows' part of the full shift. One block:
+  [.., N, 1, R, H]. Lengths are static (None: one block)."""
+  blocks = position_row_blocks(content_length, key_length, position_keys.shape[-2])
   if blocks == 1:
     return position_keys[..., None, :, :]
   rows = content_length // blocks
@@ -320,9 +322,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     if segment_mismatch is not None:
       segment_keys = tf.transpose(seg_embed, [1, 0, 2])[None]  # [1, N, 2, H]
 
-    blocks = position_row_blocks(content.shape[1], keys_values_input.shape[1],
-                                 position_encoding.shape[1])
-    content_position_keys = blocked_position_keys(position_keys, blocks, content.shape[1],
+    content_position_keys = blocked_position_keys(position_keys, content.shape[1],
                                                   keys_values_input.shape[1])
 
     def attend(queries, mask, mismatch, positions):
@@ -330,9 +330,9 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
       content_score = tf.matmul(queries + r_w_bias[:, None], keys, transpose_b=True)
       position_queries = queries + r_r_bias[:, None]
       if positions is None:  # row blocks [B, N, blocks, L, W]
-        position_queries = tf.reshape(position_queries,
-                                      tf.concat([tf.shape(queries)[:2], [blocks, -1],
-                                                 tf.shape(queries)[3:]], 0))
+        blocks = content_position_keys.shape[-3]
+        position_queries = tf.reshape(position_queries, tf.concat(
+            [tf.shape(queries)[:2], [blocks, -1, self.d_head]], 0))
         position_score = tf.matmul(position_queries, content_position_keys, transpose_b=True)
       else:  # [B, N, P, R]
         position_score = tf.matmul(position_queries, position_keys, transpose_b=True)
