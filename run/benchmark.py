@@ -2,8 +2,11 @@
 
 Each measurement runs in its own process (so its peak RSS is its own): forward tokens/s and
 permutation-LM train-step tokens/s (num_predict = seq_len / 6, AdamW step included) for
-xlnet_tf and, when importable, Hugging Face transformers' PyTorch XLNet (float32, and bfloat16
-autocast). It also measures this machine's dense matmul rate to report model-FLOPs use.
+xlnet_tf and, when importable, its peers: Hugging Face transformers' PyTorch XLNet (float32, and
+bfloat16 autocast) and keras-hub's XLNetBackbone (forward only: it runs the content stream, with
+no query stream or target mapping to train the permutation LM with). It also measures this
+machine's dense matmul rate to report model-FLOPs use, and the speed of the pretraining data
+stage (text -> TFRecords).
 
   python run/benchmark.py --sizes=base --shapes=4x128,2x512 --rounds=2 --output=docs/benchmarks
 
@@ -25,9 +28,11 @@ flags.DEFINE_list("sizes", ["base"], "Model sizes: base, large.")
 flags.DEFINE_list("shapes", ["4x128", "2x512"], "batch x seq_len pairs.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Precisions.")
 flags.DEFINE_list("modes", ["forward", "train"], "What to time.")
-flags.DEFINE_list("implementations", ["xlnet_tf", "hf_torch"], "Which to run (skipped when "
-                  "not importable).")
+flags.DEFINE_list("implementations", ["xlnet_tf", "hf_torch", "keras_hub"],
+                  "Which to run (skipped when not importable).")
 flags.DEFINE_bool("dropout", True, "Also time keras.layers.Dropout against FastDropout.")
+flags.DEFINE_integer("data_copies", 8, "Time the data stage on the Python documentation repeated "
+                     "this many times (0: skip it).")
 flags.DEFINE_integer("repeats", 3, "Timed repetitions after one warm-up.")
 flags.DEFINE_integer("rounds", 1, "Measure every row this many times, the implementations "
                      "taking turns, and keep each row's best: this shared machine's speed "
@@ -174,6 +179,58 @@ def run_hf_torch(spec):
   return _time(run, spec)
 
 
+def run_keras_hub(spec):
+  """keras-hub's XLNetBackbone forward, compiled as xlnet_tf's (XLA for float32 only)."""
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  os.environ["KERAS_BACKEND"] = "tensorflow"
+  import functools
+  import keras
+  import keras_hub
+  import tensorflow as tf
+  if spec["dtype"] == "bfloat16":
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  s = SIZES[spec["size"]]
+  model = keras_hub.models.XLNetBackbone(
+      vocabulary_size=VOCAB, num_layers=s["n_layer"], num_heads=s["n_head"],
+      hidden_dim=s["d_model"], intermediate_dim=s["d_inner"],
+      activation=functools.partial(keras.activations.gelu, approximate=True))  # XLNet's gelu
+  batch, seq_len = spec["batch"], spec["seq_len"]
+  ids, _, _ = _inputs(batch, seq_len)
+  inputs = {"token_ids": tf.constant(ids), "segment_ids": tf.zeros([batch, seq_len], tf.int32),
+            "padding_mask": tf.ones([batch, seq_len], tf.int32)}
+  forward = tf.function(lambda x: model(x, training=False),
+                        jit_compile=spec["dtype"] == "float32")
+  return _time(lambda: forward(inputs).numpy(), spec)
+
+
+def run_data_stage(spec):
+  """The pretraining data stage (tokenize, spans, factorization orders, serialize, write) on
+  the Python documentation repeated spec["copies"] times, 4 files, the default settings
+  (seq_len 128, reuse 64, num_predict 21, bi_data); the SentencePiece model is trained first,
+  untimed. Best of spec["repeats"] runs."""
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  import tempfile
+  from xlnet_tf.data import corpus
+  from xlnet_tf.data.create import create_pretraining_data
+  from xlnet_tf.data.pretraining import PretrainingSettings
+  from xlnet_tf.data.sentencepiece_training import train_sentencepiece
+  with tempfile.TemporaryDirectory() as directory:
+    documents = corpus.python_docs_documents()
+    files = corpus.write_corpus_files(documents * spec["copies"],
+                                      os.path.join(directory, "corpus"), num_files=4)
+    sp_path = train_sentencepiece(files, os.path.join(directory, "spiece"), vocab_size=2000)
+    settings = PretrainingSettings()
+    runs = [create_pretraining_data(files, sp_path, os.path.join(directory, f"out{index}"),
+                                    settings) for index in range(spec["repeats"])]
+  best = min(runs, key=lambda summary: summary.seconds)
+  return dict(spec, seconds=best.seconds, corpus_tokens=best.tokens_read,
+              example_tokens=best.examples * settings.seq_len,
+              workers=min(os.cpu_count() or 1, len(files)),
+              corpus_tokens_per_sec=best.tokens_read / best.seconds,
+              example_tokens_per_sec=best.examples * settings.seq_len / best.seconds,
+              peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20)
+
+
 def run_matmul(spec):
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
   import tensorflow as tf
@@ -214,8 +271,9 @@ def _time(run, spec, flops=None):
   return result
 
 
-WORKERS = {"xlnet_tf": run_xlnet_tf, "hf_torch": run_hf_torch, "matmul": run_matmul,
-           "dropout": run_dropout}
+WORKERS = {"xlnet_tf": run_xlnet_tf, "hf_torch": run_hf_torch, "keras_hub": run_keras_hub,
+           "matmul": run_matmul, "dropout": run_dropout, "data_stage": run_data_stage}
+TRAINS = {"xlnet_tf", "hf_torch"}  # keras-hub's backbone has no permutation-LM path
 
 
 # ---- orchestration ---------------------------------------------------------------------------
@@ -230,10 +288,9 @@ def measure(spec):
 
 
 def available(implementation):
-  module = {"xlnet_tf": "tensorflow", "hf_torch": "transformers"}[implementation]
-  probe = subprocess.run([sys.executable, "-c", f"import {module}" + (
-      "; import torch" if implementation == "hf_torch" else "")], capture_output=True)
-  return probe.returncode == 0
+  probe = {"xlnet_tf": "import tensorflow", "hf_torch": "import transformers, torch",
+           "keras_hub": "import keras_hub; keras_hub.models.XLNetBackbone"}[implementation]
+  return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
 
 
 def dropout_markdown(dropout):
@@ -244,6 +301,18 @@ def dropout_markdown(dropout):
     time_ms = f"{r['seconds'] * 1000:.1f}" if "error" not in r else f"error: {r['error']}"
     lines.append(f"| {r['layer']} | {'yes' if r['xla'] else 'no'} | {time_ms} |")
   return "\n".join(lines)
+
+
+def data_stage_markdown(data_stage):
+  if not data_stage:
+    return ""
+  if "error" in data_stage:
+    return f"\nData stage: error: {data_stage['error']}"
+  d = data_stage
+  return (f"\nData stage (`xlnet_tf.data.create`, {d['workers']} worker processes, the Python "
+          f"documentation x{d['copies']}, {d['corpus_tokens']:,} tokens, seq_len 128, reuse 64, "
+          f"num_predict 21, bi_data): **{d['corpus_tokens_per_sec']:,.0f} corpus tokens/s**, "
+          f"{d['example_tokens_per_sec']:,.0f} example tokens/s ({d['seconds']:.2f} s).")
 
 
 def markdown(results, matmul):
@@ -283,7 +352,7 @@ def main(argv):
                                     result["mode"]) / result["seconds"] / 1e9 / saved[
                                         "matmul_gflops"][result["dtype"]]
     _write(saved["results"], saved["matmul_gflops"], saved.get("command", ""),
-           saved.get("dropout", []))
+           saved.get("dropout", []), saved.get("data_stage"))
     return
   dropout = []
   if FLAGS.dropout:
@@ -291,6 +360,10 @@ def main(argv):
       for xla in (False, True):
         dropout.append(measure({"implementation": "dropout", "layer": layer, "xla": xla,
                                 "repeats": 5}))
+  data_stage = None
+  if FLAGS.data_copies:
+    data_stage = measure({"implementation": "data_stage", "copies": FLAGS.data_copies,
+                          "repeats": 2})
   implementations = [i for i in FLAGS.implementations if available(i)]
   specs = []
   for size in FLAGS.sizes:
@@ -300,7 +373,8 @@ def main(argv):
         for mode in FLAGS.modes:
           specs.extend(dict(implementation=implementation, size=size, batch=batch,
                             seq_len=seq_len, dtype=dtype, mode=mode, repeats=FLAGS.repeats)
-                       for implementation in implementations)
+                       for implementation in implementations
+                       if mode == "forward" or implementation in TRAINS)
   matmul, best = {}, [None] * len(specs)
   for _ in range(FLAGS.rounds):
     for dtype in FLAGS.dtypes:
@@ -320,7 +394,8 @@ def main(argv):
       flops = model_flops(result["size"], result["batch"], result["seq_len"], result["mode"])
       result["mfu"] = flops / result["seconds"] / 1e9 / matmul[result["dtype"]]
     results.append(result)
-  _write(results, matmul, f"python run/benchmark.py {' '.join(sys.argv[1:])}", dropout)
+  _write(results, matmul, f"python run/benchmark.py {' '.join(sys.argv[1:])}", dropout,
+         data_stage)
 
 
 def _better(previous, result):
@@ -337,14 +412,14 @@ def _better(previous, result):
   return dict(chosen, round_seconds=rounds, **({"peak_rss_gb": max(peaks)} if peaks else {}))
 
 
-def _write(results, matmul, command, dropout=()):
-  table = markdown(results, matmul) + dropout_markdown(dropout)
+def _write(results, matmul, command, dropout=(), data_stage=None):
+  table = markdown(results, matmul) + dropout_markdown(dropout) + data_stage_markdown(data_stage)
   print(table)
   if FLAGS.output:
     os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)
     with open(FLAGS.output + ".json", "w") as handle:
       json.dump({"command": command, "matmul_gflops": matmul, "results": results,
-                 "dropout": list(dropout)}, handle, indent=2)
+                 "dropout": list(dropout), "data_stage": data_stage}, handle, indent=2)
     with open(FLAGS.output + ".md", "w") as handle:
       handle.write(f"# Benchmarks\n\nCommand: `{command}`\n\n{table}\n\nHow these were "
                    "reached, and this machine's limits: docs/performance.md.\n")

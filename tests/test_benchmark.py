@@ -15,7 +15,7 @@ def test_benchmark_measures_and_reports(tmp_path):
   output = tmp_path / "bench"
   subprocess.run([sys.executable, os.path.join(ROOT, "run", "benchmark.py"), "--sizes=tiny",
                   "--shapes=2x16", "--dtypes=float32", "--implementations=xlnet_tf",
-                  "--repeats=1", "--rounds=2", f"--output={output}"], check=True,
+                  "--repeats=1", "--rounds=2", "--data_copies=1", f"--output={output}"], check=True,
                  capture_output=True)
   report = json.loads((tmp_path / "bench.json").read_text())
   rows = report["results"]
@@ -26,8 +26,12 @@ def test_benchmark_measures_and_reports(tmp_path):
   assert report["matmul_gflops"]["float32"] > 0
   assert [(d["layer"], d["xla"]) for d in report["dropout"] if "error" not in d] == [
       ("keras", False), ("keras", True), ("xlnet_tf", False), ("xlnet_tf", True)]
+  stage = report["data_stage"]
+  assert stage["corpus_tokens"] > 100_000 and stage["example_tokens"] > 0
+  assert stage["corpus_tokens_per_sec"] == pytest.approx(stage["corpus_tokens"] / stage["seconds"])
   table = (tmp_path / "bench.md").read_text()
   assert "| tiny | 2x16 | float32 | train | xlnet_tf |" in table
+  assert "corpus tokens/s" in table
 
 
 @pytest.mark.slow
