@@ -209,6 +209,7 @@ def run_data_stage(spec):
   (seq_len 128, reuse 64, num_predict 21, bi_data); the SentencePiece model is trained first,
   untimed. Best of spec["repeats"] runs."""
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  import dataclasses
   import tempfile
   from xlnet_tf.data import corpus
   from xlnet_tf.data.create import create_pretraining_data
@@ -223,11 +224,12 @@ def run_data_stage(spec):
     runs = [create_pretraining_data(files, sp_path, os.path.join(directory, f"out{index}"),
                                     settings) for index in range(spec["repeats"])]
   best = min(runs, key=lambda summary: summary.seconds)
+  example_tokens = best.examples * settings.seq_len
   return dict(spec, seconds=best.seconds, corpus_tokens=best.tokens_read,
-              example_tokens=best.examples * settings.seq_len,
-              workers=min(os.cpu_count() or 1, len(files)),
+              example_tokens=example_tokens, workers=min(os.cpu_count() or 1, len(files)),
+              settings=dataclasses.asdict(settings),
               corpus_tokens_per_sec=best.tokens_read / best.seconds,
-              example_tokens_per_sec=best.examples * settings.seq_len / best.seconds,
+              example_tokens_per_sec=example_tokens / best.seconds,
               peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20)
 
 
@@ -308,10 +310,12 @@ def data_stage_markdown(data_stage):
     return ""
   if "error" in data_stage:
     return f"\nData stage: error: {data_stage['error']}"
-  d = data_stage
+  d, settings = data_stage, data_stage["settings"]
   return (f"\nData stage (`xlnet_tf.data.create`, {d['workers']} worker processes, the Python "
-          f"documentation x{d['copies']}, {d['corpus_tokens']:,} tokens, seq_len 128, reuse 64, "
-          f"num_predict 21, bi_data): **{d['corpus_tokens_per_sec']:,.0f} corpus tokens/s**, "
+          f"documentation x{d['copies']}, {d['corpus_tokens']:,} tokens, seq_len "
+          f"{settings['seq_len']}, reuse {settings['reuse_len']}, num_predict "
+          f"{settings['num_predict']}, bi_data {settings['bi_data']}): "
+          f"**{d['corpus_tokens_per_sec']:,.0f} corpus tokens/s**, "
           f"{d['example_tokens_per_sec']:,.0f} example tokens/s ({d['seconds']:.2f} s).")
 
 
