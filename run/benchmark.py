@@ -6,7 +6,8 @@ xlnet_tf and, when importable, its peers: Hugging Face transformers' PyTorch XLN
 bfloat16 autocast) and keras-hub's XLNetBackbone (forward only: it runs the content stream, with
 no query stream or target mapping to train the permutation LM with). It also measures this
 machine's dense matmul rate to report model-FLOPs use, and the speed of the pretraining data
-stage (text -> TFRecords).
+stage (text -> TFRecords). --modes=serve adds xlnet_tf's exported SavedModel (what TF Serving
+runs), timed through its serve_ids signature.
 
   python run/benchmark.py --sizes=base --shapes=4x128,2x512 --rounds=2 --output=docs/benchmarks
 
@@ -27,9 +28,12 @@ from absl import flags
 flags.DEFINE_list("sizes", ["base"], "Model sizes: base, large.")
 flags.DEFINE_list("shapes", ["4x128", "2x512"], "batch x seq_len pairs.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Precisions.")
-flags.DEFINE_list("modes", ["forward", "train"], "What to time.")
+flags.DEFINE_list("modes", ["forward", "train"], "What to time: forward, train, serve "
+                  "(xlnet_tf's exported SavedModel).")
 flags.DEFINE_list("implementations", ["xlnet_tf", "hf_torch", "keras_hub"],
                   "Which to run (skipped when not importable).")
+flags.register_validator("modes", lambda modes: set(modes) <= {"forward", "train", "serve"},
+                         "--modes: forward, train, serve")
 flags.DEFINE_bool("dropout", True, "Also time keras.layers.Dropout against FastDropout.")
 flags.DEFINE_integer("data_copies", 8, "Time the data stage on the Python documentation repeated "
                      "this many times (0: skip it).")
@@ -112,6 +116,8 @@ def build_xlnet_tf_step(spec):
   ids, perm_mask, target_mapping = _inputs(batch, seq_len)
   inputs = {"input_ids": tf.constant(ids), "segment_ids": tf.zeros_like(ids),
             "input_mask": tf.ones([batch, seq_len])}
+  if spec["mode"] == "serve":
+    return _serving_step(XLNetModel(config), inputs, seq_len)
   if spec["mode"] == "forward":
     model = XLNetModel(config)
     forward = tf.function(lambda x: model(x, training=False)["sequence_output"],
@@ -136,6 +142,23 @@ def build_xlnet_tf_step(spec):
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     return loss
   return lambda: step(inputs).numpy()
+
+
+def _serving_step(model, inputs, seq_len):
+  """The backbone exported for TF Serving (xlnet_tf.export), loaded back: its serve_ids
+  signature, in the graph a model server runs (the policy's dtype, no XLA for the whole)."""
+  import tempfile
+  import tensorflow as tf
+  from xlnet_tf.data import corpus
+  from xlnet_tf.data.sentencepiece_training import train_sentencepiece
+  from xlnet_tf.export import export_saved_model
+  directory = tempfile.mkdtemp()
+  files = corpus.write_corpus_files(corpus.python_docs_documents()[:200],
+                                    os.path.join(directory, "corpus"), num_files=1)
+  sp_path = train_sentencepiece(files, os.path.join(directory, "spiece"), vocab_size=1000)
+  path = export_saved_model(model, sp_path, directory, "bench", seq_len, warmup_requests=0)
+  serve_ids = tf.saved_model.load(path).signatures["serve_ids"]
+  return lambda: serve_ids(**inputs)["sequence_output"].numpy()
 
 
 def run_xlnet_tf(spec):
@@ -275,7 +298,9 @@ def _time(run, spec, flops=None):
 
 WORKERS = {"xlnet_tf": run_xlnet_tf, "hf_torch": run_hf_torch, "keras_hub": run_keras_hub,
            "matmul": run_matmul, "dropout": run_dropout, "data_stage": run_data_stage}
-TRAINS = {"xlnet_tf", "hf_torch"}  # keras-hub's backbone has no permutation-LM path
+MODES = {"forward": {"xlnet_tf", "hf_torch", "keras_hub"},
+         "train": {"xlnet_tf", "hf_torch"},  # keras-hub's backbone has no permutation-LM path
+         "serve": {"xlnet_tf"}}
 
 
 # ---- orchestration ---------------------------------------------------------------------------
@@ -327,9 +352,11 @@ def markdown(results, matmul):
       lines.append(f"| {r['size']} | {r['batch']}x{r['seq_len']} | {r['dtype']} | {r['mode']} |"
                    f" {r['implementation']} | error: {r['error']} | | | |")
       continue
+    # A served SavedModel is compared with the peers' in-process forward.
+    peer_mode = "forward" if r["mode"] == "serve" else r["mode"]
     peers = [p["tokens_per_sec"] for p in results if "error" not in p
-             and p["implementation"] != "xlnet_tf" and all(
-                 p[k] == r[k] for k in ("size", "batch", "seq_len", "dtype", "mode"))]
+             and p["implementation"] != "xlnet_tf" and p["mode"] == peer_mode and all(
+                 p[k] == r[k] for k in ("size", "batch", "seq_len", "dtype"))]
     ratio = (f"{r['tokens_per_sec'] / max(peers):.2f}x" if peers and
              r["implementation"] == "xlnet_tf" else "")
     lines.append(f"| {r['size']} | {r['batch']}x{r['seq_len']} | {r['dtype']} | {r['mode']} | "
@@ -337,7 +364,10 @@ def markdown(results, matmul):
                  f"{r['mfu']:.0%} | {r['peak_rss_gb']:.2f} |")
   rates = ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in matmul.items())
   lines.append(f"\nDense matmul (2048x2048, TensorFlow, best round): {rates}. MFU = model "
-               "matmul FLOPs / time / that rate at the run's precision.")
+               "matmul FLOPs / time / that rate at the run's precision."
+               + (" serve: the exported SavedModel's serve_ids signature (xlnet_tf.export), "
+                  "against the peers' forward." if any(r["mode"] == "serve" for r in results)
+                  else ""))
   return "\n".join(lines)
 
 
@@ -378,7 +408,7 @@ def main(argv):
           specs.extend(dict(implementation=implementation, size=size, batch=batch,
                             seq_len=seq_len, dtype=dtype, mode=mode, repeats=FLAGS.repeats)
                        for implementation in implementations
-                       if mode == "forward" or implementation in TRAINS)
+                       if implementation in MODES[mode])
   matmul, best = {}, [None] * len(specs)
   for _ in range(FLAGS.rounds):
     for dtype in FLAGS.dtypes:

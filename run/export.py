@@ -2,10 +2,13 @@
 
   python run/export.py --model_dir=out/sst-2/best --head=classifier --num_classes=2 \
       --sp_path=spiece.model --export_base=serving --model_name=sst2 --max_seq_length=128
+
+--dtype=bfloat16 serves in bfloat16 (float32 outputs), for CPUs with bfloat16 matmuls.
 """
 
 from absl import app
 from absl import flags
+import keras
 
 from xlnet_tf import XLNetConfig, XLNetModel, checkpoints
 from xlnet_tf.export import export_saved_model
@@ -27,12 +30,17 @@ flags.DEFINE_integer("max_seq_length", 128, "Longest input; longer texts are tru
 flags.DEFINE_string("export_base", "serving", "TF Serving's model base path.")
 flags.DEFINE_string("model_name", "xlnet", "Model name.")
 flags.DEFINE_integer("version", 1, "Model version.")
+flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
+                  "Compute dtype of the served graph (mixed precision: float32 weights, "
+                  "float32 outputs).")
 flags.mark_flags_as_required(["model_dir", "sp_path"])
 FLAGS = flags.FLAGS
 
 
 def main(argv):
   del argv
+  if FLAGS.dtype != "float32":
+    keras.mixed_precision.set_global_policy(f"mixed_{FLAGS.dtype}")
   config = XLNetConfig.from_json_file(f"{FLAGS.model_dir}/xlnet_config.json", dropout=0.0,
                                       dropatt=0.0, mem_len=0, reuse_len=0, bi_data=False)
   backbone = XLNetModel(config)

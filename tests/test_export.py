@@ -190,3 +190,49 @@ def test_multiple_choice_options_in_the_graph(sp_model, tokenizer, tmp_path):
   np.testing.assert_allclose(out["s"]["logits"], expected, atol=1e-5)
   np.testing.assert_allclose(out["i"]["logits"], expected, atol=1e-5)
   assert out["s"]["predicted_label"] == expected.argmax(-1).tolist()
+
+
+@pytest.fixture
+def mixed_bfloat16():
+  import keras
+  keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  yield
+  keras.mixed_precision.set_global_policy("float32")
+
+
+def test_bfloat16_export_serves_the_bfloat16_model_with_float32_outputs(
+    sp_model, tokenizer, tmp_path, mixed_bfloat16):
+  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
+  classifier, backbone = XLNetClassifier(XLNetModel(config), 3), XLNetModel(config)
+  for model in (classifier, backbone):
+    randomize_weights(model, 4)
+  paths = {name: export_saved_model(model, sp_model, str(tmp_path), name, LENGTH,
+                                    text_pairs=name == "clf")
+           for name, model in (("clf", classifier), ("backbone", backbone))}
+  features = encode_examples(tokenizer, [TextExample(a, b, None, "") for a, b in
+                                         zip(TEXTS, PAIRS)], LENGTH)
+  logits = classifier(features).numpy()
+  sequence = backbone(features)["sequence_output"]
+  assert sequence.dtype == tf.bfloat16  # the Keras model computes in bfloat16
+  out = serve(paths["clf"], {"s": ("serving_default", {"text": TEXTS, "text_b": PAIRS})})["s"]
+  # Graph rewrites in the SavedModel may round a bfloat16 value the other way: a few ulps
+  # (2^-8 relative), far below the float32 model's distance checked below.
+  np.testing.assert_allclose(out["logits"], logits, rtol=2 ** -6, atol=2 ** -6)
+  served = serve(paths["backbone"], {"i": ("serve_ids", {k: v.tolist() for k, v in
+                                                         features.items()})})["i"]
+  bfloat16_difference = np.abs(np.asarray(served["sequence_output"]) -
+                               sequence.numpy().astype(np.float32))
+  np.testing.assert_allclose(served["sequence_output"], sequence.numpy().astype(np.float32),
+                             rtol=2 ** -6, atol=2 ** -6)
+  loaded = tf.saved_model.load(paths["backbone"])
+  assert {spec.dtype for spec in loaded.signatures["serve_ids"].structured_outputs.values()} \
+      == {tf.float32}
+
+  # The same weights in float32 give other, nearby numbers: the graph did run in bfloat16.
+  import keras
+  keras.mixed_precision.set_global_policy("float32")
+  reference = XLNetModel(config)
+  randomize_weights(reference, 4)
+  expected = reference(features)["sequence_output"].numpy()
+  difference = np.abs(np.asarray(served["sequence_output"]) - expected)
+  assert 4 * bfloat16_difference.max() < difference.max() < 0.1 * np.abs(expected).max()
