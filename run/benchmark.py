@@ -6,8 +6,8 @@ xlnet_tf and, when importable, its peers: Hugging Face transformers' PyTorch XLN
 bfloat16 autocast) and keras-hub's XLNetBackbone (forward only: it runs the content stream, with
 no query stream or target mapping to train the permutation LM with). It also measures this
 machine's dense matmul rate to report model-FLOPs use, and the speed of the pretraining data
-stage (text -> TFRecords). --modes=serve adds xlnet_tf's exported SavedModel (what TF Serving
-runs), timed through its serve_ids signature.
+stage (text -> TFRecords). --modes=serve (serve_xla) adds xlnet_tf's exported SavedModel (what
+TF Serving runs; with XLA-compiled regions), timed through its serve_ids signature.
 
   python run/benchmark.py --sizes=base --shapes=4x128,2x512 --rounds=2 --output=docs/benchmarks
 
@@ -28,12 +28,13 @@ from absl import flags
 flags.DEFINE_list("sizes", ["base"], "Model sizes: base, large.")
 flags.DEFINE_list("shapes", ["4x128", "2x512"], "batch x seq_len pairs.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Precisions.")
-flags.DEFINE_list("modes", ["forward", "train"], "What to time: forward, train, serve "
-                  "(xlnet_tf's exported SavedModel).")
+flags.DEFINE_list("modes", ["forward", "train"], "What to time: forward, train, serve / "
+                  "serve_xla (xlnet_tf's exported SavedModel, regions plain / XLA-compiled).")
 flags.DEFINE_list("implementations", ["xlnet_tf", "hf_torch", "keras_hub"],
                   "Which to run (skipped when not importable).")
-flags.register_validator("modes", lambda modes: set(modes) <= {"forward", "train", "serve"},
-                         "--modes: forward, train, serve")
+flags.register_validator("modes", lambda modes: set(modes) <= {"forward", "train", "serve",
+                                                               "serve_xla"},
+                         "--modes: forward, train, serve, serve_xla")
 flags.DEFINE_bool("dropout", True, "Also time keras.layers.Dropout against FastDropout.")
 flags.DEFINE_integer("data_copies", 8, "Time the data stage on the Python documentation repeated "
                      "this many times (0: skip it).")
@@ -116,8 +117,8 @@ def build_xlnet_tf_step(spec):
   ids, perm_mask, target_mapping = _inputs(batch, seq_len)
   inputs = {"input_ids": tf.constant(ids), "segment_ids": tf.zeros_like(ids),
             "input_mask": tf.ones([batch, seq_len])}
-  if spec["mode"] == "serve":
-    return _serving_step(XLNetModel(config), inputs, seq_len)
+  if spec["mode"] in ("serve", "serve_xla"):
+    return _serving_step(XLNetModel(config), inputs, seq_len, xla=spec["mode"] == "serve_xla")
   if spec["mode"] == "forward":
     model = XLNetModel(config)
     forward = tf.function(lambda x: model(x, training=False)["sequence_output"],
@@ -144,9 +145,10 @@ def build_xlnet_tf_step(spec):
   return lambda: step(inputs).numpy()
 
 
-def _serving_step(model, inputs, seq_len):
+def _serving_step(model, inputs, seq_len, xla):
   """The backbone exported for TF Serving (xlnet_tf.export), loaded back: its serve_ids
-  signature, in the graph a model server runs (the policy's dtype, no XLA for the whole)."""
+  signature, in the graph a model server runs (the policy's dtype; the element-wise regions
+  as plain ops, or XLA-compiled with `xla`)."""
   import tempfile
   import tensorflow as tf
   from xlnet_tf.data import corpus
@@ -156,7 +158,8 @@ def _serving_step(model, inputs, seq_len):
   files = corpus.write_corpus_files(corpus.python_docs_documents()[:200],
                                     os.path.join(directory, "corpus"), num_files=1)
   sp_path = train_sentencepiece(files, os.path.join(directory, "spiece"), vocab_size=1000)
-  path = export_saved_model(model, sp_path, directory, "bench", seq_len, warmup_requests=0)
+  path = export_saved_model(model, sp_path, directory, "bench", seq_len, warmup_requests=0,
+                            xla=xla)
   serve_ids = tf.saved_model.load(path).signatures["serve_ids"]
   return lambda: serve_ids(**inputs)["sequence_output"].numpy()
 
@@ -300,7 +303,7 @@ WORKERS = {"xlnet_tf": run_xlnet_tf, "hf_torch": run_hf_torch, "keras_hub": run_
            "matmul": run_matmul, "dropout": run_dropout, "data_stage": run_data_stage}
 MODES = {"forward": {"xlnet_tf", "hf_torch", "keras_hub"},
          "train": {"xlnet_tf", "hf_torch"},  # keras-hub's backbone has no permutation-LM path
-         "serve": {"xlnet_tf"}}
+         "serve": {"xlnet_tf"}, "serve_xla": {"xlnet_tf"}}
 
 
 # ---- orchestration ---------------------------------------------------------------------------
@@ -353,7 +356,7 @@ def markdown(results, matmul):
                    f" {r['implementation']} | error: {r['error']} | | | |")
       continue
     # A served SavedModel is compared with the peers' in-process forward.
-    peer_mode = "forward" if r["mode"] == "serve" else r["mode"]
+    peer_mode = "forward" if r["mode"].startswith("serve") else r["mode"]
     peers = [p["tokens_per_sec"] for p in results if "error" not in p
              and p["implementation"] != "xlnet_tf" and p["mode"] == peer_mode and all(
                  p[k] == r[k] for k in ("size", "batch", "seq_len", "dtype"))]
@@ -365,8 +368,8 @@ def markdown(results, matmul):
   rates = ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in matmul.items())
   lines.append(f"\nDense matmul (2048x2048, TensorFlow, best round): {rates}. MFU = model "
                "matmul FLOPs / time / that rate at the run's precision."
-               + (" serve: the exported SavedModel's serve_ids signature (xlnet_tf.export), "
-                  "against the peers' forward." if any(r["mode"] == "serve" for r in results)
+               + (" serve: the exported SavedModel's serve_ids signature (xlnet_tf.export; "
+                  "serve_xla: exported with xla=True), against the peers' forward." if any(r["mode"].startswith("serve") for r in results)
                   else ""))
   return "\n".join(lines)
 

@@ -11,6 +11,7 @@ backbone -> pooled (last position) and sequence features. The SavedModel needs o
 `tensorflow` and `tensorflow_text` (for SentencepieceOp) where it is loaded.
 """
 
+import contextlib
 import os
 import shutil
 
@@ -23,6 +24,7 @@ from xlnet_tf.data.tf_tokenizer import InGraphTokenizer
 from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
+from xlnet_tf.layers import compiled
 from xlnet_tf.model import XLNetModel
 
 WARMUP_FILE = "tf_serving_warmup_requests"
@@ -121,7 +123,7 @@ def _compute_dtype_outputs(model, features):
 
 def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
                        max_seq_length: int, version: int = 1, text_pairs: bool = False,
-                       lower: bool = False, warmup_requests: int = 3) -> str:
+                       lower: bool = False, warmup_requests: int = 3, xla: bool = False) -> str:
   """Writes `<export_base>/<model_name>/<version>/` and returns that path.
 
   serving_default takes `text` (and `text_b` with text_pairs); a question-answering model takes
@@ -130,7 +132,18 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
   returned window. The graph computes in the model's dtype policy (a model built under
   mixed_bfloat16 serves in bfloat16, about 1.7x float32's speed on an AVX512_BF16 CPU); the
   outputs are float32 either way.
+
+  `xla=False` writes the model's compiled element-wise regions as plain ops, so any TF Serving
+  runs the graph; with `xla=True` they stay XLA-compiled (faster on CPU), and the model server
+  must be started with --xla_cpu_compilation_enabled=true (CPU only).
   """
+  with contextlib.nullcontext() if xla else compiled.without_xla():
+    return _export(model, sp_path, export_base, model_name, max_seq_length, version,
+                   text_pairs, lower, warmup_requests)
+
+
+def _export(model, sp_path, export_base, model_name, max_seq_length, version, text_pairs, lower,
+            warmup_requests):
   tokenizer = InGraphTokenizer(sp_path, lower=lower)
   packer = TextPacker(tokenizer, max_seq_length)
   question_answering = isinstance(model, XLNetQuestionAnswering)

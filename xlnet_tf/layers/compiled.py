@@ -8,7 +8,9 @@ XLA already compiles, the region is traced inline instead: a nested compiled fun
 its gradient, compiled pathologically slowly there (measured: 22 s instead of 2 s per step).
 """
 
+import contextlib
 import functools
+import threading
 
 import tensorflow as tf
 
@@ -23,13 +25,31 @@ except ImportError:  # pragma: no cover - older/newer TensorFlow layouts
     return False
 
 
+_settings = threading.local()
+
+
+@contextlib.contextmanager
+def without_xla():
+  """Regions traced in this context (on this thread) become plain TensorFlow ops.
+
+  For graphs that must run where XLA may not: TF Serving refuses a compiled function unless
+  started with --xla_cpu_compilation_enabled, and its GPU builds have no XLA compiler."""
+  previous = getattr(_settings, "inline", False)
+  _settings.inline = True
+  try:
+    yield
+  finally:
+    _settings.inline = previous
+
+
 def compiled(function):
-  """`function` compiled by XLA, or traced inline when already inside an XLA computation."""
+  """`function` compiled by XLA, or traced inline when already inside an XLA computation (or
+  in `without_xla`)."""
   jitted = tf.function(function, jit_compile=True)
 
   @functools.wraps(function)
   def call(*args, **kwargs):
-    if _in_xla_context():
+    if _in_xla_context() or getattr(_settings, "inline", False):
       return function(*args, **kwargs)
     return jitted(*args, **kwargs)
 
