@@ -366,11 +366,12 @@ def markdown(results, matmul):
                  f"{r['implementation']} | {r['tokens_per_sec']:,.0f} | {ratio} | "
                  f"{r['mfu']:.0%} | {r['peak_rss_gb']:.2f} |")
   rates = ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in matmul.items())
+  served = any(r["mode"].startswith("serve") for r in results)
   lines.append(f"\nDense matmul (2048x2048, TensorFlow, best round): {rates}. MFU = model "
                "matmul FLOPs / time / that rate at the run's precision."
                + (" serve: the exported SavedModel's serve_ids signature (xlnet_tf.export; "
-                  "serve_xla: exported with xla=True), against the peers' forward." if any(r["mode"].startswith("serve") for r in results)
-                  else ""))
+                  "serve_xla: exported with xla=True), against the peers' forward."
+                  if served else ""))
   return "\n".join(lines)
 
 

@@ -130,7 +130,7 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
   `question` and `context`, packed `context <sep> question <sep> <cls>` as the SQuAD builder
   does, one window: a longer pair is truncated longest-first. Answer positions index the
   returned window. The graph computes in the model's dtype policy (a model built under
-  mixed_bfloat16 serves in bfloat16, about 1.7x float32's speed on an AVX512_BF16 CPU); the
+  mixed_bfloat16 serves in bfloat16, 1.6-1.7x float32's speed on an AVX512_BF16 CPU); the
   outputs are float32 either way.
 
   `xla=False` writes the model's compiled element-wise regions as plain ops, so any TF Serving
