@@ -32,9 +32,6 @@ flags.DEFINE_list("modes", ["forward", "train"], "What to time: forward, train, 
                   "serve_xla (xlnet_tf's exported SavedModel, regions plain / XLA-compiled).")
 flags.DEFINE_list("implementations", ["xlnet_tf", "hf_torch", "keras_hub"],
                   "Which to run (skipped when not importable).")
-flags.register_validator("modes", lambda modes: set(modes) <= {"forward", "train", "serve",
-                                                               "serve_xla"},
-                         "--modes: forward, train, serve, serve_xla")
 flags.DEFINE_bool("dropout", True, "Also time keras.layers.Dropout against FastDropout.")
 flags.DEFINE_integer("data_copies", 8, "Time the data stage on the Python documentation repeated "
                      "this many times (0: skip it).")
@@ -154,13 +151,13 @@ def _serving_step(model, inputs, seq_len, xla):
   from xlnet_tf.data import corpus
   from xlnet_tf.data.sentencepiece_training import train_sentencepiece
   from xlnet_tf.export import export_saved_model
-  directory = tempfile.mkdtemp()
-  files = corpus.write_corpus_files(corpus.python_docs_documents()[:200],
-                                    os.path.join(directory, "corpus"), num_files=1)
-  sp_path = train_sentencepiece(files, os.path.join(directory, "spiece"), vocab_size=1000)
-  path = export_saved_model(model, sp_path, directory, "bench", seq_len, warmup_requests=0,
-                            xla=xla)
-  serve_ids = tf.saved_model.load(path).signatures["serve_ids"]
+  with tempfile.TemporaryDirectory() as directory:  # the export needs a SentencePiece model
+    files = corpus.write_corpus_files(corpus.python_docs_documents()[:200],
+                                      os.path.join(directory, "corpus"), num_files=1)
+    sp_path = train_sentencepiece(files, os.path.join(directory, "spiece"), vocab_size=1000)
+    path = export_saved_model(model, sp_path, directory, "bench", seq_len, warmup_requests=0,
+                              xla=xla)
+    serve_ids = tf.saved_model.load(path).signatures["serve_ids"]
   return lambda: serve_ids(**inputs)["sequence_output"].numpy()
 
 
@@ -304,6 +301,8 @@ WORKERS = {"xlnet_tf": run_xlnet_tf, "hf_torch": run_hf_torch, "keras_hub": run_
 MODES = {"forward": {"xlnet_tf", "hf_torch", "keras_hub"},
          "train": {"xlnet_tf", "hf_torch"},  # keras-hub's backbone has no permutation-LM path
          "serve": {"xlnet_tf"}, "serve_xla": {"xlnet_tf"}}
+flags.register_validator("modes", lambda modes: set(modes) <= set(MODES),
+                         f"--modes: {', '.join(MODES)}")
 
 
 # ---- orchestration ---------------------------------------------------------------------------

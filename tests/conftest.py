@@ -2,6 +2,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
@@ -12,6 +13,15 @@ from xlnet_tf.data.sentencepiece_training import train_sentencepiece  # noqa: E4
 @pytest.fixture
 def rng():
   return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def policy():
+  """policy(name) sets Keras' global dtype policy; float32 again after the test."""
+  def set_policy(name):
+    keras.mixed_precision.set_global_policy(name)
+  yield set_policy
+  keras.mixed_precision.set_global_policy("float32")
 
 
 @pytest.fixture(scope="session")

@@ -192,16 +192,9 @@ def test_multiple_choice_options_in_the_graph(sp_model, tokenizer, tmp_path):
   assert out["s"]["predicted_label"] == expected.argmax(-1).tolist()
 
 
-@pytest.fixture
-def mixed_bfloat16():
-  import keras
-  keras.mixed_precision.set_global_policy("mixed_bfloat16")
-  yield
-  keras.mixed_precision.set_global_policy("float32")
-
-
 def test_bfloat16_export_serves_the_bfloat16_model_with_float32_outputs(
-    sp_model, tokenizer, tmp_path, mixed_bfloat16):
+    sp_model, tokenizer, tmp_path, policy):
+  policy("mixed_bfloat16")
   config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
   classifier, backbone = XLNetClassifier(XLNetModel(config), 3), XLNetModel(config)
   for model in (classifier, backbone):
@@ -226,8 +219,7 @@ def test_bfloat16_export_serves_the_bfloat16_model_with_float32_outputs(
   # The same weights in float32 give other, nearby numbers: the graphs did run in bfloat16
   # (plain ops round some values the other way than XLA's fused regions: within bfloat16's
   # tolerance of the float32 model, as tests/test_model.py's mixed-precision check).
-  import keras
-  keras.mixed_precision.set_global_policy("float32")
+  policy("float32")
   reference, reference_classifier = XLNetModel(config), XLNetClassifier(XLNetModel(config), 3)
   randomize_weights(reference, 4)
   randomize_weights(reference_classifier, 4)

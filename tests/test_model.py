@@ -66,14 +66,6 @@ def test_xla_forward_and_train_step_agree_with_eager(rng):
   assert float(loss) < float(first)
 
 
-@pytest.fixture
-def policy():
-  def set_policy(name):
-    keras.mixed_precision.set_global_policy(name)
-  yield set_policy
-  keras.mixed_precision.set_global_policy("float32")
-
-
 @pytest.mark.parametrize("name,tolerance", [("mixed_bfloat16", 0.08), ("mixed_float16", 0.02)])
 def test_mixed_precision_agrees_with_float32(policy, rng, name, tolerance):
   reference_model = XLNetModel(tiny_config())

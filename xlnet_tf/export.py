@@ -138,12 +138,12 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
   must be started with --xla_cpu_compilation_enabled=true (CPU only).
   """
   with contextlib.nullcontext() if xla else compiled.without_xla():
-    return _export(model, sp_path, export_base, model_name, max_seq_length, version,
-                   text_pairs, lower, warmup_requests)
+    return _export(model, sp_path, export_base, model_name, max_seq_length, version=version,
+                   text_pairs=text_pairs, lower=lower, warmup_requests=warmup_requests)
 
 
-def _export(model, sp_path, export_base, model_name, max_seq_length, version, text_pairs, lower,
-            warmup_requests):
+def _export(model, sp_path, export_base, model_name, max_seq_length, *, version, text_pairs,
+            lower, warmup_requests):
   tokenizer = InGraphTokenizer(sp_path, lower=lower)
   packer = TextPacker(tokenizer, max_seq_length)
   question_answering = isinstance(model, XLNetQuestionAnswering)
