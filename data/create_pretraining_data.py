@@ -14,9 +14,9 @@ import os
 from absl import app
 from absl import flags
 
-from xlnet_tf.data import corpus
-from xlnet_tf.data.create import create_pretraining_data, stage_settings_from_flags
-from xlnet_tf.data.sentencepiece_training import train_sentencepiece
+from xlnet_tf.pretraining import corpus
+from xlnet_tf.pretraining.stage import create_pretraining_data, stage_settings_from_flags
+from xlnet_tf.text.sentencepiece_training import train_sentencepiece
 
 flags.DEFINE_string("input_glob", None, "Text files: one sentence per line, a blank line "
                     "between documents. Default: the Python documentation corpus.")

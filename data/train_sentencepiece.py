@@ -9,8 +9,8 @@ import glob
 from absl import app
 from absl import flags
 
-from xlnet_tf.data.sentencepiece_training import train_sentencepiece
-from xlnet_tf.data.tokenizer import XLNetTokenizer
+from xlnet_tf.text.sentencepiece_training import train_sentencepiece
+from xlnet_tf.text.tokenizer import XLNetTokenizer
 
 flags.DEFINE_string("input_glob", None, "Text files to train on.")
 flags.DEFINE_string("model_prefix", "spiece", "Writes <prefix>.model and <prefix>.vocab.")

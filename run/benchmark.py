@@ -25,6 +25,8 @@ import time
 from absl import app
 from absl import flags
 
+from xlnet_tf.config import SIZE_PRESETS
+
 flags.DEFINE_list("sizes", ["base"], "Model sizes: base, large.")
 flags.DEFINE_list("shapes", ["4x128", "2x512"], "batch x seq_len pairs.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Precisions.")
@@ -44,10 +46,8 @@ flags.DEFINE_string("worker", None, "Internal: run one measurement (JSON spec)."
 flags.DEFINE_string("report_only", None, "Rebuild OUTPUT.md from a saved JSON, no measuring.")
 FLAGS = flags.FLAGS
 
-SIZES = {"tiny": dict(n_layer=2, d_model=64, n_head=4, d_head=16, d_inner=128),  # for tests
-         "base": dict(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072),
-         "large": dict(n_layer=24, d_model=1024, n_head=16, d_head=64, d_inner=4096)}
 VOCAB = 32000
+SIZES = {name: SIZE_PRESETS[name] for name in ("tiny", "base", "large")}  # tiny: for tests
 
 
 def model_flops(size, batch, seq_len, mode):
@@ -109,7 +109,7 @@ def build_xlnet_tf_step(spec):
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
   jit = spec.get("jit")
   jit = spec["dtype"] == "float32" if jit is None else jit
-  config = XLNetConfig(n_token=VOCAB, dropout=0.1, dropatt=0.1, **SIZES[spec["size"]])
+  config = XLNetConfig.preset(spec["size"], n_token=VOCAB, dropout=0.1, dropatt=0.1)
   batch, seq_len = spec["batch"], spec["seq_len"]
   ids, perm_mask, target_mapping = _inputs(batch, seq_len)
   inputs = {"input_ids": tf.constant(ids), "segment_ids": tf.zeros_like(ids),
@@ -148,8 +148,8 @@ def _serving_step(model, inputs, seq_len, xla):
   as plain ops, or XLA-compiled with `xla`)."""
   import tempfile
   import tensorflow as tf
-  from xlnet_tf.data import corpus
-  from xlnet_tf.data.sentencepiece_training import train_sentencepiece
+  from xlnet_tf.pretraining import corpus
+  from xlnet_tf.text.sentencepiece_training import train_sentencepiece
   from xlnet_tf.export import export_saved_model
   with tempfile.TemporaryDirectory() as directory:  # the export needs a SentencePiece model
     files = corpus.write_corpus_files(corpus.python_docs_documents()[:200],
@@ -234,10 +234,10 @@ def run_data_stage(spec):
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
   import dataclasses
   import tempfile
-  from xlnet_tf.data import corpus
-  from xlnet_tf.data.create import create_pretraining_data
-  from xlnet_tf.data.pretraining import PretrainingSettings
-  from xlnet_tf.data.sentencepiece_training import train_sentencepiece
+  from xlnet_tf.pretraining import corpus
+  from xlnet_tf.pretraining.stage import create_pretraining_data
+  from xlnet_tf.pretraining.examples import PretrainingSettings
+  from xlnet_tf.text.sentencepiece_training import train_sentencepiece
   with tempfile.TemporaryDirectory() as directory:
     documents = corpus.python_docs_documents()
     files = corpus.write_corpus_files(documents * spec["copies"],
@@ -338,7 +338,7 @@ def data_stage_markdown(data_stage):
   if "error" in data_stage:
     return f"\nData stage: error: {data_stage['error']}"
   d, settings = data_stage, data_stage["settings"]
-  return (f"\nData stage (`xlnet_tf.data.create`, {d['workers']} worker processes, the Python "
+  return (f"\nData stage (`xlnet_tf.pretraining.stage`, {d['workers']} worker processes, the Python "
           f"documentation x{d['copies']}, {d['corpus_tokens']:,} tokens, seq_len "
           f"{settings['seq_len']}, reuse {settings['reuse_len']}, num_predict "
           f"{settings['num_predict']}, bi_data {settings['bi_data']}): "

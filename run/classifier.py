@@ -11,16 +11,15 @@ import os
 
 from absl import app
 from absl import flags
-from absl import logging
 
-from xlnet_tf import XLNetConfig, checkpoints
-from xlnet_tf.data.classification import GLUE_TASKS
-from xlnet_tf.data.tokenizer import XLNetTokenizer
-from xlnet_tf.training import classifier_finetuning as finetuning
+from xlnet_tf import XLNetConfig
+from xlnet_tf.json_files import write_json
+from xlnet_tf.tasks import classification, finetuning
+from xlnet_tf.text.tokenizer import XLNetTokenizer
 
 import common_flags
 
-flags.DEFINE_enum("task_name", None, sorted(GLUE_TASKS) + ["imdb", "generic"],
+flags.DEFINE_enum("task_name", None, sorted(classification.GLUE_TASKS) + ["imdb", "generic"],
                   "GLUE task, imdb (aclImdb folders) or generic.")
 flags.DEFINE_string("data_dir", None, "GLUE task directory (train.tsv, dev.tsv, test.tsv) or "
                     "the aclImdb directory.")
@@ -53,37 +52,38 @@ def main(argv):
   splits = [s for s, wanted in (("train", FLAGS.do_train), ("dev", FLAGS.do_train or
                                 FLAGS.do_eval), ("test", FLAGS.do_predict)) if wanted]
   files = {"train": FLAGS.train_file, "dev": FLAGS.dev_file, "test": FLAGS.test_file}
-  task = finetuning.load_task(FLAGS.task_name, tokenizer, FLAGS.max_seq_length, FLAGS.data_dir,
-                              files, FLAGS.labels, FLAGS.regression, splits,
-                              FLAGS.mnli_mismatched)
+  task = classification.load_task(FLAGS.task_name, tokenizer, FLAGS.max_seq_length,
+                                  FLAGS.data_dir, files, FLAGS.labels, FLAGS.regression, splits,
+                                  FLAGS.mnli_mismatched)
   for split, report in task.reports.items():
     print(f"{task.name} {split}: {report.summary()}")
-  best_dir = os.path.join(FLAGS.output_dir, "best")
+  best_dir = common_flags.best_dir()
   with strategy.scope():
-    model = finetuning.build_classifier(config, task, FLAGS.summary_type, FLAGS.init_checkpoint,
-                                        FLAGS.init_checkpoint_format)
+    model = classification.build_classifier(config, task, FLAGS.summary_type,
+                                            FLAGS.init_checkpoint, FLAGS.init_checkpoint_format)
     if FLAGS.do_train:
-      result = finetuning.train_classifier(
-          model, task, FLAGS.train_steps, FLAGS.train_batch_size, FLAGS.learning_rate,
-          FLAGS.warmup_steps, FLAGS.weight_decay, FLAGS.lr_layer_decay_rate, FLAGS.eval_every,
-          best_dir, FLAGS.seed, FLAGS.jit_compile)
-      finetuning.write_json(os.path.join(FLAGS.output_dir, "train_history.json"), result)
-      print(f"Best dev {result['metric']}: {result['best'][result['metric']]:.4f} at step "
-            f"{result['best']['step']}; weights in {best_dir}")
-    if os.path.exists(os.path.join(best_dir, checkpoints.own.WEIGHTS_FILE)):
-      checkpoints.load_own_checkpoint(model, best_dir)
+      options = common_flags.finetuning_options(FLAGS.jit_compile)
+      result = classification.train_classifier(
+          model, task, options.train_steps, options.batch_size, options.learning_rate,
+          options.warmup_steps, options.weight_decay, options.lr_layer_decay_rate,
+          options.eval_every, best_dir, options.seed, options.jit_compile)
+      write_json(os.path.join(FLAGS.output_dir, "train_history.json"), result)
+      if result["best"]:
+        print(f"Best dev {result['metric']}: {result['best'][result['metric']]:.4f} at step "
+              f"{result['best']['step']}; weights in {best_dir}")
+    else:
+      finetuning.restore_best(model, best_dir)
     if FLAGS.do_eval:
-      logits = finetuning.predict_logits(model, task.splits["dev"], FLAGS.train_batch_size)
-      metrics = finetuning.classification_metrics(task.splits["dev"]["label"], logits,
-                                                  task.metric)
-      finetuning.write_json(os.path.join(FLAGS.output_dir, "dev_metrics.json"), metrics)
+      logits = classification.predict_logits(model, task.splits["dev"], FLAGS.train_batch_size)
+      metrics = classification.classification_metrics(task.splits["dev"]["label"], logits,
+                                                      task.metric)
+      write_json(os.path.join(FLAGS.output_dir, "dev_metrics.json"), metrics)
       print(f"dev: {metrics}")
     if FLAGS.do_predict:
-      logits = finetuning.predict_logits(model, task.splits["test"], FLAGS.train_batch_size)
+      logits = classification.predict_logits(model, task.splits["test"], FLAGS.train_batch_size)
       path = os.path.join(FLAGS.output_dir, f"{task.name}_test_predictions.tsv")
-      finetuning.write_predictions(path, task, logits)
+      classification.write_predictions(path, task, logits)
       print(f"Wrote {len(logits)} predictions to {path}")
-  logging.info("done")
 
 
 if __name__ == "__main__":

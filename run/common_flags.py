@@ -1,8 +1,13 @@
-"""Flags the fine-tuning CLIs share: distribution, precision, seed."""
+"""Flags the fine-tuning CLIs share: distribution, precision, seed, model, optimisation."""
+
+import os
 
 from absl import flags
 import keras
 
+from xlnet_tf import XLNetConfig, XLNetModel, checkpoints
+from xlnet_tf.tasks import finetuning
+from xlnet_tf.text.tokenizer import XLNetTokenizer
 from xlnet_tf.training import strategy as strategy_lib
 
 
@@ -52,7 +57,6 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, train_steps
 
 def pretrained_backbone(config):
   """An XLNetModel, loaded from --init_checkpoint when given."""
-  from xlnet_tf import XLNetModel, checkpoints
   values = flags.FLAGS
   backbone = XLNetModel(config)
   if values.init_checkpoint:
@@ -62,12 +66,24 @@ def pretrained_backbone(config):
 
 def finetuning_setup():
   """(strategy, tokenizer, backbone config) of a fine-tuning run; creates --output_dir."""
-  import os
-  from xlnet_tf import XLNetConfig
-  from xlnet_tf.data.tokenizer import XLNetTokenizer
   values = flags.FLAGS
   strategy = runtime_strategy()
   os.makedirs(values.output_dir, exist_ok=True)
   tokenizer = XLNetTokenizer(values.sp_path, lower=values.uncased)
   config = XLNetConfig.from_json_file(values.model_config, mem_len=0, reuse_len=0, bi_data=False)
   return strategy, tokenizer, config
+
+
+def finetuning_options(jit_compile="auto") -> finetuning.FinetuningOptions:
+  values = flags.FLAGS
+  return finetuning.FinetuningOptions(
+      train_steps=values.train_steps, batch_size=values.train_batch_size,
+      learning_rate=values.learning_rate, warmup_steps=values.warmup_steps,
+      weight_decay=getattr(values, "weight_decay", 0.0),
+      lr_layer_decay_rate=values.lr_layer_decay_rate, eval_every=values.eval_every,
+      seed=values.seed, jit_compile=jit_compile)
+
+
+def best_dir() -> str:
+  """Where the fine-tuning loop keeps the best weights: --output_dir/best."""
+  return os.path.join(flags.FLAGS.output_dir, finetuning.BEST_DIR)

@@ -18,11 +18,12 @@ from absl import logging
 import keras
 
 from xlnet_tf import XLNetConfig
-from xlnet_tf.data.default_data import prepare_default_pretraining_data
-from xlnet_tf.data.pretraining import PretrainingSettings
-from xlnet_tf.data.records import load_record_info
+from xlnet_tf.config import SIZE_PRESETS
+from xlnet_tf.pretraining.default_data import prepare_default_pretraining_data
+from xlnet_tf.pretraining.examples import PretrainingSettings
+from xlnet_tf.pretraining.records import load_record_info
 from xlnet_tf.training import strategy as strategy_lib
-from xlnet_tf.training.pretraining_loop import (PretrainingOptions, PretrainingRun,
+from xlnet_tf.pretraining.loop import (PretrainingOptions, PretrainingRun,
                                                 write_run_summary)
 
 flags.DEFINE_enum("strategy", "one_device", strategy_lib.STRATEGIES, "Distribution strategy.")
@@ -33,8 +34,9 @@ flags.DEFINE_string("train_data", None, "Directory (or record_info.json) of trai
                     "TFRecords. Default: build the embedded Python-docs data.")
 flags.DEFINE_string("valid_data", None, "Held-out TFRecords for evaluation.")
 flags.DEFINE_string("model_config", None, "xlnet_config.json (original keys accepted).")
-flags.DEFINE_enum("model_size", "default", ["default", "tiny", "base", "large"],
-                  "Size preset when no --model_config ('default': the demo model).")
+flags.DEFINE_enum("model_size", "demo", sorted(SIZE_PRESETS),
+                  "Size preset when no --model_config (demo: 4 layers, d_model 128, dropout "
+                  "0).")
 flags.DEFINE_string("model_dir", "pretrain_output/model", "Checkpoints and summaries.")
 flags.DEFINE_integer("train_batch_size", None, "Global batch size (default: the data's).")
 flags.DEFINE_integer("train_steps", 600, "Training steps.")
@@ -64,7 +66,6 @@ FLAGS = flags.FLAGS
 
 DEFAULT_DATA = PretrainingSettings(seq_len=128, reuse_len=64, num_predict=21, bsz_per_host=16,
                                    bi_data=True)
-DEFAULT_MODEL = dict(n_layer=4, d_model=128, n_head=4, d_head=32, d_inner=512)
 
 
 def model_config(info, mem_len) -> XLNetConfig:
@@ -73,9 +74,8 @@ def model_config(info, mem_len) -> XLNetConfig:
                  reuse_len=settings["reuse_len"], bi_data=settings["bi_data"])
   if FLAGS.model_config:
     return XLNetConfig.from_json_file(FLAGS.model_config, **runtime)
-  if FLAGS.model_size == "default":
-    return XLNetConfig(n_token=info["tokenizer"]["vocab_size"], dropout=0.0, dropatt=0.0,
-                       **DEFAULT_MODEL, **runtime)
+  if FLAGS.model_size == "demo":
+    runtime.update(dropout=0.0, dropatt=0.0)
   return XLNetConfig.preset(FLAGS.model_size, n_token=info["tokenizer"]["vocab_size"], **runtime)
 
 

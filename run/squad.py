@@ -6,20 +6,17 @@
       --max_seq_length=512 --output_dir=out/squad --do_train --do_predict
 """
 
-import json
 import os
 
 from absl import app
 from absl import flags
-import tensorflow as tf
 
-from xlnet_tf import checkpoints
-from xlnet_tf.data.classification import ReadReport
-from xlnet_tf.data.squad import build_features, read_squad
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
-from xlnet_tf.squad_metrics import (apply_null_threshold, best_null_threshold, decode,
-                                    squad_scores)
-from xlnet_tf.training.optimization import create_optimizer
+from xlnet_tf.json_files import write_json
+from xlnet_tf.tasks import finetuning
+from xlnet_tf.tasks.squad import build_features, read_squad
+from xlnet_tf.tasks.squad_metrics import evaluate_predictions
+from xlnet_tf.text.read_report import ReadReport
 
 import common_flags
 
@@ -38,8 +35,6 @@ common_flags.define_finetuning_flags(max_seq_length=512, train_batch_size=48, tr
 flags.mark_flags_as_required(["sp_path", "model_config", "output_dir"])
 FLAGS = flags.FLAGS
 
-MODEL_KEYS = ("input_ids", "segment_ids", "input_mask", "p_mask", "cls_index")
-
 
 def features_for(tokenizer, path, training):
   report = ReadReport()
@@ -50,68 +45,46 @@ def features_for(tokenizer, path, training):
   return examples, arrays, windows
 
 
-def predict_and_score(model, tokenizer, examples, arrays, windows, threshold=None):
-  outputs = model.predict({k: arrays[k] for k in MODEL_KEYS}, batch_size=FLAGS.train_batch_size,
-                          verbose=0)
-  predictions, nulls = decode(examples, windows, outputs, FLAGS.max_answer_length)
-  result = {"has_answers": any(e.answers or e.is_impossible for e in examples)}
-  if result["has_answers"]:
-    result["without_null"] = squad_scores(examples, predictions)
-    if threshold is None and any(e.is_impossible for e in examples):
-      threshold, result["best_threshold_scores"] = best_null_threshold(examples, predictions,
-                                                                        nulls)
-  if threshold is not None:
-    predictions = apply_null_threshold(predictions, nulls, threshold)
-    result["null_score_threshold"] = threshold
-  if result["has_answers"]:
-    result["scores"] = squad_scores(examples, predictions)
-  return predictions, nulls, result
+def predict_and_score(model, examples, arrays, windows, threshold=None):
+  outputs = finetuning.predict(model, arrays, FLAGS.train_batch_size,
+                               extra_keys=XLNetQuestionAnswering.extra_inputs)
+  return evaluate_predictions(examples, windows, outputs, FLAGS.max_answer_length, threshold)
 
 
 def main(argv):
   del argv
   strategy, tokenizer, config = common_flags.finetuning_setup()
-  weights_dir = os.path.join(FLAGS.output_dir, "best")
+  best_dir = common_flags.best_dir()
   predict_data = (features_for(tokenizer, FLAGS.predict_file, training=False)
                   if FLAGS.predict_file else None)
   with strategy.scope():
-    backbone = common_flags.pretrained_backbone(config)
-    model = XLNetQuestionAnswering(backbone, FLAGS.start_n_top, FLAGS.end_n_top)
+    model = XLNetQuestionAnswering(common_flags.pretrained_backbone(config), FLAGS.start_n_top,
+                                   FLAGS.end_n_top)
     if FLAGS.do_train:
       _, arrays, _ = features_for(tokenizer, FLAGS.train_file, training=True)
-      model.compile(optimizer=create_optimizer(model, FLAGS.learning_rate, FLAGS.train_steps,
-                                               FLAGS.warmup_steps,
-                                               lr_layer_decay_rate=FLAGS.lr_layer_decay_rate))
-      dataset = tf.data.Dataset.from_tensor_slices(arrays).shuffle(
-          len(arrays["input_ids"]), seed=FLAGS.seed).repeat().batch(FLAGS.train_batch_size,
-                                                                    drop_remainder=True)
-      every = FLAGS.eval_every or FLAGS.train_steps
-      best = None
-      for round_index in range(max(FLAGS.train_steps // every, 1)):
-        history = model.fit(dataset, steps_per_epoch=every, epochs=1, verbose=0).history
-        step = (round_index + 1) * every
-        score = None
-        if predict_data is not None and predict_data[0] and any(
-            e.answers for e in predict_data[0]):
-          score = predict_and_score(model, tokenizer, *predict_data)[2]["scores"]["f1"]
-        print(f"step {step}: loss {history['loss'][-1]:.4f}"
-              + ("" if score is None else f", dev F1 {score:.2f}"), flush=True)
-        if best is None or score is None or score > best:
-          best = score
-          checkpoints.save_pretrained(model, weights_dir)
-    if os.path.exists(os.path.join(weights_dir, checkpoints.own.WEIGHTS_FILE)):
-      checkpoints.load_own_checkpoint(model, weights_dir)
+      evaluate = None
+      if predict_data is not None and any(e.answers for e in predict_data[0]):
+        evaluate = lambda: predict_and_score(model, *predict_data)[2]["scores"]
+      train = finetuning.feature_dataset(
+          arrays, FLAGS.train_batch_size, shuffle=True, seed=FLAGS.seed, repeat=True,
+          extra_keys=XLNetQuestionAnswering.extra_inputs
+          + XLNetQuestionAnswering.training_targets)
+      result = finetuning.finetune(model, train, common_flags.finetuning_options(),
+                                   evaluate=evaluate, metric="f1", best_dir=best_dir)
+      write_json(os.path.join(FLAGS.output_dir, "train_history.json"), result)
+      if result["best"]:
+        print(f"Best dev F1 {result['best']['f1']:.2f} at step {result['best']['step']}")
+    else:
+      finetuning.restore_best(model, best_dir)
     if FLAGS.do_predict or FLAGS.do_eval:
-      predictions, nulls, result = predict_and_score(model, tokenizer, *predict_data,
+      predictions, nulls, result = predict_and_score(model, *predict_data,
                                                      threshold=FLAGS.null_score_threshold)
       if result["has_answers"]:
         print(f"EM {result['scores']['exact']:.2f}  F1 {result['scores']['f1']:.2f}")
-      json.dump(predictions, open(os.path.join(FLAGS.output_dir, "predictions.json"), "w"),
-                indent=1)
-      json.dump({k: float(v) for k, v in nulls.items()},
-                open(os.path.join(FLAGS.output_dir, "null_odds.json"), "w"), indent=1)
-      json.dump(result, open(os.path.join(FLAGS.output_dir, "results.json"), "w"), indent=1,
-                default=float)
+      write_json(os.path.join(FLAGS.output_dir, "predictions.json"), predictions)
+      write_json(os.path.join(FLAGS.output_dir, "null_odds.json"),
+                 {k: float(v) for k, v in nulls.items()})
+      write_json(os.path.join(FLAGS.output_dir, "results.json"), result)
       print(f"Wrote predictions.json and null_odds.json (the official script's inputs) to "
             f"{FLAGS.output_dir}")
 

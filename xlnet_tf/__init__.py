@@ -1,7 +1,40 @@
-"""xlnet_tf: XLNet for TensorFlow 2 / Keras 3."""
+"""xlnet_tf: XLNet for TensorFlow 2 / Keras 3.
 
-from xlnet_tf.config import XLNetConfig
-from xlnet_tf.model import XLNetModel
+  from xlnet_tf import (XLNetConfig, XLNetModel, XLNetPretrainer, XLNetClassifier,
+                        XLNetMultipleChoice, XLNetQuestionAnswering, XLNetTokenClassifier,
+                        XLNetTokenizer, checkpoints)
+
+Names are imported on first use (PEP 562), so `import xlnet_tf` and `xlnet_tf.config` do not
+load TensorFlow until a model, tokenizer or checkpoint function is asked for.
+"""
+
+import importlib
 
 __version__ = "0.1.0"
-__all__ = ["XLNetConfig", "XLNetModel"]
+
+_EXPORTS = {  # public name -> the module defining it
+    "XLNetConfig": "xlnet_tf.config",
+    "XLNetModel": "xlnet_tf.model",
+    "XLNetPretrainer": "xlnet_tf.heads.pretrainer",
+    "XLNetClassifier": "xlnet_tf.heads.classifier",
+    "XLNetMultipleChoice": "xlnet_tf.heads.multiple_choice",
+    "XLNetQuestionAnswering": "xlnet_tf.heads.question_answering",
+    "XLNetTokenClassifier": "xlnet_tf.heads.token_classifier",
+    "XLNetTokenizer": "xlnet_tf.text.tokenizer",
+}
+_SUBPACKAGES = ("checkpoints", "heads", "layers", "ops", "pretraining", "tasks", "text",
+                "training", "export")
+
+__all__ = sorted(_EXPORTS) + ["checkpoints"]
+
+
+def __getattr__(name):
+  if name in _EXPORTS:
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+  if name in _SUBPACKAGES:
+    return importlib.import_module(f"xlnet_tf.{name}")
+  raise AttributeError(f"module 'xlnet_tf' has no attribute {name!r}")
+
+
+def __dir__():
+  return sorted(set(globals()) | set(_EXPORTS) | {"checkpoints"})

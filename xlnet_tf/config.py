@@ -9,12 +9,21 @@ code reads, and `from_json_file` reads either kind.
 
 import dataclasses
 import json
-import os
 from typing import Any, Dict
+
+from xlnet_tf.json_files import write_json
 
 ARCHITECTURE_KEYS = ("n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation",
                      "untie_r", "n_token")
 FF_ACTIVATIONS = ("gelu", "gelu_exact", "relu")
+# Architecture sizes by name: the released base and large, the main job's demo model, and a
+# tiny one for tests. The only place these numbers are written.
+SIZE_PRESETS = {
+    "base": dict(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072),
+    "large": dict(n_layer=24, d_model=1024, n_head=16, d_head=64, d_inner=4096),
+    "demo": dict(n_layer=4, d_model=128, n_head=4, d_head=32, d_inner=512),
+    "tiny": dict(n_token=1000, n_layer=2, d_model=32, n_head=4, d_head=8, d_inner=64),
+}
 ATTENTION_TYPES = ("bi", "uni")
 
 
@@ -74,15 +83,11 @@ class XLNetConfig:
   # ---- presets -------------------------------------------------------------------------------
   @classmethod
   def preset(cls, name: str, **overrides) -> "XLNetConfig":
-    """`base` (12x768), `large` (24x1024) as released, or `tiny` for tests and demos."""
-    presets = {
-        "base": dict(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072),
-        "large": dict(n_layer=24, d_model=1024, n_head=16, d_head=64, d_inner=4096),
-        "tiny": dict(n_token=1000, n_layer=2, d_model=32, n_head=4, d_head=8, d_inner=64),
-    }
-    if name not in presets:
-      raise ValueError(f"Unknown XLNet preset {name!r}; choose one of {sorted(presets)}.")
-    return cls(**{**presets[name], **overrides})
+    """`base` (12x768), `large` (24x1024) as released, `demo` (4x128, the main job's) or
+    `tiny` (2x32, tests); see SIZE_PRESETS."""
+    if name not in SIZE_PRESETS:
+      raise ValueError(f"Unknown XLNet preset {name!r}; choose one of {sorted(SIZE_PRESETS)}.")
+    return cls(**{**SIZE_PRESETS[name], **overrides})
 
   # ---- (de)serialization ---------------------------------------------------------------------
   def to_dict(self, original_keys_only: bool = False) -> Dict[str, Any]:
@@ -119,12 +124,7 @@ class XLNetConfig:
     return cls.from_dict(values, source=path, **overrides)
 
   def to_json_file(self, path: str, original_keys_only: bool = False) -> None:
-    directory = os.path.dirname(path)
-    if directory:
-      os.makedirs(directory, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as handle:
-      json.dump(self.to_dict(original_keys_only), handle, indent=2, sort_keys=True)
-      handle.write("\n")
+    write_json(path, self.to_dict(original_keys_only), sort_keys=True)
 
 
 def _is_int(value) -> bool:

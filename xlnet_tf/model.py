@@ -12,13 +12,21 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.config import XLNetConfig
-from xlnet_tf.layers import dropout as dropout_lib
 from xlnet_tf.layers import masks as mask_lib
 from xlnet_tf.layers.dropout import FastDropout
 from xlnet_tf.layers.position_encoding import RelativePositionEncoding
 from xlnet_tf.layers.two_stream_block import TwoStreamBlock
+from xlnet_tf.ops import random as random_ops
 
-INPUT_KEYS = ("input_ids", "segment_ids", "input_mask", "perm_mask", "target_mapping", "mems")
+# Every input XLNetModel takes. Heads and data pass their feature dicts through
+# `backbone_inputs`, which keeps these keys.
+BACKBONE_INPUTS = ("input_ids", "segment_ids", "input_mask", "perm_mask", "target_mapping",
+                   "mems")
+
+
+def backbone_inputs(features) -> Dict[str, Any]:
+  """The entries of `features` that XLNetModel takes (labels, p_mask, targets... dropped)."""
+  return {key: features[key] for key in BACKBONE_INPUTS if key in features}
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -37,29 +45,36 @@ class XLNetModel(keras.Model):
     mems           list of L tensors [B, M, D]; optional.
 
   Returns a dict: sequence_output [B, T, D] (content stream, last layer); query_output
-  [B, P, D] with target_mapping; new_mems (list of L [B, M', D]) when config.mem_len > 0.
+  [B, P, D] with target_mapping; new_mems (list of L [B, M', D]) when config.mem_len > 0;
+  attention (list of L [B, N, T, K], the content stream's probabilities) when called with
+  return_attention=True.
   Each layer's memory is that layer's input: the first reuse_len tokens (all if 0) appended
   to the old memory, the last mem_len kept, gradient stopped.
   """
 
-  def __init__(self, config, recompute_blocks: bool = False, **kwargs):
+  def __init__(self, config, recompute_blocks: bool = False, fused: bool = True, **kwargs):
     """`recompute_blocks`: in training, keep only each block's inputs and recompute the rest
     during the backward pass (less memory for long sequences, about a third more compute).
     Each block's dropout seeds derive from one seed per block and step, so the recomputed
-    pass draws the forward's masks (with or without recompute_blocks alike)."""
+    pass draws the forward's masks (with or without recompute_blocks alike).
+
+    `fused=False`: the layers compute with ordinary TensorFlow ops, the attention score as
+    one function that reads like the paper (layers.attention.relative_attention_probabilities)
+    instead of the compiled kernels of xlnet_tf.ops. Same weights and results; slower."""
     if isinstance(config, dict):
       config = XLNetConfig.from_dict(config)
     kwargs.setdefault("name", "transformer")
     super().__init__(**kwargs)
     self.config = config
     self.recompute_blocks = recompute_blocks
+    self.fused = fused
     self.position_encoding = RelativePositionEncoding(
         config.d_model, config.attn_type, config.bi_data, config.clamp_len,
         name="position_encoding")
     self.blocks = [
         TwoStreamBlock(config.n_head, config.d_head, config.d_inner, config.ff_activation,
                        dropout=config.dropout, dropatt=config.dropatt,
-                       init_std=config.init_std, name=f"layer_{index}")
+                       init_std=config.init_std, fused=fused, name=f"layer_{index}")
         for index in range(config.n_layer)]
     self.embedding_dropout = FastDropout(config.dropout)
     self.position_dropout = FastDropout(config.dropout)
@@ -93,7 +108,7 @@ class XLNetModel(keras.Model):
     self.built = True
 
   # ---- forward ---------------------------------------------------------------------------
-  def call(self, inputs: Dict[str, Any], training=False):
+  def call(self, inputs: Dict[str, Any], training=False, return_attention=False):
     config = self.config
     inputs = self._checked_inputs(inputs)
     dtype = self.compute_dtype
@@ -135,7 +150,7 @@ class XLNetModel(keras.Model):
       if mismatch is not None:
         stream_kwargs["query_segment_mismatch"] = tf.gather(mismatch, positions, batch_dims=1)
 
-    new_mems = []
+    new_mems, attention_maps = [], []
     for index, block in enumerate(self.blocks):
       memory = mems[index] if mems else None
       if config.mem_len > 0:
@@ -152,23 +167,31 @@ class XLNetModel(keras.Model):
       def run_block(content, query, biases, block=block, memory=memory, seed=block_seed):
         segment_kwargs = {"segment_mismatch": mismatch} if mismatch is not None else {}
         seeds = (contextlib.nullcontext() if seed is None
-                 else dropout_lib.seeds_derived_from(seed))
+                 else random_ops.seeds_derived_from(seed))
         with seeds:
           return block(content, position_encoding, memory=memory, content_mask=content_mask,
-                       query=query, training=training, **biases, **segment_kwargs,
-                       **stream_kwargs)
+                       query=query, training=training, return_attention=return_attention,
+                       **biases, **segment_kwargs, **stream_kwargs)
 
-      if self.recompute_blocks and training:
+      if self.recompute_blocks and training and not return_attention:
         content, query = _recomputed(run_block, content, query, biases)
       else:
-        content, query = run_block(content, query, biases)
+        content, query, *attention = run_block(content, query, biases)
+        attention_maps.extend(attention)
 
     outputs = {"sequence_output": self.output_dropout(content, training=training)}
     if query is not None:
       outputs["query_output"] = self.output_dropout(query, training=training)
     if config.mem_len > 0:
       outputs["new_mems"] = new_mems
+    if return_attention:
+      outputs["attention"] = attention_maps
     return outputs
+
+  def serving_outputs(self, features):
+    """What a SavedModel of the backbone returns (see xlnet_tf.export)."""
+    sequence = self(backbone_inputs(features), training=False)["sequence_output"]
+    return {"pooled_output": sequence[:, -1], "sequence_output": sequence}
 
   def _cache_memory(self, layer_input, memory):
     """The memory the next segment sees at this layer: [B, min(M + reuse, mem_len), D]."""
@@ -183,10 +206,10 @@ class XLNetModel(keras.Model):
     """Checks ranks, dtypes and shape agreement; token ids too when running eagerly."""
     if not isinstance(inputs, dict):
       raise TypeError("XLNetModel takes a dict of inputs with keys from "
-                      f"{INPUT_KEYS}; got {type(inputs).__name__}")
-    unknown = sorted(set(inputs) - set(INPUT_KEYS))
+                      f"{BACKBONE_INPUTS}; got {type(inputs).__name__}")
+    unknown = sorted(set(inputs) - set(BACKBONE_INPUTS))
     if unknown:
-      raise ValueError(f"XLNetModel: unknown input(s) {unknown}; expected keys from {INPUT_KEYS}")
+      raise ValueError(f"XLNetModel: unknown input(s) {unknown}; expected keys from {BACKBONE_INPUTS}")
     if "input_ids" not in inputs:
       raise ValueError("XLNetModel: the input 'input_ids' [B, T] is required")
     inputs = {key: value for key, value in inputs.items() if value is not None}
@@ -232,12 +255,13 @@ class XLNetModel(keras.Model):
   # ---- serialization ---------------------------------------------------------------------
   def get_config(self):
     return {"config": self.config.to_dict(), "name": self.name,
-            "recompute_blocks": self.recompute_blocks}
+            "recompute_blocks": self.recompute_blocks, "fused": self.fused}
 
   @classmethod
   def from_config(cls, config):
     return cls(XLNetConfig.from_dict(config["config"]), name=config.get("name", "transformer"),
-               recompute_blocks=config.get("recompute_blocks", False))
+               recompute_blocks=config.get("recompute_blocks", False),
+               fused=config.get("fused", True))
 
 
 def _recomputed(run_block, content, query, biases):

@@ -101,8 +101,8 @@ def test_regression_and_keras_round_trip(tmp_path, rng):
 
 
 def test_long_documents_depend_on_earlier_segments_through_memory(sp_model):
-  from xlnet_tf.data.classification import encode_long_documents
-  from xlnet_tf.data.tokenizer import XLNetTokenizer
+  from xlnet_tf.tasks.classification import encode_long_documents
+  from xlnet_tf.text.tokenizer import XLNetTokenizer
   tokenizer = XLNetTokenizer(sp_model)
   words = "the class statement defines a new type of object with methods and values".split()
   text = " ".join(words * 3)  # about 40 tokens: 3 segments of 14

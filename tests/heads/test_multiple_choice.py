@@ -7,9 +7,9 @@ import numpy as np
 
 from model_inputs import padded_pair_batch, tiny_config
 from xlnet_tf import XLNetConfig, XLNetModel
-from xlnet_tf.data.classification import ReadReport
-from xlnet_tf.data.race import encode_race, option_text, read_race
-from xlnet_tf.data.tokenizer import XLNetTokenizer
+from xlnet_tf.text.read_report import ReadReport
+from xlnet_tf.tasks.race import encode_race, option_text, read_race
+from xlnet_tf.text.tokenizer import XLNetTokenizer
 from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
 
 

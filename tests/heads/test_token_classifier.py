@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from model_inputs import padded_pair_batch, tiny_config
 from xlnet_tf import XLNetConfig, XLNetModel
-from xlnet_tf.data.tokenizer import XLNetTokenizer
+from xlnet_tf.text.tokenizer import XLNetTokenizer
 from xlnet_tf.heads.token_classifier import XLNetTokenClassifier, token_loss
 
 

@@ -10,8 +10,7 @@ import tensorflow as tf
 
 from xlnet_tf.heads.base import XLNetHead
 from xlnet_tf.heads.summary import SequenceSummary
-
-BACKBONE_KEYS = ("input_ids", "segment_ids", "input_mask", "mems")
+from xlnet_tf.model import backbone_inputs
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -42,8 +41,7 @@ class XLNetClassifier(XLNetHead):
     segment decides, and memory lets it depend on every earlier segment."""
     if len(inputs["input_ids"].shape) == 3:
       return self._long_document_logits(inputs, training)
-    outputs = self.backbone({k: inputs[k] for k in BACKBONE_KEYS if k in inputs},
-                            training=training)
+    outputs = self.backbone(backbone_inputs(inputs), training=training)
     return self._logits(outputs["sequence_output"], inputs.get("input_mask"), training)
 
   def _logits(self, sequence, input_mask, training):
@@ -64,6 +62,13 @@ class XLNetClassifier(XLNetHead):
       outputs = self.backbone(segment, training=training)
       mems = outputs["new_mems"]  # gradient stops at the memory, as in the original
     return self._logits(outputs["sequence_output"], segment.get("input_mask"), training)
+
+  def serving_outputs(self, features):
+    """What a SavedModel of this head returns (see xlnet_tf.export)."""
+    logits = self(features, training=False)
+    if self.num_classes == 1:
+      return {"score": logits}
+    return classification_outputs(logits)
 
   @property
   def _original_task_scope(self) -> str:
@@ -87,3 +92,9 @@ class XLNetClassifier(XLNetHead):
   def head_config(self):
     return {"num_classes": self.num_classes, "summary_type": self.summary_type,
             "task_name": self.task_name}
+
+
+def classification_outputs(logits):
+  """Serving outputs of class logits [..., C]: logits, probabilities, predicted_label."""
+  return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
+          "predicted_label": tf.argmax(logits, axis=-1, output_type=tf.int32)}

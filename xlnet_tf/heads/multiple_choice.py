@@ -10,14 +10,16 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf.heads.base import XLNetHead
+from xlnet_tf.heads.classifier import classification_outputs
 from xlnet_tf.heads.summary import SequenceSummary
-
-CHOICE_KEYS = ("input_ids", "segment_ids", "input_mask")
+from xlnet_tf.model import backbone_inputs
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetMultipleChoice(XLNetHead):
   """Inputs [B, C, T] (input_ids, segment_ids, input_mask) -> logits [B, C]."""
+
+  serving_text_inputs = ("text", "options")  # options [B, C]: each packed with the text
 
   def __init__(self, backbone, summary_type: str = "last", **kwargs):
     super().__init__(backbone, **kwargs)
@@ -33,12 +35,16 @@ class XLNetMultipleChoice(XLNetHead):
 
   def call(self, inputs, training=False):
     shape = tf.shape(inputs["input_ids"])  # [B, C, T]
-    flat = {key: tf.reshape(inputs[key], tf.stack([-1, shape[2]])) for key in CHOICE_KEYS
-            if key in inputs}
+    flat = {key: tf.reshape(value, tf.stack([-1, shape[2]]))
+            for key, value in backbone_inputs(inputs).items()}
     sequence = self.backbone(flat, training=training)["sequence_output"]
     pooled = self.summary(sequence, flat.get("input_mask"), training=training)
     scores = tf.cast(self.logit(pooled), tf.float32)  # [B * C, 1]
     return tf.reshape(scores, shape[:2])
+
+  def serving_outputs(self, features):
+    """What a SavedModel of this head returns (see xlnet_tf.export)."""
+    return classification_outputs(self(features, training=False))
 
   def original_head_variables(self):
     names = self.summary.original_variables()

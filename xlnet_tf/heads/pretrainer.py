@@ -7,22 +7,24 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf.heads.base import XLNetHead
-
-MODEL_INPUT_KEYS = ("input_ids", "segment_ids", "input_mask", "perm_mask", "target_mapping",
-                    "mems")
+from xlnet_tf.model import backbone_inputs
 
 
-def masked_lm_loss(logits, target, target_mask, normalizer=None):
-  """Sum of cross-entropy over real targets divided by `normalizer` (default: their count).
+def lm_loss_sum(logits, target, target_mask):
+  """(sum of cross-entropy over real targets, their count), float32 scalars.
 
-  logits [B, P, V], target int [B, P], target_mask [B, P]. Computed in float32.
-  """
+  logits [B, P, V], target int [B, P], target_mask [B, P] (1 = a real target). The sum and the
+  count separately, so that a distributed step can divide by the global count."""
   losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
       labels=tf.cast(target, tf.int32), logits=tf.cast(logits, tf.float32))
   target_mask = tf.cast(target_mask, tf.float32)
-  if normalizer is None:
-    normalizer = tf.maximum(tf.reduce_sum(target_mask), 1.0)
-  return tf.reduce_sum(losses * target_mask) / normalizer
+  return tf.reduce_sum(losses * target_mask), tf.reduce_sum(target_mask)
+
+
+def masked_lm_loss(logits, target, target_mask):
+  """The mean cross-entropy per real target (see lm_loss_sum)."""
+  loss_sum, count = lm_loss_sum(logits, target, target_mask)
+  return loss_sum / tf.maximum(count, 1.0)
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -31,7 +33,7 @@ class XLNetPretrainer(XLNetHead):
 
   Call with the backbone's inputs (extra keys such as `target` are ignored); returns
   {"logits": [B, P, V], "new_mems": [...] when mem_len > 0}. `model.fit` on batches of
-  `xlnet_tf.data.records.pretraining_dataset` trains it, carrying the memory from one batch to
+  `xlnet_tf.pretraining.records.pretraining_dataset` trains it, carrying the memory from one batch to
   the next (see `train_step`).
   """
 
@@ -43,10 +45,10 @@ class XLNetPretrainer(XLNetHead):
     self.loss_tracker = keras.metrics.Mean(name="loss")
 
   def call(self, inputs, training=False):
-    backbone_inputs = {key: inputs[key] for key in MODEL_INPUT_KEYS if key in inputs}
-    if "target_mapping" not in backbone_inputs:
+    features = backbone_inputs(inputs)
+    if "target_mapping" not in features:
       raise ValueError("XLNetPretrainer needs 'target_mapping' [B, P, T] (the predictions)")
-    outputs = self.backbone(backbone_inputs, training=training)
+    outputs = self.backbone(features, training=training)
     query = outputs["query_output"]  # [B, P, D]
     embedding = tf.cast(self.backbone.word_embedding, query.dtype)
     logits = tf.einsum("bpd,vd->bpv", query, embedding) + tf.cast(self.lm_bias, query.dtype)

@@ -14,15 +14,26 @@ Face: start_logits.dense, end_logits.{dense_0,LayerNorm,dense_1}, answer_class.{
 import keras
 import tensorflow as tf
 
+from xlnet_tf import numerics
 from xlnet_tf.heads.base import XLNetHead
 from xlnet_tf.layers.dropout import FastDropout
+from xlnet_tf.model import backbone_inputs
 
-BACKBONE_KEYS = ("input_ids", "segment_ids", "input_mask")
-NEGATIVE = -1e30
+FIRST_SEGMENT = 0  # the context's segment id in `context <sep> question <sep> <cls>`
+
+
+def answer_position_mask(input_ids, segment_ids, sep_id: int):
+  """p_mask [B, T] float32 of a packed `context <sep> question <sep> <cls>` window: 0 where an
+  answer may start or end (the context's pieces, and <cls> = "no answer", the last position),
+  1 elsewhere (the separators, the question, padding). Takes tensors or NumPy arrays."""
+  context = tf.logical_and(tf.equal(segment_ids, FIRST_SEGMENT), tf.not_equal(input_ids, sep_id))
+  cls = tf.one_hot(tf.shape(input_ids)[-1] - 1, tf.shape(input_ids)[-1], on_value=True,
+                   off_value=False, dtype=tf.bool)
+  return tf.where(tf.logical_or(context, cls), 0.0, 1.0)
 
 
 def _masked(logits, p_mask):
-  return logits * (1.0 - p_mask) + NEGATIVE * p_mask
+  return logits * (1.0 - p_mask) + numerics.MASKED_SCORE * p_mask
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -31,6 +42,10 @@ class XLNetQuestionAnswering(XLNetHead):
   start_positions [B]. Returns (training) start_log_probs, end_log_probs [B, T], cls_logits
   [B]; (inference) start_top_log_probs / start_top_index [B, K], end_top_log_probs /
   end_top_index [B, K, E], cls_logits [B]."""
+
+  serving_text_inputs = ("question", "context")  # packed context <sep> question <sep> <cls>
+  extra_inputs = ("p_mask", "cls_index")  # besides the backbone's
+  training_targets = ("start_positions", "end_positions", "is_impossible")
 
   def __init__(self, backbone, start_n_top: int = 5, end_n_top: int = 5, **kwargs):
     super().__init__(backbone, **kwargs)
@@ -41,8 +56,8 @@ class XLNetQuestionAnswering(XLNetHead):
     self.start_dense = keras.layers.Dense(1, kernel_initializer=init(), name="start_dense")
     self.end_dense_0 = keras.layers.Dense(d_model, activation="tanh", kernel_initializer=init(),
                                           name="end_dense_0")
-    self.end_norm = keras.layers.LayerNormalization(epsilon=1e-12, dtype="float32",
-                                                    name="end_LayerNorm")
+    self.end_norm = keras.layers.LayerNormalization(
+        epsilon=numerics.LAYER_NORM_EPSILON, dtype="float32", name="end_LayerNorm")
     self.end_dense_1 = keras.layers.Dense(1, kernel_initializer=init(), name="end_dense_1")
     self.answer_dense_0 = keras.layers.Dense(d_model, activation="tanh",
                                              kernel_initializer=init(), name="answer_dense_0")
@@ -71,8 +86,7 @@ class XLNetQuestionAnswering(XLNetHead):
     return _masked(logits, mask)
 
   def call(self, inputs, training=False):
-    hidden = self.backbone({k: inputs[k] for k in BACKBONE_KEYS if k in inputs},
-                           training=training)["sequence_output"]
+    hidden = self.backbone(backbone_inputs(inputs), training=training)["sequence_output"]
     hidden = tf.cast(hidden, tf.float32)  # [B, T, D]
     p_mask = tf.cast(inputs["p_mask"], tf.float32)
     start_logits = _masked(tf.cast(self.start_dense(hidden), tf.float32)[..., 0], p_mask)
@@ -96,6 +110,22 @@ class XLNetQuestionAnswering(XLNetHead):
     return {"start_top_log_probs": start_top_log_probs, "start_top_index": start_top_index,
             "end_top_log_probs": end_top_log_probs, "end_top_index": end_top_index,
             "cls_logits": cls_logits}
+
+  def serving_features(self, features, sep_id: int):
+    """The packed window's features plus what this head reads: p_mask and cls_index."""
+    input_ids = features["input_ids"]
+    return {**features,
+            "p_mask": answer_position_mask(input_ids, features["segment_ids"], sep_id),
+            "cls_index": tf.fill([tf.shape(input_ids)[0]], tf.shape(input_ids)[1] - 1)}
+
+  def serving_outputs(self, features):
+    """What a SavedModel of this head returns (see xlnet_tf.export)."""
+    outputs = self(features, training=False)
+    return {"start_top_index": outputs["start_top_index"],
+            "start_top_log_probs": outputs["start_top_log_probs"],
+            "end_top_index": outputs["end_top_index"],
+            "end_top_log_probs": outputs["end_top_log_probs"],
+            "answerability_score": -outputs["cls_logits"]}  # higher = more answerable
 
   def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
     """For Model.fit on feature dicts holding start/end positions and is_impossible."""

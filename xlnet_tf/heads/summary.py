@@ -12,6 +12,7 @@ Original variable scope: model/sequnece_summary (sic).
 import keras
 import tensorflow as tf
 
+from xlnet_tf import numerics
 from xlnet_tf.layers.dropout import FastDropout
 
 SUMMARY_TYPES = ("last", "first", "mean", "attn")
@@ -46,8 +47,8 @@ class SequenceSummary(keras.layers.Layer):
       self.attention_kernels = {name: self.add_weight(name=name, shape=shape,
                                                       initializer=initializer)
                                 for name in "qkvo"}
-      self.layer_norm = keras.layers.LayerNormalization(epsilon=1e-12, dtype="float32",
-                                                        name="LayerNorm")
+      self.layer_norm = keras.layers.LayerNormalization(
+          epsilon=numerics.LAYER_NORM_EPSILON, dtype="float32", name="LayerNorm")
       self.layer_norm.build((None, d_model))
     if self.use_proj:
       self.projection = keras.layers.Dense(d_model, activation="tanh",
@@ -76,7 +77,7 @@ class SequenceSummary(keras.layers.Layer):
     score = tf.cast(tf.einsum("nh,btnh->bnt", query, keys) / (self.d_head ** 0.5), tf.float32)
     if input_mask is not None:
       padding = tf.equal(tf.cast(input_mask, tf.float32), 0.0)[:, None, :]
-      score = tf.where(padding, -1e30, score)
+      score = tf.where(padding, numerics.MASKED_SCORE, score)
     probability = self.attention_dropout(tf.nn.softmax(score, axis=-1), training=training)
     attended = tf.einsum("bnt,btnh->bnh", tf.cast(probability, sequence.dtype), values)
     output = tf.einsum("bnh,dnh->bd", attended, kernels["o"])

@@ -9,8 +9,7 @@ import tensorflow as tf
 
 from xlnet_tf.heads.base import XLNetHead
 from xlnet_tf.layers.dropout import FastDropout
-
-BACKBONE_KEYS = ("input_ids", "segment_ids", "input_mask", "mems")
+from xlnet_tf.model import backbone_inputs
 ORIGINAL_SCOPE = "model/token_classification/logit/"
 
 
@@ -39,13 +38,19 @@ class XLNetTokenClassifier(XLNetHead):
     self.logit.build((None, None, config.d_model))
 
   def call(self, inputs, training=False):
-    outputs = self.backbone({k: inputs[k] for k in BACKBONE_KEYS if k in inputs},
-                            training=training)
+    outputs = self.backbone(backbone_inputs(inputs), training=training)
     sequence = self.dropout(outputs["sequence_output"], training=training)
     return tf.cast(self.logit(sequence), tf.float32)
 
   def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
     return token_loss(y, y_pred)
+
+  def serving_outputs(self, features):
+    """What a SavedModel of this head returns (see xlnet_tf.export): per-token logits and the
+    predicted label of every position."""
+    logits = self(features, training=False)
+    return {"logits": logits,
+            "predicted_labels": tf.argmax(logits, axis=-1, output_type=tf.int32)}
 
   def original_head_variables(self):
     return {ORIGINAL_SCOPE + "kernel": self.logit.kernel, ORIGINAL_SCOPE + "bias": self.logit.bias}

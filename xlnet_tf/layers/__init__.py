@@ -1,9 +1,12 @@
-"""Keras layers of XLNet: relative position encoding, relative attention, two-stream block."""
+"""Keras layers of XLNet, the model's math: relative position encoding, masks, relative
+attention (with `relative_attention_probabilities`, the score as the paper writes it),
+feed-forward, dropout, the two-stream block."""
 
-from xlnet_tf.layers.attention import RelativeMultiHeadAttention
-from xlnet_tf.layers.feed_forward import PositionwiseFeedForward
+from xlnet_tf.layers.attention import RelativeMultiHeadAttention, relative_attention_probabilities
+from xlnet_tf.layers.dropout import FastDropout
+from xlnet_tf.layers.feed_forward import ACTIVATIONS, PositionwiseFeedForward
 from xlnet_tf.layers.position_encoding import RelativePositionEncoding
 from xlnet_tf.layers.two_stream_block import TwoStreamBlock
 
-__all__ = ["RelativeMultiHeadAttention", "PositionwiseFeedForward", "RelativePositionEncoding",
-           "TwoStreamBlock"]
+__all__ = ["ACTIVATIONS", "FastDropout", "PositionwiseFeedForward", "RelativeMultiHeadAttention",
+           "RelativePositionEncoding", "TwoStreamBlock", "relative_attention_probabilities"]

@@ -19,7 +19,8 @@ class TwoStreamBlock(keras.layers.Layer):
   """
 
   def __init__(self, n_head: int, d_head: int, d_inner: int, ff_activation: str = "gelu",
-               dropout: float = 0.0, dropatt: float = 0.0, init_std: float = 0.02, **kwargs):
+               dropout: float = 0.0, dropatt: float = 0.0, init_std: float = 0.02,
+               fused: bool = True, **kwargs):
     super().__init__(**kwargs)
     self.n_head = n_head
     self.d_head = d_head
@@ -28,11 +29,12 @@ class TwoStreamBlock(keras.layers.Layer):
     self.dropout = dropout
     self.dropatt = dropatt
     self.init_std = init_std
+    self.fused = fused
     self.attention = RelativeMultiHeadAttention(n_head, d_head, dropout=dropout,
                                                 dropatt=dropatt, init_std=init_std,
-                                                name="rel_attn")
+                                                fused=fused, name="rel_attn")
     self.feed_forward = PositionwiseFeedForward(d_inner, ff_activation, dropout=dropout,
-                                                init_std=init_std, name="ff")
+                                                init_std=init_std, fused=fused, name="ff")
 
   def build(self, input_shape):
     self.attention.build(input_shape)
@@ -40,16 +42,20 @@ class TwoStreamBlock(keras.layers.Layer):
     self.built = True
 
   def call(self, content, position_encoding, r_w_bias, r_r_bias, *, query=None,
-           training=False, **attention_kwargs):
-    """Returns (content_output [B, T, D], query_output [B, P, D] or None)."""
-    content, query = self.attention(content, position_encoding, r_w_bias, r_r_bias,
-                                    query=query, training=training, **attention_kwargs)
+           training=False, return_attention=False, **attention_kwargs):
+    """Returns (content_output [B, T, D], query_output [B, P, D] or None), and the content
+    stream's attention probabilities [B, N, T, K] if return_attention."""
+    content, query, *attention = self.attention(
+        content, position_encoding, r_w_bias, r_r_bias, query=query, training=training,
+        return_attention=return_attention, **attention_kwargs)
     if query is None:
-      return self.feed_forward(content, training=training), None
-    content, query = self.feed_forward([content, query], training=training)
-    return content, query
+      content = self.feed_forward(content, training=training)
+    else:
+      content, query = self.feed_forward([content, query], training=training)
+    return (content, query, *attention)
 
   def get_config(self):
     return {**super().get_config(), "n_head": self.n_head, "d_head": self.d_head,
             "d_inner": self.d_inner, "ff_activation": self.ff_activation,
-            "dropout": self.dropout, "dropatt": self.dropatt, "init_std": self.init_std}
+            "dropout": self.dropout, "dropatt": self.dropatt, "init_std": self.init_std,
+            "fused": self.fused}

@@ -1,1 +1,6 @@
-"""Training: optimizer and schedules, strategies, the pretraining loop."""
+"""Training: AdamW with XLNet's schedules and per-layer rates, strategy selection."""
+
+from xlnet_tf.training.optimization import WarmupLinearDecay, XLNetAdamW, create_optimizer
+from xlnet_tf.training.strategy import create_strategy
+
+__all__ = ["WarmupLinearDecay", "XLNetAdamW", "create_optimizer", "create_strategy"]

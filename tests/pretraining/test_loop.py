@@ -1,0 +1,216 @@
+"""The pretraining loop: resume, memory, XLA, distribution, overfitting, bad input."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from xlnet_reference import randomize_weights
+from xlnet_tf import XLNetConfig, checkpoints
+from xlnet_tf.pretraining.records import load_record_info, pretraining_dataset
+from xlnet_tf.heads import XLNetPretrainer
+from xlnet_tf.heads.pretrainer import masked_lm_loss
+from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
+
+RUNNER = os.path.join(os.path.dirname(__file__), "distributed_run.py")
+
+
+def config_for(data, **overrides):
+  info = load_record_info(data)
+  values = dict(n_token=info["tokenizer"]["vocab_size"], n_layer=2, d_model=32, n_head=4,
+                d_head=8, d_inner=64, dropout=0.0, dropatt=0.0, mem_len=16, reuse_len=16,
+                bi_data=info["settings"]["bi_data"])
+  values.update(overrides)
+  return XLNetConfig(**values)
+
+
+def make_run(data, model_dir, steps, seed=0, **option_overrides):
+  keras.utils.set_random_seed(seed)
+  options = dict(model_dir=str(model_dir), train_data=data, train_steps=steps,
+                 learning_rate=1e-2, warmup_steps=2, log_steps=1, save_steps=3, summaries=False)
+  options.update(option_overrides)
+  return PretrainingRun(tf.distribute.OneDeviceStrategy("/cpu:0"), config_for(data),
+                        PretrainingOptions(**options))
+
+
+def test_killed_run_resumes_to_the_same_weights(small_data, tmp_path):
+  data = small_data["bi"]
+  straight = make_run(data, tmp_path / "straight", 6)
+  straight.train()
+  interrupted = make_run(data, tmp_path / "interrupted", 6)
+  interrupted.train(stop_after=4)  # checkpoint at 3; step 4 is lost with the "kill"
+  assert interrupted.manager.latest_checkpoint.endswith("ckpt-3")
+  resumed = make_run(data, tmp_path / "interrupted", 6, seed=99)  # other init: restored anyway
+  result = resumed.train()
+  assert result["history"][0]["step"] == 4
+  for a, b in zip(straight.model.weights, resumed.model.weights):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6, err_msg=a.path)
+  saved = sorted(f for f in os.listdir(tmp_path / "interrupted") if f.startswith("mems-"))
+  assert saved == ["mems-3-worker0.npz", "mems-6-worker0.npz"]
+
+
+def test_memory_is_used_and_carried(small_data, tmp_path):
+  data = small_data["bi"]
+  run = make_run(data, tmp_path / "run", 2, learning_rate=0.0, warmup_steps=0, weight_decay=0.0)
+  randomize_weights(run.model.backbone, 0)  # weights that make every input matter; lr 0 keeps them
+  history = run.train()["history"]
+  batches = list(pretraining_dataset(data, repeat=False).take(2))
+  model = run.model
+  keys = ("input_ids", "segment_ids", "perm_mask", "target_mapping")
+  zero_mems = [tf.zeros([4, 16, 32])] * 2
+  first = model({**{k: batches[0][k] for k in keys}, "mems": zero_mems})
+  with_memory = model({**{k: batches[1][k] for k in keys}, "mems": first["new_mems"]})
+  without = model({**{k: batches[1][k] for k in keys}, "mems": zero_mems})
+  loss_with = float(masked_lm_loss(with_memory["logits"], batches[1]["target"],
+                                   batches[1]["target_mask"]))
+  loss_without = float(masked_lm_loss(without["logits"], batches[1]["target"],
+                                      batches[1]["target_mask"]))
+  np.testing.assert_allclose(history[1]["loss"], loss_with, rtol=1e-5)
+  assert abs(loss_with - loss_without) > 1e-3
+
+
+def test_tiny_model_overfits_a_fixed_batch(small_data):
+  data = small_data["uni"]
+  keras.utils.set_random_seed(0)
+  model = XLNetPretrainer(config_for(data, mem_len=0))
+  model.compile(optimizer=keras.optimizers.Adam(1e-2), jit_compile=True)
+  fixed = pretraining_dataset(data, repeat=False).take(1).cache().repeat()
+  initial = model.evaluate(fixed, steps=1, verbose=0, return_dict=True)["loss"]
+  assert initial > 3.0
+  model.fit(fixed, steps_per_epoch=150, epochs=1, verbose=0)
+  final = model.evaluate(fixed, steps=1, verbose=0, return_dict=True)["loss"]
+  assert final < 0.05
+
+
+def test_fit_carries_memory(small_data):
+  data = small_data["bi"]
+  keras.utils.set_random_seed(0)
+  model = XLNetPretrainer(config_for(data))
+  model.compile(optimizer=keras.optimizers.Adam(1e-3))
+  model.fit(pretraining_dataset(data), steps_per_epoch=3, epochs=1, verbose=0)
+  memory = model._memory.numpy()
+  assert memory.shape == (2, 4, 16, 32) and np.abs(memory).max() > 0
+
+
+def _run_subprocess(args, env=None):
+  result = subprocess.run([sys.executable, RUNNER] + [str(a) for a in args], env=env,
+                          capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  line = [l for l in result.stdout.splitlines() if l.startswith("LOSSES ")][-1]
+  return json.loads(line[len("LOSSES "):])
+
+
+@pytest.mark.slow
+def test_mirrored_equals_one_device(small_data, tmp_path):
+  data = small_data["uni"]
+  one = _run_subprocess(["one_device", 0, data, tmp_path / "one", 5])
+  mirrored = _run_subprocess(["mirrored", 2, data, tmp_path / "mirrored", 5])
+  assert len(one) == 5
+  np.testing.assert_allclose(mirrored, one, rtol=2e-5)
+
+
+def _free_ports(count):
+  sockets = [socket.socket() for _ in range(count)]
+  for s in sockets:
+    s.bind(("127.0.0.1", 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports
+
+
+@pytest.mark.slow
+def test_two_workers_equal_one_device(small_data, tmp_path):
+  """Two worker processes on 127.0.0.1, each reading one of two identical shards: the global
+  batch holds every row twice, so loss and update equal one device on one copy."""
+  data = small_data["twin"]
+  one = _run_subprocess(["one_device", 0, data, tmp_path / "one", 4])
+  workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+  processes = []
+  for index in range(2):
+    env = dict(os.environ, TF_CONFIG=json.dumps(
+        {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
+    processes.append(subprocess.Popen(
+        [sys.executable, RUNNER, "multi_worker_mirrored", "0", data, str(tmp_path / "mw"), "4"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+  outputs = []
+  for process in processes:
+    stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr[-3000:]
+    outputs.append(json.loads([l for l in stdout.splitlines()
+                               if l.startswith("LOSSES ")][-1][len("LOSSES "):]))
+  np.testing.assert_allclose(outputs[0], one, rtol=2e-5)
+  np.testing.assert_allclose(outputs[1], one, rtol=2e-5)
+
+
+def test_bad_settings_fail_before_training(small_data, tmp_path):
+  data = small_data["bi"]
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  options = PretrainingOptions(model_dir=str(tmp_path), train_data=data, summaries=False)
+  with pytest.raises(ValueError, match="reuse_len: data 16, model 8"):
+    PretrainingRun(strategy, config_for(data, reuse_len=8), options)
+  with pytest.raises(ValueError, match="bi_data: data True, model False"):
+    PretrainingRun(strategy, config_for(data, bi_data=False), options)
+  with pytest.raises(ValueError, match="global batch 8 must be the data's bsz_per_host"):
+    PretrainingRun(strategy, config_for(data),
+                   PretrainingOptions(model_dir=str(tmp_path), train_data=data,
+                                      global_batch_size=8))
+  with pytest.raises(FileNotFoundError, match="no record info"):
+    PretrainingRun(strategy, config_for(data),
+                   PretrainingOptions(model_dir=str(tmp_path), train_data=str(tmp_path / "x")))
+  small = XLNetPretrainer(config_for(data, d_model=16, d_head=4, d_inner=32))
+  checkpoints.save_pretrained(small.backbone, str(tmp_path / "small"))
+  run = PretrainingRun(strategy, config_for(data), PretrainingOptions(
+      model_dir=str(tmp_path / "m"), train_data=data, summaries=False,
+      init_checkpoint=str(tmp_path / "small")))
+  with pytest.raises(checkpoints.CheckpointMismatchError, match="d_model: checkpoint 16, model 32"):
+    run.train()
+
+
+def test_train_step_compiles_with_xla(small_data, tmp_path):
+  run = make_run(small_data["bi"], tmp_path / "xla", 1)
+  batch = next(iter(pretraining_dataset(small_data["bi"])))
+  mems = tuple(tf.zeros([4, 16, 32]) for _ in range(2))
+  hlo = run._compute.experimental_get_compiler_ir(batch, mems)(stage="hlo")
+  assert "HloModule" in hlo
+
+
+@pytest.mark.slow
+def test_cli_main_job_builds_data_trains_evaluates_and_resumes(tmp_path):
+  script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "pretrain.py")
+  common = [sys.executable, script, f"--work_dir={tmp_path}", f"--model_dir={tmp_path}/model",
+            "--save_steps=10", "--log_steps=10", "--eval_batches=3", "--warmup_steps=5"]
+  first = subprocess.run(common + ["--train_steps=20"], capture_output=True, text=True,
+                         timeout=600)
+  assert first.returncode == 0, first.stderr[-3000:]
+  assert "[train] Read 4 files" in first.stdout and "[valid] Read 1 files" in first.stdout
+  assert "Held-out permutation-LM loss:" in first.stdout
+  summary = json.load(open(tmp_path / "model" / "run_summary.json"))
+  assert summary["held_out_after"]["loss"] < summary["held_out_before"]["loss"]
+  assert os.listdir(tmp_path / "model" / "train"), "TensorBoard events"
+  second = subprocess.run(common + ["--train_steps=30"], capture_output=True, text=True,
+                          timeout=600)
+  assert second.returncode == 0, second.stderr[-3000:]
+  assert "Reusing the data" in second.stdout
+  assert "Resumed from" in second.stderr and "ckpt-20" in second.stderr
+  assert "Trained to step 30" in second.stdout
+
+
+@pytest.mark.parametrize("policy,options", [("mixed_bfloat16", {}),
+                                            ("mixed_float16", {"loss_scale": 1024.0}),
+                                            ("float32", {"recompute_blocks": True})])
+def test_precisions_and_recomputation_train(small_data, tmp_path, policy, options):
+  keras.mixed_precision.set_global_policy(policy)
+  try:
+    run = make_run(small_data["bi"], tmp_path / policy, 8, **options)
+    history = run.train()["history"]
+  finally:
+    keras.mixed_precision.set_global_policy("float32")
+  losses = [record["loss"] for record in history]
+  assert all(np.isfinite(losses)) and losses[-1] < losses[0]

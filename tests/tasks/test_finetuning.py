@@ -1,0 +1,90 @@
+"""Fine-tuning end to end: a task that needs both segments is learnt; the CLI runs."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+
+from xlnet_tf import XLNetConfig
+from xlnet_tf.text.tokenizer import XLNetTokenizer
+from xlnet_tf.tasks import classification as finetuning
+
+WORDS = ["class", "function", "module", "value", "object", "return", "method", "string",
+         "number", "list", "type", "name"]
+
+
+def reordering_task(path, count, seed):
+  """Label 1: B is A's words in another order; 0: B holds other words."""
+  rng = np.random.default_rng(seed)
+  with open(path, "w", newline="") as handle:
+    writer = csv.writer(handle)
+    writer.writerow(["text", "text_b", "label"])
+    for _ in range(count):
+      a = list(rng.choice(WORDS, 3, replace=False))
+      if rng.random() < 0.5:
+        b, label = list(rng.permutation(a)), 1
+      else:
+        b, label = list(rng.choice([w for w in WORDS if w not in a], 3, replace=False)), 0
+      writer.writerow([" ".join(a), " ".join(b), label])
+
+
+def test_learns_a_task_that_needs_both_segments(small_data, tmp_path):
+  reordering_task(tmp_path / "train.csv", 2000, 0)
+  reordering_task(tmp_path / "dev.csv", 300, 1)
+  tokenizer = XLNetTokenizer(small_data["sp_path"])
+  task = finetuning.load_task("generic", tokenizer, 16, files={
+      "train": str(tmp_path / "train.csv"), "dev": str(tmp_path / "dev.csv")},
+      labels=["0", "1"])
+  keras.utils.set_random_seed(0)
+  config = XLNetConfig(n_token=tokenizer.vocab_size, n_layer=2, d_model=64, n_head=4,
+                       d_head=16, d_inner=128, dropout=0.0, dropatt=0.0)
+  model = finetuning.build_classifier(config, task)
+  result = finetuning.train_classifier(model, task, train_steps=800, batch_size=32,
+                                       learning_rate=2e-3, warmup_steps=50, eval_every=100)
+  assert result["best"]["accuracy"] > 0.9, result["history"]
+
+
+def test_cli_trains_evaluates_and_predicts(small_data, tmp_path):
+  reordering_task(tmp_path / "train.csv", 64, 0)
+  reordering_task(tmp_path / "dev.csv", 16, 1)
+  (tmp_path / "test.jsonl").write_text(
+      "\n".join(json.dumps({"text": "class value", "text_b": "value class"}) for _ in range(5)))
+  XLNetConfig.preset("tiny", n_token=XLNetTokenizer(small_data["sp_path"]).vocab_size
+                     ).to_json_file(str(tmp_path / "xlnet_config.json"))
+  script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "classifier.py")
+  result = subprocess.run(
+      [sys.executable, script, "--task_name=generic", f"--train_file={tmp_path}/train.csv",
+       f"--dev_file={tmp_path}/dev.csv", f"--test_file={tmp_path}/test.jsonl", "--labels=0,1",
+       f"--sp_path={small_data['sp_path']}", f"--model_config={tmp_path}/xlnet_config.json",
+       "--max_seq_length=16", "--train_batch_size=8", "--train_steps=6", "--eval_every=3",
+       f"--output_dir={tmp_path}/out", "--do_train", "--do_eval", "--do_predict"],
+      capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Best dev accuracy" in result.stdout
+  metrics = json.load(open(tmp_path / "out" / "dev_metrics.json"))
+  assert 0.0 <= metrics["accuracy"] <= 1.0
+  lines = open(tmp_path / "out" / "generic_test_predictions.tsv").read().splitlines()
+  assert lines[0] == "index\tprediction" and len(lines) == 6
+  assert all(line.split("\t")[1] in ("0", "1") for line in lines[1:])
+  history = json.load(open(tmp_path / "out" / "train_history.json"))
+  assert [h["step"] for h in history["history"]] == [3, 6]
+
+
+def test_mnli_matched_and_mismatched(small_data, tmp_path):
+  header = ["index", "promptID", "pairID", "genre", "a", "b", "c", "d", "sentence1", "sentence2",
+            "label1", "gold_label"]
+  for name, label in (("train", "neutral"), ("dev_matched", "entailment"),
+                      ("dev_mismatched", "contradiction")):
+    rows = [header, ["0", "1", "2", "g", "", "", "", "", "A class.", "A type.", label, label]]
+    (tmp_path / f"{name}.tsv").write_text("\n".join("\t".join(r) for r in rows) + "\n")
+  tokenizer = XLNetTokenizer(small_data["sp_path"])
+  labels = ["contradiction", "entailment", "neutral"]
+  for mismatched, expected in ((False, "entailment"), (True, "contradiction")):
+    task = finetuning.load_task("mnli", tokenizer, 16, data_dir=str(tmp_path),
+                                mnli_mismatched=mismatched)
+    assert task.splits["dev"]["label"].tolist() == [labels.index(expected)]
+    assert task.splits["train"]["label"].tolist() == [labels.index("neutral")]

@@ -1,1 +1,0 @@
-"""Data: tokenization, pretraining examples (spans, factorization orders), TFRecords, readers."""

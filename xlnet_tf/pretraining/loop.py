@@ -1,0 +1,316 @@
+"""Permutation-LM pretraining with a custom loop under any tf.distribute strategy.
+
+A custom loop (strategy.run), not Model.fit: fit fails under MultiWorkerMirroredStrategy in
+TF 2.21 / Keras 3, and the memory must travel from step to step per replica. Per step:
+
+  forward/backward per replica (XLA when jit_compile) -> gradients summed over replicas and
+  divided by the global number of targets -> global-norm clipping -> AdamW update.
+
+So the loss and the update equal a single-device run on the same global batch. Memory stays
+with its replica (each replica always reads the same rows of the stream). Checkpoints hold the
+model, the optimizer (its step is the data position) and, per worker, the memory; a run
+restarted with the same model_dir resumes from the latest complete checkpoint.
+"""
+
+import dataclasses
+import glob
+import math
+import os
+import re
+import tempfile
+import time
+from typing import Dict, List, Optional
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf import checkpoints
+from xlnet_tf.checkpoints.naming import backbone_of
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.pretraining.records import load_record_info, pretraining_dataset
+from xlnet_tf.heads.pretrainer import XLNetPretrainer, lm_loss_sum
+from xlnet_tf.json_files import write_json
+from xlnet_tf.model import XLNetModel, backbone_inputs
+from xlnet_tf.training import strategy as strategy_lib
+from xlnet_tf.pretraining import summaries
+from xlnet_tf.training.optimization import create_optimizer, global_norm
+
+
+@dataclasses.dataclass
+class PretrainingOptions:
+  model_dir: str
+  train_data: str                     # record_info.json or its directory
+  train_steps: int = 1000
+  global_batch_size: Optional[int] = None  # default: the data's bsz_per_host x workers
+  learning_rate: float = 1e-4
+  warmup_steps: int = 0
+  weight_decay: float = 0.01
+  lr_layer_decay_rate: float = 1.0
+  clip_norm: float = 1.0
+  min_lr_ratio: float = 0.0
+  save_steps: int = 1000
+  keep_checkpoints: int = 3
+  log_steps: int = 100
+  jit_compile: bool = True
+  valid_data: Optional[str] = None
+  eval_batches: int = 20
+  loss_scale: Optional[float] = None  # static loss scale for float16
+  summaries: bool = True
+  init_checkpoint: Optional[str] = None
+  init_checkpoint_format: str = "own"
+  recompute_blocks: bool = False      # per-block recomputation (memory for long sequences)
+
+
+def _check_data(info, config: XLNetConfig, global_batch: int, strategy, source: str):
+  settings = info["settings"]
+  workers = strategy_lib.num_workers(strategy)
+  replicas = strategy.num_replicas_in_sync
+  local_replicas = replicas // workers
+  problems = []
+  if info["tokenizer"]["vocab_size"] > config.n_token:
+    problems.append(f"the data's vocabulary ({info['tokenizer']['vocab_size']}) exceeds the "
+                    f"model's n_token ({config.n_token})")
+  if global_batch != settings["bsz_per_host"] * workers:
+    problems.append(f"global batch {global_batch} must be the data's bsz_per_host "
+                    f"({settings['bsz_per_host']}) x workers ({workers}): the rows of the "
+                    "stream carry the memory from step to step")
+  if global_batch % replicas:
+    problems.append(f"global batch {global_batch} is not divisible by the {replicas} replicas")
+  if settings["bi_data"] != config.bi_data:
+    problems.append(f"bi_data: data {settings['bi_data']}, model {config.bi_data}")
+  if config.bi_data:
+    if (global_batch // replicas) % 2:
+      problems.append(f"with bi_data each replica needs an even batch; got "
+                      f"{global_batch // replicas}")
+    if settings["num_core_per_host"] != local_replicas:
+      problems.append(f"the data were laid out for num_core_per_host="
+                      f"{settings['num_core_per_host']} (forward/backward halves per core), "
+                      f"this run has {local_replicas} replicas per worker")
+  if config.mem_len and config.reuse_len != settings["reuse_len"]:
+    problems.append(f"reuse_len: data {settings['reuse_len']}, model {config.reuse_len}")
+  if problems:
+    raise ValueError(f"{source}: cannot train on these data:\n  " + "\n  ".join(problems))
+
+
+class PretrainingRun:
+  """Builds the model, optimizer, data and checkpointing; `train()` runs to train_steps."""
+
+  def __init__(self, strategy: tf.distribute.Strategy, config: XLNetConfig,
+               options: PretrainingOptions):
+    self.strategy = strategy
+    self.config = config
+    self.options = options
+    self.info = load_record_info(options.train_data)
+    workers = strategy_lib.num_workers(strategy)
+    self.global_batch = options.global_batch_size or self.info["settings"]["bsz_per_host"] * workers
+    _check_data(self.info, config, self.global_batch, strategy, options.train_data)
+    self.seq_len = self.info["settings"]["seq_len"]
+    self.local_replicas = strategy.num_replicas_in_sync // workers
+    self.per_replica_batch = self.global_batch // strategy.num_replicas_in_sync
+    if options.valid_data:
+      valid_info = load_record_info(options.valid_data)
+      _check_data(valid_info, config, self.global_batch, strategy, options.valid_data)
+    self.chief = strategy_lib.is_chief(strategy)
+    self.worker = strategy_lib.worker_index(strategy)
+    self.checkpoint_dir = options.model_dir if self.chief else tempfile.mkdtemp()
+    os.makedirs(self.checkpoint_dir, exist_ok=True)
+    with strategy.scope():
+      self.model = XLNetPretrainer(XLNetModel(config, recompute_blocks=options.recompute_blocks))
+      self.optimizer = create_optimizer(
+          self.model, options.learning_rate, options.train_steps, options.warmup_steps,
+          options.weight_decay, options.lr_layer_decay_rate, options.min_lr_ratio,
+          clip_norm=None)  # clipped here after the all-reduce, as on one device
+      self.optimizer.build(self.model.trainable_variables)
+    self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+    self.manager = tf.train.CheckpointManager(self.checkpoint, self.checkpoint_dir,
+                                              max_to_keep=options.keep_checkpoints)
+    self._compute = tf.function(self._forward_backward, jit_compile=options.jit_compile)
+    self._evaluate_replica = tf.function(self._forward, jit_compile=options.jit_compile)
+
+  # ---- data ------------------------------------------------------------------------------
+  def _distributed_data(self, data: str, skip_batches: int = 0, repeat: bool = True):
+    def dataset_fn(context):
+      dataset = pretraining_dataset(data, batch_size=self.global_batch // max(
+          context.num_input_pipelines, 1), input_context=context, repeat=repeat,
+          skip_batches=skip_batches)
+      # Successive elements go to successive local replicas: row block r -> replica r.
+      return dataset.rebatch(self.per_replica_batch, drop_remainder=True)
+    return iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+
+  def _zero_mems(self):
+    config = self.config
+    if not config.mem_len:
+      return ()
+
+    def zeros(_):
+      return tuple(tf.zeros([self.per_replica_batch, config.mem_len, config.d_model],
+                            self.model.compute_dtype) for _ in range(config.n_layer))
+    return self.strategy.experimental_distribute_values_from_function(zeros)
+
+  # ---- per-replica computation -----------------------------------------------------------
+  def _model_inputs(self, batch, mems):
+    inputs = backbone_inputs(batch)
+    if self.config.mem_len:
+      inputs["mems"] = list(mems)
+    return inputs
+
+  def _forward(self, batch, mems):
+    outputs = self.model(self._model_inputs(batch, mems), training=False)
+    loss_sum, count = lm_loss_sum(outputs["logits"], batch["target"], batch["target_mask"])
+    return loss_sum, count, tuple(outputs.get("new_mems", ()))
+
+  def _forward_backward(self, batch, mems):
+    with tf.GradientTape() as tape:
+      outputs = self.model(self._model_inputs(batch, mems), training=True)
+      loss_sum, count = lm_loss_sum(outputs["logits"], batch["target"], batch["target_mask"])
+      scaled = loss_sum * self.options.loss_scale if self.options.loss_scale else loss_sum
+    gradients = tape.gradient(scaled, self.model.trainable_variables)
+    if self.options.loss_scale:
+      gradients = [g / self.options.loss_scale for g in gradients]
+    return loss_sum, count, gradients, tuple(outputs.get("new_mems", ()))
+
+  def _replica_step(self, batch, mems):
+    context = tf.distribute.get_replica_context()
+    loss_sum, count, gradients, new_mems = self._compute(batch, mems)
+    total = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.stack([loss_sum, count]))
+    normalizer = tf.maximum(total[1], 1.0)
+    gradients = context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                   [tf.cast(g, tf.float32) for g in gradients])
+    # Divide by the global target count, clip to the global norm and hand each replica its
+    # equal share (the optimizer sums over replicas again), as one factor applied inside the
+    # optimizer's fused update; a non-finite norm makes it 0 (a zero gradient).
+    norm = global_norm(gradients) / normalizer
+    clip = tf.minimum(1.0, self.options.clip_norm / norm) if self.options.clip_norm else 1.0
+    scale = tf.where(tf.math.is_finite(norm),
+                     clip / normalizer / context.num_replicas_in_sync, 0.0)
+    self.optimizer.apply_scaled_gradients(zip(gradients, self.model.trainable_variables), scale)
+    return total[0] / normalizer, norm, new_mems
+
+  @tf.function
+  def _train_step(self, iterator, mems):
+    loss, norm, new_mems = self.strategy.run(self._replica_step, args=(next(iterator), mems))
+    return (self.strategy.experimental_local_results(loss)[0],
+            self.strategy.experimental_local_results(norm)[0], new_mems)
+
+  @tf.function
+  def _eval_step(self, iterator, mems):
+    loss_sum, count, new_mems = self.strategy.run(self._evaluate_replica,
+                                                  args=(next(iterator), mems))
+    reduce = lambda value: self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
+    return reduce(loss_sum), reduce(count), new_mems
+
+  # ---- evaluation ------------------------------------------------------------------------
+  def evaluate(self, data: Optional[str] = None, batches: Optional[int] = None) -> Dict[str, float]:
+    """Held-out permutation-LM loss (per target token) and perplexity, memory carried."""
+    data = data or self.options.valid_data
+    batches = batches or self.options.eval_batches
+    iterator = self._distributed_data(data)
+    mems = self._zero_mems()
+    loss_total, count_total = 0.0, 0.0
+    for _ in range(batches):
+      loss_sum, count, mems = self._eval_step(iterator, mems)
+      loss_total += float(loss_sum)
+      count_total += float(count)
+    loss = loss_total / max(count_total, 1.0)
+    return {"loss": loss, "perplexity": math.exp(min(loss, 50.0)), "targets": count_total}
+
+  # ---- checkpoints -----------------------------------------------------------------------
+  def _mems_path(self, step: int) -> str:
+    return os.path.join(self.checkpoint_dir, f"mems-{step}-worker{self.worker}.npz")
+
+  def _save(self, step: int, mems) -> None:
+    if self.config.mem_len:
+      per_replica = [self.strategy.experimental_local_results(layer) for layer in mems]
+      arrays = {f"layer_{i}": np.concatenate([np.asarray(t, np.float32) for t in replicas])
+                for i, replicas in enumerate(per_replica)}
+      temporary = self._mems_path(step) + ".tmp.npz"
+      np.savez(temporary, **arrays)
+      os.replace(temporary, self._mems_path(step))  # complete before the checkpoint exists
+    self.manager.save(checkpoint_number=step)
+    kept = {int(re.search(r"-(\d+)$", path).group(1)) for path in self.manager.checkpoints}
+    for path in glob.glob(os.path.join(self.checkpoint_dir, f"mems-*-worker{self.worker}.npz")):
+      if int(re.search(r"mems-(\d+)-", os.path.basename(path)).group(1)) not in kept:
+        os.remove(path)
+
+  def _restore(self):
+    """(step, mems) from the latest complete checkpoint, or (0, zero memory)."""
+    latest = self.manager.latest_checkpoint
+    if latest is None:
+      self._initialize_from(self.options.init_checkpoint)
+      return 0, self._zero_mems()
+    self.checkpoint.restore(latest).assert_existing_objects_matched()
+    step = int(self.optimizer.iterations.numpy())
+    logging.info("Resumed from %s at step %d", latest, step)
+    if not self.config.mem_len:
+      return step, ()
+    path = self._mems_path(step)
+    if not os.path.exists(path):
+      logging.warning("No memory saved at %s; resuming with zero memory", path)
+      return step, self._zero_mems()
+    with np.load(path) as saved:
+      layers = [saved[f"layer_{i}"] for i in range(self.config.n_layer)]
+
+    def replica_mems(context):
+      start = context.replica_id_in_sync_group % self.local_replicas * self.per_replica_batch
+      return tuple(tf.constant(layer[start:start + self.per_replica_batch],
+                               self.model.compute_dtype) for layer in layers)
+    return step, self.strategy.experimental_distribute_values_from_function(replica_mems)
+
+  def _initialize_from(self, path: Optional[str]) -> None:
+    if not path:
+      return
+    target = self.model if self.options.init_checkpoint_format != "own" else backbone_of(
+        self.model)
+    checkpoints.LOADERS[self.options.init_checkpoint_format](target, path)
+    logging.info("Initialized from %s", path)
+
+  # ---- the loop --------------------------------------------------------------------------
+  def train(self, stop_after: Optional[int] = None) -> Dict[str, object]:
+    """Trains to train_steps (or for `stop_after` steps, to simulate a stopped run)."""
+    options = self.options
+    step, mems = self._restore()
+    iterator = self._distributed_data(options.train_data, skip_batches=step)
+    writer = (tf.summary.create_file_writer(os.path.join(options.model_dir, "train"))
+              if options.summaries and self.chief else tf.summary.create_noop_writer())
+    if options.summaries and self.chief and step == 0:
+      summaries.write_example_images(writer, self.model, options.train_data, step)
+    history: List[Dict[str, float]] = []
+    start_time, start_step = time.perf_counter(), step
+    last = step
+    end = options.train_steps if stop_after is None else min(options.train_steps,
+                                                             step + stop_after)
+    while step < end:
+      loss, norm, mems = self._train_step(iterator, mems)
+      step += 1
+      if step % options.log_steps == 0 or step == end:
+        elapsed = time.perf_counter() - start_time
+        rate = (step - start_step) / max(elapsed, 1e-9)
+        tokens = rate * self.global_batch * self.seq_len
+        learning_rate = float(self.optimizer.learning_rate)
+        record = {"step": step, "loss": float(loss), "grad_norm": float(norm),
+                  "learning_rate": learning_rate, "tokens_per_sec": tokens}
+        history.append(record)
+        eta = (options.train_steps - step) / max(rate, 1e-9)
+        logging.info("step %d/%d  loss %.4f  lr %.2e  |g| %.3f  %.0f tokens/s  ETA %.0fs",
+                     step, options.train_steps, record["loss"], learning_rate,
+                     record["grad_norm"], tokens, eta)
+        with writer.as_default(step=step):
+          for key in ("loss", "grad_norm", "learning_rate", "tokens_per_sec"):
+            tf.summary.scalar(key, record[key])
+      if step % options.save_steps == 0 or step == options.train_steps:
+        self._save(step, mems)
+        last = step
+    writer.flush()
+    if self.chief:
+      if options.summaries:
+        summaries.write_example_images(writer, self.model, options.train_data, step)
+      # The backbone in the own format: the starting point of fine-tuning runs.
+      checkpoints.save_pretrained(self.model.backbone, os.path.join(options.model_dir,
+                                                                    "pretrained"))
+    return {"step": step, "history": history, "last_checkpoint": self.manager.latest_checkpoint,
+            "saved_at": last}
+
+
+def write_run_summary(path: str, summary: Dict) -> None:
+  write_json(path, summary)

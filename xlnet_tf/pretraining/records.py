@@ -1,0 +1,148 @@
+"""TFRecord schema of pretraining examples, the record-info JSON, and the tf.data reader.
+
+Per example (bytes features, little-endian): input_ids (uint16 when the vocabulary fits, else
+int32) [T], segment_ids uint8 [T], ranks int16 [T], target_positions int16 [P], label int64.
+For seq_len 128 and num_predict 21 that is about 730 bytes, where float32 perm_mask and
+target_mapping alone would take 76 KB. The reader rebuilds every permutation-LM input with a
+few comparisons per batch (`permutation.expand_factorization`).
+"""
+
+import json
+import os
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf.json_files import write_json
+from xlnet_tf.pretraining.permutation import expand_factorization
+from xlnet_tf.pretraining.examples import PretrainingSettings, StoredExample
+
+RECORD_INFO_FILE = "record_info.json"
+FORMAT_VERSION = 1
+
+
+def id_dtype(vocab_size: int) -> str:
+  return "uint16" if vocab_size <= 65536 else "int32"
+
+
+def serialize_example(example: StoredExample, ids_dtype: str) -> bytes:
+  def raw(array, dtype):
+    return tf.train.Feature(bytes_list=tf.train.BytesList(
+        value=[np.ascontiguousarray(array, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()]))
+  features = {
+      "input_ids": raw(example.input_ids, ids_dtype),
+      "segment_ids": raw(example.segment_ids, "uint8"),
+      "ranks": raw(example.ranks, "int16"),
+      "target_positions": raw(example.target_positions, "int16"),
+      "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(example.label)])),
+  }
+  return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+# ---- record info -------------------------------------------------------------------------
+
+def write_record_info(directory: str, settings: PretrainingSettings, files: List[Dict[str, Any]],
+                      tokenizer_info: Dict[str, Any], extra: Dict[str, Any]) -> str:
+  info = {"format_version": FORMAT_VERSION, "settings": settings.to_dict(),
+          "tokenizer": tokenizer_info, "files": files,
+          "num_batch": sum(f["num_batch"] for f in files), **extra}
+  return write_json(os.path.join(directory, RECORD_INFO_FILE), info, sort_keys=True)
+
+
+def load_record_info(path: str) -> Dict[str, Any]:
+  if os.path.isdir(path):
+    path = os.path.join(path, RECORD_INFO_FILE)
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path}: no record info; pretraining data is made by "
+                            "data/create_pretraining_data.py, which writes it beside the files")
+  with open(path, encoding="utf-8") as handle:
+    info = json.load(handle)
+  if info.get("format_version") != FORMAT_VERSION:
+    raise ValueError(f"{path}: record format {info.get('format_version')} is not "
+                     f"{FORMAT_VERSION}; recreate the data")
+  info["directory"] = os.path.dirname(os.path.abspath(path))
+  return info
+
+
+def check_settings(info: Dict[str, Any], **expected) -> None:
+  """Raises if the data were made with other settings than the run expects (names each)."""
+  stored = info["settings"]
+  differences = [f"{key}: data {stored.get(key)!r}, run {value!r}" for key, value in
+                 expected.items() if value is not None and stored.get(key) != value]
+  if differences:
+    raise ValueError(f"{info['directory']}/{RECORD_INFO_FILE}: the data were made with other "
+                     "settings than this run's:\n  " + "\n  ".join(differences))
+  if info["num_batch"] == 0:
+    raise ValueError(f"{info['directory']}: the data hold no complete batch (num_batch = 0)")
+
+
+# ---- reader ------------------------------------------------------------------------------
+
+def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
+                        input_context: Optional[tf.distribute.InputContext] = None,
+                        repeat: bool = True, skip_batches: int = 0,
+                        **expected_settings) -> tf.data.Dataset:
+  """Batches of permutation-LM inputs with static shapes, in stream order (for mems).
+
+  Args:
+    record_info_path: record_info.json or its directory.
+    batch_size: rows per batch for this input pipeline; must equal the data's bsz_per_host,
+      since consecutive batches continue each other row by row.
+    input_context: from `strategy.distribute_datasets_from_function`; files are sharded over
+      the input pipelines (workers).
+    repeat: loop over the data forever.
+    skip_batches: batches to skip first (resuming a run: the data position is the step).
+    expected_settings: settings the run needs (seq_len=..., reuse_len=..., ...), checked
+      against the record info.
+
+  Yields dicts: input_ids, segment_ids int32 [B, T]; perm_mask [B, T, T]; target_mapping
+  [B, P, T]; target int32 [B, P]; target_mask [B, P]; input_q [B, T]; label int32 [B].
+  """
+  info = load_record_info(record_info_path)
+  settings = info["settings"]
+  batch_size = batch_size or settings["bsz_per_host"]
+  check_settings(info, bsz_per_host=batch_size, **expected_settings)
+  files = [os.path.join(info["directory"], f["name"]) for f in info["files"] if f["num_batch"]]
+  if input_context is not None and input_context.num_input_pipelines > 1:
+    pipelines = input_context.num_input_pipelines
+    if len(files) < pipelines:
+      raise ValueError(f"{info['directory']}: {len(files)} data files cannot be sharded over "
+                       f"{pipelines} input pipelines; create the data with more shards")
+    files = files[input_context.input_pipeline_id::pipelines]
+  missing = [f for f in files if not os.path.exists(f)]
+  if missing:
+    raise FileNotFoundError(f"Data files listed in the record info are missing: {missing[:3]}")
+  seq_len, num_predict = settings["seq_len"], settings["num_predict"]
+  reuse_len = settings["reuse_len"]
+  ids_dtype = tf.uint16 if info["tokenizer"]["ids_dtype"] == "uint16" else tf.int32
+  schema = {"input_ids": tf.io.FixedLenFeature([], tf.string),
+            "segment_ids": tf.io.FixedLenFeature([], tf.string),
+            "ranks": tf.io.FixedLenFeature([], tf.string),
+            "target_positions": tf.io.FixedLenFeature([], tf.string),
+            "label": tf.io.FixedLenFeature([], tf.int64)}
+
+  def decode(serialized):
+    parsed = tf.io.parse_example(serialized, schema)
+
+    def column(name, dtype, length):
+      values = tf.io.decode_raw(parsed[name], dtype, little_endian=True)
+      return tf.reshape(tf.cast(values, tf.int32), [batch_size, length])
+
+    input_ids = column("input_ids", ids_dtype, seq_len)
+    ranks = column("ranks", tf.int16, seq_len)
+    target_positions = column("target_positions", tf.int16, num_predict)
+    features = expand_factorization(input_ids, ranks, target_positions, reuse_len)
+    features.update(input_ids=input_ids,
+                    segment_ids=column("segment_ids", tf.uint8, seq_len),
+                    label=tf.cast(parsed["label"], tf.int32))
+    return features
+
+  dataset = tf.data.TFRecordDataset(files)  # files in order: rows continue across batches
+  if repeat:
+    dataset = dataset.repeat()
+  if skip_batches:
+    dataset = dataset.skip(skip_batches * batch_size)  # raw records: no parsing cost
+  dataset = dataset.batch(batch_size, drop_remainder=True)
+  dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  return dataset.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,123 @@
+"""The one fine-tuning loop of every task: Model.fit, evaluation on dev every `eval_every`
+steps, the best weights kept (by the task's metric, higher is better) and reloaded at the end.
+
+A task supplies its model (a head over XLNetModel), its training batches, its loss (or the
+head's own `compute_loss`) and an `evaluate()` returning its dev scores; the task modules
+(classification, squad, race, tagging) and the CLIs in run/ are thin over this.
+One machine: one device or mirrored replicas (Model.fit).
+"""
+
+import dataclasses
+import os
+from typing import Callable, Dict, Optional, Sequence, Union
+
+from absl import logging
+import keras
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf import checkpoints
+from xlnet_tf.model import backbone_inputs
+from xlnet_tf.training.optimization import create_optimizer
+
+BEST_DIR = "best"  # under the output directory: the kept weights (own format)
+
+
+@dataclasses.dataclass
+class FinetuningOptions:
+  train_steps: int
+  batch_size: int
+  learning_rate: float
+  warmup_steps: int = 0
+  weight_decay: float = 0.0
+  lr_layer_decay_rate: float = 1.0
+  eval_every: Optional[int] = None   # default: once, at the end
+  seed: int = 0
+  jit_compile: Union[bool, str] = "auto"
+
+
+def feature_dataset(features: Dict[str, np.ndarray], batch_size: int, *,
+                    extra_keys: Sequence[str] = (), label_key: Optional[str] = None,
+                    shuffle: bool = False, seed: int = 0, repeat: bool = False) -> tf.data.Dataset:
+  """Batches of the backbone's inputs in `features` (plus `extra_keys`), with
+  `features[label_key]` as the target when given. Training batches (repeat) drop the
+  remainder, so every step has the same shape."""
+  inputs = {**backbone_inputs(features), **{key: features[key] for key in extra_keys}}
+  elements = inputs if label_key is None else (inputs, features[label_key])
+  dataset = tf.data.Dataset.from_tensor_slices(elements)
+  if shuffle:
+    size = len(next(iter(inputs.values())))
+    dataset = dataset.shuffle(size, seed=seed, reshuffle_each_iteration=True)
+  if repeat:
+    dataset = dataset.repeat()
+  return dataset.batch(batch_size, drop_remainder=repeat).prefetch(tf.data.AUTOTUNE)
+
+
+def predict(model, features: Dict[str, np.ndarray], batch_size: int,
+            extra_keys: Sequence[str] = ()):
+  """The model's outputs (NumPy) on every example of `features`, in order."""
+  return model.predict(feature_dataset(features, batch_size, extra_keys=extra_keys), verbose=0)
+
+
+class _KeepBest(keras.callbacks.Callback):
+  """After every epoch (= eval_every steps): evaluates on dev and saves the weights when the
+  metric improves; without an evaluation, saves the latest weights."""
+
+  def __init__(self, evaluate, metric, directory):
+    super().__init__()
+    self.evaluate, self.metric, self.directory = evaluate, metric, directory
+    self.best, self.history = None, []
+
+  def on_epoch_end(self, epoch, logs=None):
+    step = int(self.model.optimizer.iterations.numpy())
+    loss = (logs or {}).get("loss")
+    if self.evaluate is None:
+      logging.info("step %d: loss %s", step, loss)
+      self._save()
+      return
+    result = dict(self.evaluate(), step=step)
+    if loss is not None:
+      result["loss"] = float(loss)
+    self.history.append(result)
+    logging.info("dev at step %d: %s", step, result)
+    if self.best is None or result[self.metric] > self.best[self.metric]:
+      self.best = result
+      self._save()
+
+  def _save(self):
+    if self.directory:
+      checkpoints.save_pretrained(self.model, self.directory)
+
+
+def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, *,
+             evaluate: Optional[Callable[[], Dict[str, float]]] = None,
+             metric: Optional[str] = None, best_dir: Optional[str] = None,
+             loss=None) -> Dict:
+  """Fits `model` for options.train_steps on the (repeated) training batches.
+
+  Every eval_every steps `evaluate()` scores dev; the weights with the best `metric` are saved
+  to `best_dir` and loaded back into `model` at the end (without `evaluate`, the last
+  weights). `loss`: a Keras loss of (labels, outputs), or None when the model computes its own
+  (`compute_loss`). Returns {"history": [dev scores + step], "best": scores, "metric"}.
+  """
+  if evaluate is not None and not metric:
+    raise ValueError("finetune: `metric` names the dev score to keep the best weights by")
+  every = min(options.eval_every or options.train_steps, options.train_steps)
+  model.compile(optimizer=create_optimizer(model, options.learning_rate, options.train_steps,
+                                           options.warmup_steps, options.weight_decay,
+                                           options.lr_layer_decay_rate),
+                loss=loss, jit_compile=options.jit_compile)
+  keep_best = _KeepBest(evaluate, metric, best_dir)
+  model.fit(train_dataset, steps_per_epoch=every, epochs=max(options.train_steps // every, 1),
+            verbose=0, callbacks=[keep_best])
+  restore_best(model, best_dir)
+  return {"history": keep_best.history, "best": keep_best.best, "metric": metric}
+
+
+def restore_best(model, best_dir: Optional[str]) -> bool:
+  """Loads the weights kept in `best_dir` into `model`, if any were saved there."""
+  if not best_dir or not os.path.exists(os.path.join(best_dir, checkpoints.own.WEIGHTS_FILE)):
+    return False
+  checkpoints.load_own_checkpoint(model, best_dir)
+  return True
+

@@ -1,0 +1,104 @@
+"""The original input layout `A <sep> B <sep> <cls>`, in Python and in the graph.
+
+zihangdai/xlnet classifier_utils: the pair truncated longest-first (from the end of the longer
+side) to max_seq_length - 3 (- 2 without B), left-padded so that <cls> is the last position;
+segment ids A = 0, B = 1, <cls> = 2, padding = 4; input_mask 1 = real token (the original's is
+inverted; converted at this boundary). Single texts are `A <sep> <cls>`.
+
+Example, max_seq_length 8, A = [a1 a2 a3], B = [b1 b2] (room 8 - 3 = 5, both fit):
+  input_ids    a1 a2 a3 <sep> b1 b2 <sep> <cls>
+  segment_ids  0  0  0  0     1  1  1     2
+A alone: input_ids pad pad pad a1 a2 a3 <sep> <cls>, segment_ids 4 4 4 0 0 0 0 2,
+input_mask 0 0 0 1 1 1 1 1.
+"""
+
+from typing import List, Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+SEG_A, SEG_B, SEG_CLS, SEG_PAD = 0, 1, 2, 4
+
+
+def truncate_pair(tokens_a: List[int], tokens_b: List[int], max_length: int) -> None:
+  """The original's longest-first truncation, from the end, in place."""
+  while len(tokens_a) + len(tokens_b) > max_length:
+    longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+    longer.pop()
+
+
+def pack_pair(tokens_a: Sequence[int], tokens_b: Optional[Sequence[int]], sep: int,
+              cls: int) -> Tuple[List[int], List[int]]:
+  """(tokens, segment ids) of `A <sep> B <sep> <cls>` (`A <sep> <cls>` when tokens_b is None),
+  unpadded; truncate first."""
+  tokens = list(tokens_a) + [sep]
+  segments = [SEG_A] * (len(tokens_a) + 1)
+  if tokens_b is not None:
+    tokens += list(tokens_b) + [sep]
+    segments += [SEG_B] * (len(tokens_b) + 1)
+  return tokens + [cls], segments + [SEG_CLS]
+
+
+# ---- the same in the graph (SavedModels) ---------------------------------------------------
+
+def _keep_lengths(length_a, length_b, room):
+  """Lengths after the original longest-first truncation (see truncate_pair), in closed form."""
+  fits = length_a + length_b <= room
+  keep_a = tf.minimum(length_a, tf.maximum(room - length_b, (room + 1) // 2))
+  return (tf.where(fits, length_a, keep_a), tf.where(fits, length_b, room - keep_a))
+
+
+def _prefix(ragged, keep):
+  mask = tf.ragged.range(ragged.row_lengths()) < keep[:, None]
+  return tf.ragged.boolean_mask(ragged, mask)
+
+
+def _left_pad(ragged, length, value):
+  """Ragged [B, None] -> dense [B, length], rows aligned to the right."""
+  rows = ragged.nrows()
+  starts = length - ragged.row_lengths()
+  columns = (tf.ragged.range(ragged.row_lengths()) + starts[:, None]).flat_values
+  row_ids = ragged.value_rowids()
+  dense = tf.fill(tf.stack([rows, tf.cast(length, rows.dtype)]), tf.cast(value, ragged.dtype))
+  return tf.tensor_scatter_nd_update(dense, tf.stack([row_ids, columns], axis=1),
+                                     ragged.flat_values)
+
+
+class TextPacker(tf.Module):
+  """Strings -> (input_ids, segment_ids, input_mask) [B, max_seq_length], in the graph."""
+
+  def __init__(self, tokenizer, max_seq_length: int):
+    super().__init__(name="text_packer")
+    self.tokenizer = tokenizer
+    self.max_seq_length = max_seq_length
+    ids = tokenizer.special_ids
+    self.sep, self.cls, self.pad = ids.sep, ids.cls, max(ids.pad, 0)
+
+  def _tokenize(self, texts):
+    # Invalid UTF-8 becomes U+FFFD (as bytes.decode(errors="replace")) instead of failing.
+    texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
+    return tf.cast(self.tokenizer(texts), tf.int64)
+
+  def __call__(self, text_a, text_b=None):
+    ids_a = self._tokenize(text_a)
+    batch = ids_a.nrows()
+    def column(value):
+      return tf.RaggedTensor.from_row_lengths(tf.fill([batch], tf.cast(value, tf.int64)),
+                                              tf.ones([batch], tf.int64))
+    if text_b is None:
+      keep_a = tf.minimum(ids_a.row_lengths(), self.max_seq_length - 2)
+      a = _prefix(ids_a, keep_a)
+      tokens = tf.concat([a, column(self.sep), column(self.cls)], axis=1)
+      segments = tf.concat([tf.ones_like(a) * SEG_A, column(SEG_A), column(SEG_CLS)], axis=1)
+    else:
+      ids_b = self._tokenize(text_b)
+      keep_a, keep_b = _keep_lengths(ids_a.row_lengths(), ids_b.row_lengths(),
+                                     self.max_seq_length - 3)
+      a, b = _prefix(ids_a, keep_a), _prefix(ids_b, keep_b)
+      tokens = tf.concat([a, column(self.sep), b, column(self.sep), column(self.cls)], axis=1)
+      segments = tf.concat([tf.ones_like(a) * SEG_A, column(SEG_A), tf.ones_like(b) * SEG_B,
+                            column(SEG_B), column(SEG_CLS)], axis=1)
+    length = self.max_seq_length
+    input_ids = tf.cast(_left_pad(tokens, length, self.pad), tf.int32)
+    segment_ids = tf.cast(_left_pad(segments, length, SEG_PAD), tf.int32)
+    input_mask = tf.cast(_left_pad(tf.ones_like(tokens), length, 0), tf.float32)
+    return input_ids, segment_ids, input_mask
