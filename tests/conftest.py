@@ -9,6 +9,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from xlnet_tf.pretraining import corpus  # noqa: E402
+from xlnet_tf.pretraining.examples import PretrainingSettings  # noqa: E402
+from xlnet_tf.pretraining.stage import create_pretraining_data  # noqa: E402
 from xlnet_tf.text.sentencepiece_training import train_sentencepiece  # noqa: E402
 
 
