@@ -18,7 +18,7 @@ from xlnet_tf.model import XLNetModel
 from xlnet_tf.tasks import finetuning
 from xlnet_tf.tasks.classification_metrics import classification_metrics
 from xlnet_tf.text.tokenizer import XLNetTokenizer
-from xlnet_tf.text.packing import SEG_A, SEG_CLS, SEG_PAD, pack_pair, truncate_pair
+from xlnet_tf.text.packing import SEG_A, SEG_CLS, SEG_PAD, pack_texts
 from xlnet_tf.text.read_report import ReadReport
 
 
@@ -182,33 +182,10 @@ def label_ids(examples: Sequence[TextExample], labels: Optional[Sequence[str]],
 
 def encode_examples(tokenizer, examples: Sequence[TextExample], max_seq_length: int,
                     report: Optional[ReadReport] = None) -> Dict[str, np.ndarray]:
-  """input_ids / segment_ids int32 and input_mask float32, [N, max_seq_length], left-padded."""
-  if max_seq_length < 4:
-    raise ValueError(f"max_seq_length must be at least 4 (A <sep> <sep> <cls>); got "
-                     f"{max_seq_length}")
-  sep, cls = tokenizer.special_ids.sep, tokenizer.special_ids.cls
-  pad = max(tokenizer.special_ids.pad, 0)
-  texts_a = tokenizer.encode_batch([e.text_a for e in examples])
-  texts_b = tokenizer.encode_batch([e.text_b or "" for e in examples])
-  count = len(examples)
-  input_ids = np.full([count, max_seq_length], pad, np.int32)
-  segment_ids = np.full([count, max_seq_length], SEG_PAD, np.int32)
-  input_mask = np.zeros([count, max_seq_length], np.float32)
-  for row, (example, tokens_a, tokens_b) in enumerate(zip(examples, texts_a, texts_b)):
-    if not tokens_a and report is not None:
-      report.skip("empty text (kept as an empty segment)", example.where)
-    has_b = example.text_b is not None
-    room = max_seq_length - (3 if has_b else 2)
-    if len(tokens_a) + len(tokens_b) > room and report is not None:
-      report.skip(f"truncated to max_seq_length={max_seq_length} (kept, longest side cut "
-                  "from its end)", example.where)
-    truncate_pair(tokens_a, tokens_b, room)
-    tokens, segments = pack_pair(tokens_a, tokens_b if has_b else None, sep, cls)
-    start = max_seq_length - len(tokens)
-    input_ids[row, start:] = tokens
-    segment_ids[row, start:] = segments
-    input_mask[row, start:] = 1.0
-  return {"input_ids": input_ids, "segment_ids": segment_ids, "input_mask": input_mask}
+  """input_ids / segment_ids int32 and input_mask float32, [N, max_seq_length], left-padded
+  (text.packing.pack_texts; truncations and empty texts reported with file:line)."""
+  return pack_texts(tokenizer, [e.text_a for e in examples], [e.text_b for e in examples],
+                    max_seq_length, report=report, where=[e.where for e in examples])
 
 
 def encode_long_documents(tokenizer, texts: Sequence[str], segment_length: int,

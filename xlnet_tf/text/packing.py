@@ -12,8 +12,9 @@ A alone: input_ids pad pad pad a1 a2 a3 <sep> <cls>, segment_ids 4 4 4 0 0 0 0 2
 input_mask 0 0 0 1 1 1 1 1.
 """
 
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 SEG_A, SEG_B, SEG_CLS, SEG_PAD = 0, 1, 2, 4
@@ -36,6 +37,44 @@ def pack_pair(tokens_a: Sequence[int], tokens_b: Optional[Sequence[int]], sep: i
     tokens += list(tokens_b) + [sep]
     segments += [SEG_B] * (len(tokens_b) + 1)
   return tokens + [cls], segments + [SEG_CLS]
+
+
+def pack_texts(tokenizer, texts: Sequence[str], texts_b: Optional[Sequence[Optional[str]]] = None,
+               max_seq_length: int = 128, *, report=None,
+               where: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
+  """Raw texts (and optional second texts, None where a row has none) -> model inputs:
+  input_ids / segment_ids int32 and input_mask float32 [N, max_seq_length], left-padded.
+
+  `report` (a ReadReport), if given, counts truncated rows and empty texts at `where[i]`.
+  """
+  if max_seq_length < 4:
+    raise ValueError(f"max_seq_length must be at least 4 (A <sep> <sep> <cls>); got "
+                     f"{max_seq_length}")
+  sep, cls = tokenizer.special_ids.sep, tokenizer.special_ids.cls
+  pad = max(tokenizer.special_ids.pad, 0)
+  texts_b = list(texts_b) if texts_b is not None else [None] * len(texts)
+  ids_a = tokenizer.encode_batch(list(texts))
+  ids_b = tokenizer.encode_batch([text or "" for text in texts_b])
+  where = list(where) if where is not None else [f"row {i}" for i in range(len(texts))]
+  count = len(texts)
+  input_ids = np.full([count, max_seq_length], pad, np.int32)
+  segment_ids = np.full([count, max_seq_length], SEG_PAD, np.int32)
+  input_mask = np.zeros([count, max_seq_length], np.float32)
+  for row, (text_b, tokens_a, tokens_b) in enumerate(zip(texts_b, ids_a, ids_b)):
+    if not tokens_a and report is not None:
+      report.skip("empty text (kept as an empty segment)", where[row])
+    has_b = text_b is not None
+    room = max_seq_length - (3 if has_b else 2)
+    if len(tokens_a) + len(tokens_b) > room and report is not None:
+      report.skip(f"truncated to max_seq_length={max_seq_length} (kept, longest side cut "
+                  "from its end)", where[row])
+    truncate_pair(tokens_a, tokens_b, room)
+    tokens, segments = pack_pair(tokens_a, tokens_b if has_b else None, sep, cls)
+    start = max_seq_length - len(tokens)
+    input_ids[row, start:] = tokens
+    segment_ids[row, start:] = segments
+    input_mask[row, start:] = 1.0
+  return {"input_ids": input_ids, "segment_ids": segment_ids, "input_mask": input_mask}
 
 
 # ---- the same in the graph (SavedModels) ---------------------------------------------------
