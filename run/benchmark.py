@@ -310,7 +310,7 @@ flags.register_validator("modes", lambda modes: set(modes) <= set(MODES),
 def measure(spec):
   result = subprocess.run([sys.executable, __file__, f"--worker={json.dumps(spec)}"],
                           capture_output=True, text=True)
-  lines = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")]
+  lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
   if result.returncode != 0 or not lines:
     return dict(spec, error=(result.stderr.strip().splitlines() or ["failed"])[-1][:200])
   return json.loads(lines[-1][len("RESULT "):])
@@ -338,8 +338,8 @@ def data_stage_markdown(data_stage):
   if "error" in data_stage:
     return f"\nData stage: error: {data_stage['error']}"
   d, settings = data_stage, data_stage["settings"]
-  return (f"\nData stage (`xlnet_tf.pretraining.stage`, {d['workers']} worker processes, the Python "
-          f"documentation x{d['copies']}, {d['corpus_tokens']:,} tokens, seq_len "
+  return (f"\nData stage (`xlnet_tf.pretraining.stage`, {d['workers']} worker processes, the "
+          f"Python documentation x{d['copies']}, {d['corpus_tokens']:,} tokens, seq_len "
           f"{settings['seq_len']}, reuse {settings['reuse_len']}, num_predict "
           f"{settings['num_predict']}, bi_data {settings['bi_data']}): "
           f"**{d['corpus_tokens_per_sec']:,.0f} corpus tokens/s**, "

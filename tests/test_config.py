@@ -21,7 +21,8 @@ def test_original_config_file_round_trip(tmp_path):
   assert XLNetConfig.from_json_file(str(out)) == config
 
 
-@pytest.mark.parametrize("field,value", [("n_layer", 0), ("d_model", 33), ("ff_activation", "swish"),
+@pytest.mark.parametrize("field,value", [("n_layer", 0), ("d_model", 33),
+                                         ("ff_activation", "swish"),
                                          ("attn_type", "both"), ("dropout", 1.5),
                                          ("clamp_len", -2), ("untie_r", "yes"), ("n_head", 2.0)])
 def test_invalid_values_name_the_field(field, value):

@@ -48,7 +48,7 @@ def serve(path, requests):
   result = subprocess.run([sys.executable, "-c", LOADER, path, json.dumps(requests)],
                           capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
-  line = [l for l in result.stdout.splitlines() if l.startswith("OUTPUT ")][-1]
+  line = [out for out in result.stdout.splitlines() if out.startswith("OUTPUT ")][-1]
   return json.loads(line[len("OUTPUT "):])
 
 

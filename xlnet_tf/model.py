@@ -155,7 +155,8 @@ class XLNetModel(keras.Model):
       memory = mems[index] if mems else None
       if config.mem_len > 0:
         new_mems.append(self._cache_memory(content, memory))
-      layer_bias = (lambda bias: bias[index]) if config.untie_r else (lambda bias: bias)
+      layer_bias = ((lambda bias, index=index: bias[index]) if config.untie_r
+                    else (lambda bias: bias))
       biases = {"r_w_bias": layer_bias(self.r_w_bias), "r_r_bias": layer_bias(self.r_r_bias)}
       if mismatch is not None:
         biases.update(r_s_bias=layer_bias(self.r_s_bias), seg_embed=self.seg_embed[index])
@@ -209,7 +210,8 @@ class XLNetModel(keras.Model):
                       f"{BACKBONE_INPUTS}; got {type(inputs).__name__}")
     unknown = sorted(set(inputs) - set(BACKBONE_INPUTS))
     if unknown:
-      raise ValueError(f"XLNetModel: unknown input(s) {unknown}; expected keys from {BACKBONE_INPUTS}")
+      raise ValueError(f"XLNetModel: unknown input(s) {unknown}; expected keys from "
+                       f"{BACKBONE_INPUTS}")
     if "input_ids" not in inputs:
       raise ValueError("XLNetModel: the input 'input_ids' [B, T] is required")
     inputs = {key: value for key, value in inputs.items() if value is not None}

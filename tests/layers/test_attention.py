@@ -2,7 +2,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-import pytest
 
 from xlnet_tf.layers.attention import RelativeMultiHeadAttention
 from xlnet_tf.layers.position_encoding import relative_position_encoding

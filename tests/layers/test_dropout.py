@@ -78,7 +78,7 @@ def test_model_dropout_is_the_same_with_and_without_xla():
     if jit is None:  # reference: no dropout
       result = model(inputs, training=False)
     else:
-      result = tf.function(lambda x: model(x, training=True), jit_compile=jit)(inputs)
+      result = tf.function(lambda x, m=model: m(x, training=True), jit_compile=jit)(inputs)
     outputs.append(np.concatenate([result["sequence_output"].numpy().ravel(),
                                    result["query_output"].numpy().ravel()]))
   np.testing.assert_allclose(outputs[0], outputs[1], atol=1e-5)

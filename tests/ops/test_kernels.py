@@ -83,7 +83,8 @@ def test_attention_probabilities_gradient_equals_autodiff(rng, stream):
                   query_positions=positions, mismatch=tf.constant(mismatch),
                   mask=tf.constant(mask), dropout_threshold=round(0.3 * 2**32),
                   dropout_seed=tf.constant([5, 6], tf.int64))
-  expected = _gradients(attention_probabilities.attention_probabilities, scores, 7, jit=True, **settings)
+  expected = _gradients(attention_probabilities.attention_probabilities, scores, 7, jit=True,
+                        **settings)
   got = _gradients(attention_probabilities.fused_attention_probabilities, scores, 7, **settings)
   assert (expected[0] == 0).mean() > 0.2  # dropout and masking are active
   for want, have in zip(expected, got):

@@ -102,7 +102,7 @@ def _run_subprocess(args, env=None):
   result = subprocess.run([sys.executable, RUNNER] + [str(a) for a in args], env=env,
                           capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
-  line = [l for l in result.stdout.splitlines() if l.startswith("LOSSES ")][-1]
+  line = [out for out in result.stdout.splitlines() if out.startswith("LOSSES ")][-1]
   return json.loads(line[len("LOSSES "):])
 
 
@@ -143,8 +143,8 @@ def test_two_workers_equal_one_device(small_data, tmp_path):
   for process in processes:
     stdout, stderr = process.communicate(timeout=600)
     assert process.returncode == 0, stderr[-3000:]
-    outputs.append(json.loads([l for l in stdout.splitlines()
-                               if l.startswith("LOSSES ")][-1][len("LOSSES "):]))
+    outputs.append(json.loads([out for out in stdout.splitlines()
+                               if out.startswith("LOSSES ")][-1][len("LOSSES "):]))
   np.testing.assert_allclose(outputs[0], one, rtol=2e-5)
   np.testing.assert_allclose(outputs[1], one, rtol=2e-5)
 

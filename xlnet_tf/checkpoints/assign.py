@@ -86,7 +86,7 @@ def assign_by_original_name(target, shapes: Mapping[str, Sequence[int]],
         f"({len(problems)} problem(s)); nothing was loaded:\n  " + "\n  ".join(problems))
 
   values = {}
-  for name, variable in expected.items():
+  for name in expected:
     value = np.asarray(read(name))
     if not np.isfinite(value.astype(np.float32)).all():
       raise CheckpointMismatchError(f"{source}: {label(name)} holds NaN or infinity")

@@ -33,8 +33,8 @@ class XLNetPretrainer(XLNetHead):
 
   Call with the backbone's inputs (extra keys such as `target` are ignored); returns
   {"logits": [B, P, V], "new_mems": [...] when mem_len > 0}. `model.fit` on batches of
-  `xlnet_tf.pretraining.records.pretraining_dataset` trains it, carrying the memory from one batch to
-  the next (see `train_step`).
+  `xlnet_tf.pretraining.pretraining_dataset` trains it, carrying the memory from one batch to the
+  next (see `train_step`).
   """
 
   def __init__(self, backbone, **kwargs):

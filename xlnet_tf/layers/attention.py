@@ -199,7 +199,8 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
       scores.append(tf.matmul(queries + biases["r_s_bias"][:, None], segment_keys,
                               transpose_b=True))
     probability = fused_attention_probabilities(
-        *scores, key_length=tf.shape(keys)[2], content_length=content_length, scale=self.scale, query_positions=positions, mismatch=mismatch, mask=mask,
+        *scores, key_length=tf.shape(keys)[2], content_length=content_length, scale=self.scale,
+        query_positions=positions, mismatch=mismatch, mask=mask,
         keep_for_gradient=bool(training), **self.attention_dropout.fused_arguments(training))
     return tf.transpose(tf.matmul(probability, values), [0, 2, 1, 3]), probability
 

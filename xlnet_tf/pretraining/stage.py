@@ -15,7 +15,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from xlnet_tf.pretraining.corpus import ReadStats, read_documents
-from xlnet_tf.pretraining.examples import ExampleBuilder, PretrainingSettings, batchify, token_stream
+from xlnet_tf.pretraining.examples import (ExampleBuilder, PretrainingSettings, batchify,
+                                           token_stream)
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 
 TFRECORD_SUFFIX = ".tfrecords"

@@ -66,7 +66,7 @@ def encode_tagged(tokenizer, sentences: Sequence[TaggedSentence], max_seq_length
   word_pieces = iter(tokenizer.encode_batch(all_words))
   for row, sentence in enumerate(sentences):
     pieces, piece_labels, piece_words = [], [], []
-    for position, (word, tag) in enumerate(zip(sentence.words, sentence.tags)):
+    for position, tag in enumerate(sentence.tags):
       if tag not in index_of:
         raise ValueError(f"{sentence.where}: tag {tag!r} is not in the label set {list(labels)}")
       ids = next(word_pieces) or [tokenizer.special_ids.unk]
