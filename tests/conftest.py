@@ -1,4 +1,3 @@
-import json
 import os
 import shutil
 
@@ -8,6 +7,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from xlnet_tf.json_files import read_json, write_json  # noqa: E402
 from xlnet_tf.pretraining import corpus  # noqa: E402
 from xlnet_tf.pretraining.examples import PretrainingSettings  # noqa: E402
 from xlnet_tf.pretraining.stage import create_pretraining_data  # noqa: E402
@@ -62,11 +62,11 @@ def small_data(tmp_path_factory):
   create_pretraining_data(files[:1], sp_path, str(twin), PretrainingSettings(bi_data=False,
                                                                              **SMALL),
                           seed=1, num_workers=1)
-  info = json.load(open(twin / "record_info.json"))
+  info = read_json(str(twin / "record_info.json"))
   first = info["files"][0]
   shutil.copy(twin / first["name"], twin / ("copy-" + first["name"]))
   info["files"].append(dict(first, name="copy-" + first["name"]))
   info["num_batch"] *= 2
-  json.dump(info, open(twin / "record_info.json", "w"))
+  write_json(str(twin / "record_info.json"), info)
   made["twin"] = str(twin)
   return made

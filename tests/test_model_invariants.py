@@ -118,7 +118,7 @@ def test_position_scores_in_row_blocks_equal_one_block(rng, monkeypatch):
   positions its rows read) give the one-block outputs and gradients: with memory, padding,
   two segments, a factorization-order mask and the query stream."""
   import tensorflow as tf
-  from xlnet_tf.layers import attention
+  from xlnet_tf.ops import relative_shift as attention
   batch, memory_length, length, num_targets = 2, 3, 6, 2
   model = make_model(mem_len=memory_length)
   inputs = padded_pair_batch(rng, batch, length, 50, pad_lengths=[2, 0])

@@ -55,8 +55,8 @@ class XLNetClassifier(XLNetHead):
     num_segments = inputs["input_ids"].shape[1]
     mems = None
     for index in range(num_segments):  # static S: unrolled, fine under XLA
-      segment = {k: inputs[k][:, index] for k in ("input_ids", "segment_ids", "input_mask")
-                 if k in inputs}
+      segment = {key: value[:, index] for key, value in backbone_inputs(inputs).items()
+                 if key != "mems"}
       if mems is not None:
         segment["mems"] = mems
       outputs = self.backbone(segment, training=training)
