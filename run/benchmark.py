@@ -114,14 +114,15 @@ def build_xlnet_tf_step(spec):
   ids, perm_mask, target_mapping = _inputs(batch, seq_len)
   inputs = {"input_ids": tf.constant(ids), "segment_ids": tf.zeros_like(ids),
             "input_mask": tf.ones([batch, seq_len])}
+  backbone = XLNetModel(config, fused=spec.get("fused", True))  # profile_step.py --nofused
   if spec["mode"] in ("serve", "serve_xla"):
-    return _serving_step(XLNetModel(config), inputs, seq_len, xla=spec["mode"] == "serve_xla")
+    return _serving_step(backbone, inputs, seq_len, xla=spec["mode"] == "serve_xla")
   if spec["mode"] == "forward":
-    model = XLNetModel(config)
+    model = backbone
     forward = tf.function(lambda x: model(x, training=False)["sequence_output"],
                           jit_compile=jit)
     return lambda: forward(inputs).numpy()
-  model = XLNetPretrainer(config)
+  model = XLNetPretrainer(backbone)
   optimizer = create_optimizer(model, 1e-4, 1000, 10)
   inputs.update(perm_mask=tf.constant(perm_mask), target_mapping=tf.constant(target_mapping))
   target = tf.gather(inputs["input_ids"], tf.argmax(target_mapping, -1, output_type=tf.int32),

@@ -27,6 +27,8 @@ flags.DEFINE_string("shape", "4x128", "batch x seq_len.")
 flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "Precision.")
 flags.DEFINE_enum("mode", "train", ["forward", "train"], "What to profile.")
 flags.DEFINE_bool("xla", None, "Compile the step with XLA (default: float32 yes, bfloat16 no).")
+flags.DEFINE_bool("fused", True, "The compiled kernels of xlnet_tf.ops (--nofused: the plain "
+                  "TensorFlow path, XLNetModel(fused=False)).")
 flags.DEFINE_integer("inter_op_threads", 0, "TensorFlow inter-op threads (0 = default).")
 flags.DEFINE_integer("top", 30, "Rows to print.")
 FLAGS = flags.FLAGS
@@ -64,7 +66,7 @@ def main(argv):
     tf.config.threading.set_inter_op_parallelism_threads(FLAGS.inter_op_threads)
   batch, seq_len = (int(v) for v in FLAGS.shape.split("x"))
   spec = dict(size=FLAGS.size, batch=batch, seq_len=seq_len, dtype=FLAGS.dtype, mode=FLAGS.mode,
-              jit=FLAGS.xla)
+              jit=FLAGS.xla, fused=FLAGS.fused)
   run = benchmark.build_xlnet_tf_step(spec)
   run()
   run()
