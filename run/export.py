@@ -15,12 +15,13 @@ from xlnet_tf.export import export_saved_model
 from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
+from xlnet_tf.heads.token_classifier import XLNetTokenClassifier
 
 flags.DEFINE_string("model_dir", None, "Own-format directory (xlnet_config.json + weights).")
 flags.DEFINE_enum("head", "classifier", ["classifier", "regression", "multiple_choice",
-                                         "question_answering", "backbone"],
+                                         "question_answering", "token_classifier", "backbone"],
                   "What the weights are.")
-flags.DEFINE_integer("num_classes", 2, "Classes of a classifier.")
+flags.DEFINE_integer("num_classes", 2, "Classes of a classifier (labels of a token classifier).")
 flags.DEFINE_string("summary_type", "last", "Pooling of a classifier.")
 flags.DEFINE_string("task_name", "task", "Task name of a classifier (original names).")
 flags.DEFINE_string("sp_path", None, "SentencePiece model (copied into the assets).")
@@ -52,6 +53,7 @@ def main(argv):
                                                  FLAGS.task_name),
            "multiple_choice": lambda: XLNetMultipleChoice(backbone, FLAGS.summary_type),
            "question_answering": lambda: XLNetQuestionAnswering(backbone),
+           "token_classifier": lambda: XLNetTokenClassifier(backbone, FLAGS.num_classes),
            "backbone": lambda: backbone}[FLAGS.head]()
   checkpoints.load_own_checkpoint(model, FLAGS.model_dir)
   path = export_saved_model(model, FLAGS.sp_path, FLAGS.export_base, FLAGS.model_name,

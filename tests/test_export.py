@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from xlnet_reference import randomize_weights
-from xlnet_tf import XLNetConfig, XLNetModel
+from xlnet_tf import XLNetConfig, XLNetModel, XLNetPretrainer, XLNetTokenClassifier
 from xlnet_tf.tasks.classification import TextExample, encode_examples
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 from xlnet_tf.export import WARMUP_FILE, export_saved_model
@@ -110,6 +110,20 @@ def test_regression_backbone_and_qa_heads(sp_model, tokenizer, tmp_path):
             context["segment_ids"][row, start] == 0
             and context["input_ids"][row, start] != tokenizer.special_ids.sep)
   assert answers["start_top_index"][1][0] == LENGTH - 1  # empty context: "no answer" first
+
+
+def test_token_classifier_exports_and_the_pretrainer_is_refused(sp_model, tokenizer, tmp_path):
+  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
+  tagger = XLNetTokenClassifier(XLNetModel(config), 3)
+  path = export_saved_model(tagger, sp_model, str(tmp_path), "tagger", LENGTH)
+  features = encode_examples(tokenizer, [TextExample(t, None, None, "") for t in TEXTS], LENGTH)
+  out = serve(path, {"t": ("serving_default", {"text": TEXTS})})["t"]
+  logits = tagger(features).numpy()
+  np.testing.assert_allclose(out["logits"], logits, atol=1e-5)
+  np.testing.assert_array_equal(out["predicted_labels"], logits.argmax(-1))
+  with pytest.raises(TypeError, match="XLNetPretrainer: it has no serving_outputs"):
+    export_saved_model(XLNetPretrainer(XLNetModel(config)), sp_model, str(tmp_path), "lm",
+                       LENGTH)
 
 
 def test_saved_model_cli_show_and_run(sp_model, tokenizer, tmp_path):
