@@ -40,9 +40,9 @@ def main(argv):
   strategy, tokenizer, config = common_flags.finetuning_setup()
   best_dir = common_flags.best_dir()
   dev = load(tokenizer, "dev")[1] if FLAGS.do_eval or FLAGS.do_train else None
-  evaluate = lambda: race_accuracy(finetuning.predict(model, dev, FLAGS.train_batch_size), dev)
   with strategy.scope():
     model = XLNetMultipleChoice(common_flags.pretrained_backbone(config))
+    evaluate = lambda: race_accuracy(finetuning.predict(model, dev, FLAGS.train_batch_size), dev)
     if FLAGS.do_train:
       _, train = load(tokenizer, "train")
       dataset = finetuning.feature_dataset(train, FLAGS.train_batch_size, label_key="label",

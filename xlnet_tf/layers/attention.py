@@ -63,6 +63,11 @@ def _heads_first(tensor):
   return tf.transpose(tensor, [0, 2, 1, 3])
 
 
+def _weighted_values(probability, values):
+  """[B, N, Q, K] probabilities x [B, N, K, H] values -> [B, Q, N, H]."""
+  return tf.transpose(tf.matmul(probability, values), [0, 2, 1, 3])
+
+
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class RelativeMultiHeadAttention(keras.layers.Layer):
   """Relative multi-head attention for XLNet's content stream and, optionally, its query stream.
@@ -145,48 +150,47 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     position_keys = _heads_first(tf.einsum("brd,dnh->brnh", tf.cast(position_encoding, dtype),
                                            self.position_kernel))  # [1 or B, N, R, H]
     attend = self._attend_fused if self.fused else self._attend_plain
-    shared = dict(keys=keys, values=values, position_keys=position_keys,
+    shared = dict(keys=keys, position_keys=position_keys,
                   biases=dict(r_w_bias=r_w_bias, r_r_bias=r_r_bias, r_s_bias=r_s_bias,
                               seg_embed=seg_embed),
                   content_length=tf.shape(content)[1], training=training)
 
     content_queries = _heads_first(tf.einsum("btd,dnh->btnh", content, query_kernel))
-    attended, probability = attend(
-        content_queries, mask=content_mask, mismatch=segment_mismatch, positions=None,
-        static_lengths=(content.shape[1], keys_values_input.shape[1]), **shared)
-    content_output = self._project_out(content, attended, output_kernel, training)
+    probability = attend(content_queries, mask=content_mask, mismatch=segment_mismatch,
+                         positions=None, **shared)
+    content_output = self._project_out(content, _weighted_values(probability, values),
+                                       output_kernel, training)
     query_output = None
     if query is not None:
       stream_queries = _heads_first(tf.einsum("bpd,dnh->bpnh", query, query_kernel))
-      attended, _ = attend(stream_queries, mask=query_mask, mismatch=query_segment_mismatch,
-                           positions=query_positions, **shared)
+      attended = _weighted_values(
+          attend(stream_queries, mask=query_mask, mismatch=query_segment_mismatch,
+                 positions=query_positions, **shared), values)
       attended *= tf.cast(query_valid, dtype)[:, :, None, None]
       query_output = self._project_out(query, attended, output_kernel, training)
     if return_attention:
       return content_output, query_output, probability
     return content_output, query_output
 
-  def _attend_plain(self, queries, *, keys, values, position_keys, biases, content_length,
-                    training, mask, mismatch, positions, static_lengths=None):
-    """([B, Q, N, H] attended values, [B, N, Q, K] probabilities) in ordinary ops."""
-    del static_lengths
+  def _attend_plain(self, queries, *, keys, position_keys, biases, content_length, training,
+                    mask, mismatch, positions):
+    """[B, N, Q, K] attention probabilities (after dropout), in ordinary ops."""
     probability = relative_attention_probabilities(
         queries, keys, position_keys, biases["r_w_bias"], biases["r_r_bias"], scale=self.scale,
         mask=mask, segment_mismatch=mismatch, r_s_bias=biases["r_s_bias"],
         seg_embed=biases["seg_embed"], query_positions=positions, content_length=content_length)
-    probability = self.attention_dropout(tf.cast(probability, queries.dtype), training=training)
-    return tf.transpose(tf.matmul(probability, values), [0, 2, 1, 3]), probability
+    return self.attention_dropout(tf.cast(probability, queries.dtype), training=training)
 
-  def _attend_fused(self, queries, *, keys, values, position_keys, biases, content_length,
-                    training, mask, mismatch, positions, static_lengths=None):
+  def _attend_fused(self, queries, *, keys, position_keys, biases, content_length, training,
+                    mask, mismatch, positions):
     """The same as `_attend_plain` with the compiled probability kernel; the content stream's
-    position scores in row blocks (ops.relative_shift.position_row_blocks; `static_lengths`
-    = (T, K) as known when tracing)."""
+    position scores in row blocks (ops.relative_shift.position_row_blocks, from the static
+    T and K known when tracing)."""
     r_w_bias, r_r_bias = biases["r_w_bias"], biases["r_r_bias"]
     content_score = tf.matmul(queries + r_w_bias[:, None], keys, transpose_b=True)
     position_queries = queries + r_r_bias[:, None]
     if positions is None:  # row blocks [B, N, blocks, L, W]
-      blocked_keys = blocked_position_keys(position_keys, *static_lengths)
+      blocked_keys = blocked_position_keys(position_keys, queries.shape[2], keys.shape[2])
       blocks = blocked_keys.shape[-3]
       position_queries = tf.reshape(position_queries, tf.concat(
           [tf.shape(queries)[:2], [blocks, -1, self.d_head]], 0))
@@ -202,7 +206,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         *scores, key_length=tf.shape(keys)[2], content_length=content_length, scale=self.scale,
         query_positions=positions, mismatch=mismatch, mask=mask,
         keep_for_gradient=bool(training), **self.attention_dropout.fused_arguments(training))
-    return tf.transpose(tf.matmul(probability, values), [0, 2, 1, 3]), probability
+    return probability
 
   def _project_out(self, stream, attended, output_kernel, training):
     """LayerNorm(stream + dropout(attended . o)): [B, Q, N, H] -> [B, Q, D]."""
