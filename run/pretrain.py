@@ -1,14 +1,23 @@
-"""XLNet permutation-LM pretraining under tf.distribute.
+"""XLNet pretraining (permutation LM, or the masked-LM baseline) under tf.distribute.
 
 With no data flags it runs the embedded default end to end on this machine: the Python
 documentation as corpus -> SentencePiece model -> TFRecords -> a small XLNet pretrained for a
 few minutes on CPU -> held-out loss before and after -> checkpoint.
+
+From your own raw text in one command (SentencePiece model, TFRecords and training within the
+time budget; leaves DIR/data/spiece.model and DIR/model/pretrained for the fine-tuning CLIs):
+
+  python run/pretrain.py --input_glob='text/*.txt' --output_dir=DIR --objective=perm \
+      --max_minutes=12
+
+From TFRecords made by data/create_pretraining_data.py:
 
   python run/pretrain.py --train_data=proc_data/train --valid_data=proc_data/valid \
       --model_config=xlnet_config.json --strategy=mirrored --train_steps=100000 \
       --learning_rate=1e-4 --warmup_steps=1000 --model_dir=model
 """
 
+import glob
 import os
 import time
 
@@ -19,8 +28,8 @@ import keras
 
 from xlnet_tf import XLNetConfig
 from xlnet_tf.config import SIZE_PRESETS
-from xlnet_tf.pretraining.default_data import prepare_default_pretraining_data
-from xlnet_tf.pretraining.examples import PretrainingSettings
+from xlnet_tf.pretraining import default_data
+from xlnet_tf.pretraining.examples import OBJECTIVES, PretrainingSettings
 from xlnet_tf.pretraining.records import load_record_info
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.pretraining.loop import (PretrainingOptions, PretrainingRun,
@@ -30,6 +39,23 @@ flags.DEFINE_enum("strategy", "one_device", strategy_lib.STRATEGIES, "Distributi
 flags.DEFINE_string("tpu", None, "TPU address (with --strategy=tpu).")
 flags.DEFINE_integer("cpu_replicas", 0, "Split the CPU into this many logical devices (to run "
                      "--strategy=mirrored on one CPU).")
+flags.DEFINE_string("input_glob", None, "Raw text files (one sentence a line, a blank line "
+                    "between documents): made into --output_dir/data, then pretrained on.")
+flags.DEFINE_string("output_dir", "pretrain_output", "Where the data (data/) and the model "
+                    "(model/) go when the data are made here (--input_glob or the default).")
+flags.DEFINE_enum("objective", "perm", OBJECTIVES, "perm: XLNet's permutation LM; mlm: "
+                  "BERT's masked LM on the same backbone (80/10/10 <mask>/random/same).")
+flags.DEFINE_bool("span_prediction", True, "Predict whole-word spans (False: single tokens).")
+flags.DEFINE_bool("next_sentence", False, "Add the next-sentence loss (B follows A or not).")
+flags.DEFINE_float("max_minutes", None, "Wall-time budget of the whole command (data "
+                   "included): the step count is fitted to the measured speed.")
+flags.DEFINE_integer("vocab_size", 2000, "SentencePiece vocabulary when the data are made here.")
+flags.DEFINE_integer("seq_len", 128, "Sequence length when the data are made here.")
+flags.DEFINE_integer("reuse_len", 64, "Tokens reused as memory, when the data are made here.")
+flags.DEFINE_integer("num_predict", 21, "Predicted tokens per sequence, when the data are made "
+                     "here (21 of 128 is 16%: K = 6 for perm, BERT's 15% for mlm).")
+flags.DEFINE_integer("bsz_per_host", 16, "Rows per batch when the data are made here.")
+flags.DEFINE_bool("bi_data", True, "Forward and backward rows, when the data are made here.")
 flags.DEFINE_string("train_data", None, "Directory (or record_info.json) of training "
                     "TFRecords. Default: build the embedded Python-docs data.")
 flags.DEFINE_string("valid_data", None, "Held-out TFRecords for evaluation.")
@@ -37,9 +63,10 @@ flags.DEFINE_string("model_config", None, "xlnet_config.json (original keys acce
 flags.DEFINE_enum("model_size", "demo", sorted(SIZE_PRESETS),
                   "Size preset when no --model_config (demo: 4 layers, d_model 128, dropout "
                   "0).")
-flags.DEFINE_string("model_dir", "pretrain_output/model", "Checkpoints and summaries.")
+flags.DEFINE_string("model_dir", None, "Checkpoints and summaries (default: "
+                    "--output_dir/model).")
 flags.DEFINE_integer("train_batch_size", None, "Global batch size (default: the data's).")
-flags.DEFINE_integer("train_steps", 600, "Training steps.")
+flags.DEFINE_integer("train_steps", 600, "Training steps (with --max_minutes: the most).")
 flags.DEFINE_float("learning_rate", 2e-3, "Peak learning rate.")
 flags.DEFINE_integer("warmup_steps", 100, "Linear warmup steps.")
 flags.DEFINE_float("weight_decay", 0.01, "AdamW weight decay (not on LayerNorm or biases).")
@@ -61,11 +88,10 @@ flags.DEFINE_string("init_checkpoint", None, "Start from these weights.")
 flags.DEFINE_enum("init_checkpoint_format", "own", ["own", "original", "huggingface"],
                   "Format of --init_checkpoint.")
 flags.DEFINE_integer("seed", 0, "Random seed.")
-flags.DEFINE_string("work_dir", "pretrain_output", "Where the default data are built.")
 FLAGS = flags.FLAGS
 
-DEFAULT_DATA = PretrainingSettings(seq_len=128, reuse_len=64, num_predict=21, bsz_per_host=16,
-                                   bi_data=True)
+
+_EVALUATION_SECONDS = 10  # a held-out evaluation of eval_batches, compilation included
 
 
 def model_config(info, mem_len) -> XLNetConfig:
@@ -87,6 +113,35 @@ def use_xla() -> bool:
   return not (FLAGS.dtype == "bfloat16" and on_cpu)
 
 
+def data_settings() -> PretrainingSettings:
+  return PretrainingSettings(seq_len=FLAGS.seq_len, reuse_len=FLAGS.reuse_len,
+                             num_predict=FLAGS.num_predict, bsz_per_host=FLAGS.bsz_per_host,
+                             bi_data=FLAGS.bi_data, objective=FLAGS.objective,
+                             span_prediction=FLAGS.span_prediction)
+
+
+def prepare_data():
+  """(train, valid) data directories: given, or made here from --input_glob / the default."""
+  if FLAGS.train_data:
+    if FLAGS.input_glob:
+      raise app.UsageError("--input_glob and --train_data exclude each other")
+    return FLAGS.train_data, FLAGS.valid_data
+  directory = os.path.join(FLAGS.output_dir, "data")
+  if FLAGS.input_glob:
+    paths = sorted(glob.glob(FLAGS.input_glob))
+    if not paths:
+      raise app.UsageError(f"--input_glob={FLAGS.input_glob!r} matches no file")
+    documents = default_data.read_text_files(paths)
+    data = default_data.prepare_pretraining_data(documents, directory, data_settings(),
+                                                 FLAGS.vocab_size, FLAGS.seed,
+                                                 held_out_every=20)
+  else:
+    data = default_data.prepare_default_pretraining_data(directory, data_settings(),
+                                                         FLAGS.vocab_size, FLAGS.seed)
+  print("\n".join(data["reports"]) or f"Reusing the data in {directory}")
+  return data["train"], data["valid"]
+
+
 def main(argv):
   del argv
   started = time.perf_counter()
@@ -96,17 +151,25 @@ def main(argv):
     strategy_lib.split_cpu(FLAGS.cpu_replicas)
   if FLAGS.dtype != "float32":
     keras.mixed_precision.set_global_policy(f"mixed_{FLAGS.dtype}")
-  train_data, valid_data = FLAGS.train_data, FLAGS.valid_data
-  if not train_data:
-    data = prepare_default_pretraining_data(os.path.join(FLAGS.work_dir, "data"), DEFAULT_DATA,
-                                            seed=FLAGS.seed)
-    train_data, valid_data = data["train"], data["valid"]
-    print("\n".join(data["reports"]) or f"Reusing the data in {FLAGS.work_dir}/data")
+  train_data, valid_data = prepare_data()
+  model_dir = FLAGS.model_dir or os.path.join(FLAGS.output_dir, "model")
   config = model_config(load_record_info(train_data), FLAGS.mem_len)
   strategy = strategy_lib.create_strategy(FLAGS.strategy, FLAGS.tpu)
+  budget = None
+  train_steps = FLAGS.train_steps
+  if FLAGS.max_minutes:
+    # What is left after the data, less the two held-out evaluations and the export.
+    budget = FLAGS.max_minutes * 60 - (time.perf_counter() - started) - (
+        2 * _EVALUATION_SECONDS if valid_data else 0)
+    if budget <= 0:
+      raise app.UsageError(f"--max_minutes={FLAGS.max_minutes}: preparing the data took "
+                           f"{time.perf_counter() - started:.0f} s, nothing is left to train")
+    if not FLAGS["train_steps"].present:
+      train_steps = 10 ** 9  # the budget decides
   options = PretrainingOptions(
-      model_dir=FLAGS.model_dir, train_data=train_data, valid_data=valid_data,
-      train_steps=FLAGS.train_steps, global_batch_size=FLAGS.train_batch_size,
+      model_dir=model_dir, train_data=train_data, valid_data=valid_data,
+      train_steps=train_steps, max_seconds=budget, objective=FLAGS.objective,
+      next_sentence=FLAGS.next_sentence, global_batch_size=FLAGS.train_batch_size,
       learning_rate=FLAGS.learning_rate, warmup_steps=FLAGS.warmup_steps,
       weight_decay=FLAGS.weight_decay, lr_layer_decay_rate=FLAGS.lr_layer_decay_rate,
       clip_norm=FLAGS.clip, save_steps=FLAGS.save_steps, log_steps=FLAGS.log_steps,
@@ -126,12 +189,13 @@ def main(argv):
              "final_train_loss": result["history"][-1]["loss"] if result["history"] else None,
              "held_out_before": before, "held_out_after": after,
              "seconds": time.perf_counter() - started, "config": config.to_dict()}
-  write_run_summary(os.path.join(FLAGS.model_dir, "run_summary.json"), summary)
+  write_run_summary(os.path.join(model_dir, "run_summary.json"), summary)
   lines = [f"Trained to step {result['step']} in {summary['seconds']:.0f}s; checkpoint "
-           f"{result['last_checkpoint']}; backbone for fine-tuning: {FLAGS.model_dir}/pretrained; "
-           f"TensorBoard: tensorboard --logdir {FLAGS.model_dir}"]
+           f"{result['last_checkpoint']}; backbone for fine-tuning: {model_dir}/pretrained; "
+           f"TensorBoard: tensorboard --logdir {model_dir}"]
   if before and after:
-    lines.append(f"Held-out permutation-LM loss: {before['loss']:.3f} (perplexity "
+    name = {"perm": "permutation-LM", "mlm": "masked-LM"}[run.objective]
+    lines.append(f"Held-out {name} loss: {before['loss']:.3f} (perplexity "
                  f"{before['perplexity']:.0f}) at the start -> {after['loss']:.3f} (perplexity "
                  f"{after['perplexity']:.0f}) now, over {after['targets']:.0f} predicted tokens.")
   print("\n".join(lines))

@@ -1,4 +1,10 @@
-"""XLNetPretrainer: the permutation language-modelling head over XLNetModel.
+"""XLNetPretrainer: the language-modelling head over XLNetModel, for each objective.
+
+- perm: XLNet's permutation LM; the query stream predicts the targets (perm_mask and
+  target_mapping from the data).
+- mlm: BERT's masked LM on the same backbone (the paper's Table 6 baseline); the content
+  stream at each target position predicts it, attending to the whole corrupted input.
+Optionally a next-sentence loss (B follows A or not) from the content stream at <cls>.
 
 Shapes: B batch, T length, P predictions, V vocabulary, D d_model, M memory length, L layers.
 """
@@ -27,38 +33,94 @@ def masked_lm_loss(logits, target, target_mask):
   return loss_sum / tf.maximum(count, 1.0)
 
 
+OBJECTIVES = ("perm", "mlm")
+
+
+def next_sentence_loss_sum(logits, label):
+  """(sum of cross-entropy of the is-next labels, their count), float32 scalars."""
+  losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.cast(label, tf.int32), logits=tf.cast(logits, tf.float32))
+  return tf.reduce_sum(losses), tf.cast(tf.size(losses), tf.float32)
+
+
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetPretrainer(XLNetHead):
-  """Query stream -> logits over the vocabulary, weights tied to the word embedding.
+  """Predicted positions -> logits over the vocabulary, weights tied to the word embedding.
 
   Call with the backbone's inputs (extra keys such as `target` are ignored); returns
-  {"logits": [B, P, V], "new_mems": [...] when mem_len > 0}. `model.fit` on batches of
-  `xlnet_tf.pretraining.pretraining_dataset` trains it, carrying the memory from one batch to the
-  next (see `train_step`).
+  {"logits": [B, P, V], "new_mems": [...] when mem_len > 0, "next_sentence_logits": [B, 2]
+  with next_sentence}. `model.fit` on batches of `xlnet_tf.pretraining.pretraining_dataset`
+  trains it, carrying the memory from one batch to the next (see `train_step`).
+
+  Args:
+    objective: "perm" (query stream) or "mlm" (content stream at the targets; any perm_mask
+      in the inputs is ignored: masked LM attends to the whole input).
+    next_sentence: add a 2-way classifier at the last position (<cls>) for the A/B label.
   """
 
-  def __init__(self, backbone, **kwargs):
+  def __init__(self, backbone, objective: str = "perm", next_sentence: bool = False, **kwargs):
     super().__init__(backbone, **kwargs)
-    self.lm_bias = self.add_weight(name="lm_loss_bias", shape=(self.backbone.config.n_token,),
+    if objective not in OBJECTIVES:
+      raise ValueError(f"objective must be one of {OBJECTIVES}; got {objective!r}")
+    self.objective, self.next_sentence = objective, next_sentence
+    config = self.backbone.config
+    self.lm_bias = self.add_weight(name="lm_loss_bias", shape=(config.n_token,),
                                    initializer="zeros")
+    self.next_sentence_logit = None
+    if next_sentence:
+      self.next_sentence_logit = keras.layers.Dense(
+          2, kernel_initializer=keras.initializers.RandomNormal(stddev=config.init_std),
+          name="next_sentence")
+      self.next_sentence_logit.build((None, config.d_model))
     self._memory = None  # memory carried across fit steps (see train_step)
     self.loss_tracker = keras.metrics.Mean(name="loss")
+
+  def head_config(self):
+    return {"objective": self.objective, "next_sentence": self.next_sentence}
 
   def call(self, inputs, training=False):
     features = backbone_inputs(inputs)
     if "target_mapping" not in features:
       raise ValueError("XLNetPretrainer needs 'target_mapping' [B, P, T] (the predictions)")
-    outputs = self.backbone(features, training=training)
-    query = outputs["query_output"]  # [B, P, D]
-    embedding = tf.cast(self.backbone.word_embedding, query.dtype)
-    logits = tf.einsum("bpd,vd->bpv", query, embedding) + tf.cast(self.lm_bias, query.dtype)
+    if self.objective == "perm":
+      outputs = self.backbone(features, training=training)
+      predicting = outputs["query_output"]  # [B, P, D]
+    else:
+      target_mapping = features.pop("target_mapping")
+      features.pop("perm_mask", None)
+      outputs = self.backbone(features, training=training)
+      sequence = outputs["sequence_output"]
+      predicting = tf.einsum("bpt,btd->bpd", tf.cast(target_mapping, sequence.dtype), sequence)
+    embedding = tf.cast(self.backbone.word_embedding, predicting.dtype)
+    logits = (tf.einsum("bpd,vd->bpv", predicting, embedding) +
+              tf.cast(self.lm_bias, predicting.dtype))
     result = {"logits": logits}
+    if self.next_sentence_logit is not None:
+      result["next_sentence_logits"] = self.next_sentence_logit(
+          outputs["sequence_output"][:, -1])  # <cls> ends every example
     if "new_mems" in outputs:
       result["new_mems"] = outputs["new_mems"]
     return result
 
   def original_head_variables(self):
-    return {"model/lm_loss/bias": self.lm_bias}
+    variables = {"model/lm_loss/bias": self.lm_bias}
+    if self.next_sentence_logit is not None:
+      variables["model/next_sentence/kernel"] = self.next_sentence_logit.kernel
+      variables["model/next_sentence/bias"] = self.next_sentence_logit.bias
+    return variables
+
+  def pretraining_loss_sums(self, outputs, batch):
+    """(LM loss sum, LM target count, next-sentence loss sum, example count): float32."""
+    lm_sum, lm_count = lm_loss_sum(outputs["logits"], batch["target"], batch["target_mask"])
+    if self.next_sentence_logit is None:
+      return lm_sum, lm_count, tf.constant(0.0), tf.constant(0.0)
+    ns_sum, ns_count = next_sentence_loss_sum(outputs["next_sentence_logits"], batch["label"])
+    return lm_sum, lm_count, ns_sum, ns_count
+
+  def pretraining_loss(self, outputs, batch):
+    """Mean LM loss per target plus (with next_sentence) the mean next-sentence loss."""
+    lm_sum, lm_count, ns_sum, ns_count = self.pretraining_loss_sums(outputs, batch)
+    return lm_sum / tf.maximum(lm_count, 1.0) + ns_sum / tf.maximum(ns_count, 1.0)
 
   # ---- Model.fit with memory ---------------------------------------------------------------
   def _memory_state(self, batch_size):
@@ -84,7 +146,7 @@ class XLNetPretrainer(XLNetHead):
       inputs["mems"] = tf.unstack(tf.cast(memory_state, self.compute_dtype))
     with tf.GradientTape() as tape:
       outputs = self(inputs, training=True)
-      loss = masked_lm_loss(outputs["logits"], inputs["target"], inputs["target_mask"])
+      loss = self.pretraining_loss(outputs, inputs)
       scaled = self.optimizer.scale_loss(loss) if hasattr(self.optimizer, "scale_loss") else loss
     variables = self.trainable_variables
     gradients = tape.gradient(scaled, variables)
@@ -96,8 +158,7 @@ class XLNetPretrainer(XLNetHead):
 
   def test_step(self, data):
     outputs = self(dict(data), training=False)
-    self.loss_tracker.update_state(
-        masked_lm_loss(outputs["logits"], data["target"], data["target_mask"]))
+    self.loss_tracker.update_state(self.pretraining_loss(outputs, data))
     return {"loss": self.loss_tracker.result()}
 
   @property

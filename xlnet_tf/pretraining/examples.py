@@ -3,8 +3,12 @@
 As the original create_tfrecords: the corpus becomes one token stream (sentences alternate
 sentence ids; <eod> closes a document), cut into `bsz_per_host` parallel rows (with bi_data,
 half the rows and their reversals, per core); step t of row r starts at t * reuse_len, so the
-memory of step t is the context of step t + 1. Each example is stored compactly (see
-`permutation`): token ids, segment ids, factorization ranks, target positions, the A/B label.
+memory of step t is the context of step t + 1. Each example is stored compactly: token ids,
+segment ids, target positions, the A/B label, and per objective the factorization ranks
+(`perm`, see `permutation`) or the ids shown at the targets (`mlm`, see `masked_lm`).
+
+The prediction targets are the same for both objectives: whole-word spans (the paper's
+span-based prediction) or, with `span_prediction=False`, single tokens (Table 6's ablation).
 """
 
 import bisect
@@ -14,10 +18,13 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
+from xlnet_tf.pretraining.masked_lm import draw_replacements
 from xlnet_tf.pretraining.permutation import factorization_ranks
-from xlnet_tf.pretraining.spans import sample_word_spans
+from xlnet_tf.pretraining.spans import sample_tokens, sample_word_spans
 
 FUNCTIONAL_TOKENS = 3  # <sep> after A, <sep> after B, <cls>
+# perm: XLNet's permutation LM (query stream); mlm: BERT's masked LM (content stream).
+OBJECTIVES = ("perm", "mlm")
 
 
 @dataclasses.dataclass
@@ -35,6 +42,8 @@ class PretrainingSettings:
   max_span_words: int = 5
   uncased: bool = False
   use_eod: bool = True
+  objective: str = "perm"
+  span_prediction: bool = True  # False: single-token targets
 
   def __post_init__(self):
     if self.perm_size is None:
@@ -72,6 +81,8 @@ class PretrainingSettings:
             f"num_predict={self.num_predict} does not fit: the reuse part (length "
             f"{self.reuse_len}) gets {in_reuse} predictions and the new part (length "
             f"{self.new_len}, 3 functional tokens) {in_new}")
+    require(self.objective in OBJECTIVES,
+            f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
     require(self.seq_len < 32768, "seq_len must be < 32768 (ranks are stored as int16)")
     require(self.bsz_per_host % self.num_core_per_host == 0,
             "bsz_per_host must be divisible by num_core_per_host")
@@ -190,24 +201,33 @@ class StoredExample:
   """The compact form written to TFRecords (see `records.serialize_example`)."""
   input_ids: np.ndarray        # int32 [T]
   segment_ids: np.ndarray      # uint8 [T]
-  ranks: np.ndarray            # int16 [T], -1 = context
   target_positions: np.ndarray  # int16 [num_predict], -1 = padded slot
   label: int
+  ranks: Optional[np.ndarray] = None         # perm: int16 [T], -1 = context
+  replacements: Optional[np.ndarray] = None  # mlm: int32 [num_predict], ids shown at targets
 
 
 class ExampleBuilder:
   """Builds the examples of one token stream, batch after batch."""
 
   def __init__(self, settings: PretrainingSettings, word_start_table, sep_id: int, cls_id: int,
-               rng: np.random.Generator):
+               rng: np.random.Generator, mask_id: int = -1, ordinary_ids=None):
+    """mask_id and ordinary_ids (the ids a random replacement is drawn from) serve mlm."""
     self.settings = settings
     self.word_start_table = np.asarray(word_start_table, bool)
     self.sep_id, self.cls_id = sep_id, cls_id
-    self.rng = rng  # permutations
+    if settings.objective == "mlm" and (mask_id < 0 or ordinary_ids is None or
+                                        len(ordinary_ids) == 0):
+      raise ValueError("objective mlm needs a <mask> symbol and ordinary ids to draw random "
+                       "replacements from")
+    self.mask_id, self.ordinary_ids = mask_id, ordinary_ids
+    self.rng = rng  # permutations, replacements
     self.draw = random.Random(int(rng.integers(2 ** 63)))  # scalar draws: spans, A/B split
 
   def _select(self, tokens, goal, backward):
-    """Span selection in reading order (backward rows are flipped to read forward)."""
+    """Targets in reading order (backward rows are flipped to read forward)."""
+    if not self.settings.span_prediction:
+      return sample_tokens(self.draw, len(tokens), goal)
     if backward:
       tokens = tokens[::-1]
     selected = sample_word_spans(self.draw, self.word_start_table[tokens], goal,
@@ -233,15 +253,22 @@ class ExampleBuilder:
     selected = np.concatenate([self._select(tokens[:s.reuse_len], in_reuse, backward),
                                self._select(tokens[s.reuse_len:], in_new, backward)])
     functional = (tokens == self.sep_id) | (tokens == self.cls_id)
+    targets = np.flatnonzero(selected & ~functional)
+    target_positions = np.full(s.num_predict, -1, np.int16)
+    target_positions[:len(targets)] = targets
+    if s.objective == "mlm":
+      replacements = np.zeros(s.num_predict, np.int32)
+      replacements[:len(targets)] = draw_replacements(self.rng, tokens[targets], self.mask_id,
+                                                      self.ordinary_ids)
+      return StoredExample(tokens, segment_ids, target_positions, label,
+                           replacements=replacements)
     ranks = np.concatenate([
         factorization_ranks(self.rng, selected[:s.reuse_len], functional[:s.reuse_len],
                             s.perm_size) if s.reuse_len else np.zeros([0], np.int32),
         factorization_ranks(self.rng, selected[s.reuse_len:], functional[s.reuse_len:],
                             s.perm_size)])
-    targets = np.flatnonzero(selected & ~functional)
-    target_positions = np.full(s.num_predict, -1, np.int16)
-    target_positions[:len(targets)] = targets
-    return StoredExample(tokens, segment_ids, ranks.astype(np.int16), target_positions, label)
+    return StoredExample(tokens, segment_ids, target_positions, label,
+                         ranks=ranks.astype(np.int16))
 
   def batches(self, rows, sentence_rows) -> Iterator[list]:
     """Yields lists of bsz_per_host examples until a row runs out (like the original)."""

@@ -1,10 +1,12 @@
-"""Permutation-LM pretraining with a custom loop under any tf.distribute strategy.
+"""Pretraining (permutation LM or masked LM, see heads.pretrainer) with a custom loop under any
+tf.distribute strategy.
 
 A custom loop (strategy.run), not Model.fit: fit fails under MultiWorkerMirroredStrategy in
 TF 2.21 / Keras 3, and the memory must travel from step to step per replica. Per step:
 
-  forward/backward per replica (XLA when jit_compile) -> gradients summed over replicas and
-  divided by the global number of targets -> global-norm clipping -> AdamW update.
+  the global number of targets (and of examples) summed over replicas -> forward/backward per
+  replica of the loss divided by them (XLA when jit_compile) -> gradients summed over replicas
+  -> global-norm clipping -> AdamW update.
 
 So the loss and the update equal a single-device run on the same global batch. Memory stays
 with its replica (each replica always reads the same rows of the stream). Checkpoints hold the
@@ -29,7 +31,7 @@ from xlnet_tf import checkpoints
 from xlnet_tf.checkpoints.naming import backbone_of
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.pretraining.records import load_record_info, pretraining_dataset
-from xlnet_tf.heads.pretrainer import XLNetPretrainer, lm_loss_sum
+from xlnet_tf.heads.pretrainer import XLNetPretrainer
 from xlnet_tf.json_files import write_json
 from xlnet_tf.model import XLNetModel, backbone_inputs
 from xlnet_tf.training import strategy as strategy_lib
@@ -55,11 +57,15 @@ class PretrainingOptions:
   jit_compile: bool = True
   valid_data: Optional[str] = None
   eval_batches: int = 20
+  eval_every: Optional[int] = None    # held-out evaluation every this many steps (curves)
   loss_scale: Optional[float] = None  # static loss scale for float16
   summaries: bool = True
   init_checkpoint: Optional[str] = None
   init_checkpoint_format: str = "own"
   recompute_blocks: bool = False      # per-block recomputation (memory for long sequences)
+  max_seconds: Optional[float] = None  # time budget: train_steps becomes what fits (see train)
+  objective: Optional[str] = None     # checked against the data's (None: the data's)
+  next_sentence: bool = False         # add the next-sentence loss (the A/B label)
 
 
 def _check_data(info, config: XLNetConfig, global_batch: int, strategy, source: str):
@@ -105,22 +111,32 @@ class PretrainingRun:
     workers = strategy_lib.num_workers(strategy)
     self.global_batch = options.global_batch_size or self.info["settings"]["bsz_per_host"] * workers
     _check_data(self.info, config, self.global_batch, strategy, options.train_data)
+    self.objective = self.info["settings"]["objective"]
+    if options.objective and options.objective != self.objective:
+      raise ValueError(f"{options.train_data}: the data were made for objective "
+                       f"{self.objective!r}, this run trains {options.objective!r}; create the "
+                       f"data with --objective={options.objective}")
     self.seq_len = self.info["settings"]["seq_len"]
     self.local_replicas = strategy.num_replicas_in_sync // workers
     self.per_replica_batch = self.global_batch // strategy.num_replicas_in_sync
     if options.valid_data:
       valid_info = load_record_info(options.valid_data)
       _check_data(valid_info, config, self.global_batch, strategy, options.valid_data)
+      if valid_info["settings"]["objective"] != self.objective:
+        raise ValueError(f"{options.valid_data}: objective {valid_info['settings']['objective']!r}"
+                         f" differs from the training data's {self.objective!r}")
     self.chief = strategy_lib.is_chief(strategy)
     self.worker = strategy_lib.worker_index(strategy)
     self.checkpoint_dir = options.model_dir if self.chief else tempfile.mkdtemp()
     os.makedirs(self.checkpoint_dir, exist_ok=True)
     with strategy.scope():
-      self.model = XLNetPretrainer(XLNetModel(config, recompute_blocks=options.recompute_blocks))
+      self.model = XLNetPretrainer(XLNetModel(config, recompute_blocks=options.recompute_blocks),
+                                   objective=self.objective, next_sentence=options.next_sentence)
       self.optimizer = create_optimizer(
           self.model, options.learning_rate, options.train_steps, options.warmup_steps,
           options.weight_decay, options.lr_layer_decay_rate, options.min_lr_ratio,
-          clip_norm=None)  # clipped here after the all-reduce, as on one device
+          clip_norm=None,  # clipped here after the all-reduce, as on one device
+          adjustable_total=options.max_seconds is not None)
       self.optimizer.build(self.model.trainable_variables)
     self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
     self.manager = tf.train.CheckpointManager(self.checkpoint, self.checkpoint_dir,
@@ -157,35 +173,43 @@ class PretrainingRun:
 
   def _forward(self, batch, mems):
     outputs = self.model(self._model_inputs(batch, mems), training=False)
-    loss_sum, count = lm_loss_sum(outputs["logits"], batch["target"], batch["target_mask"])
-    return loss_sum, count, tuple(outputs.get("new_mems", ()))
+    sums = tf.stack(self.model.pretraining_loss_sums(outputs, batch))
+    return sums, tuple(outputs.get("new_mems", ()))
 
-  def _forward_backward(self, batch, mems):
+  def _forward_backward(self, batch, mems, normalizers):
+    """The replica's share of the global loss (sums over the global counts) and gradients."""
     with tf.GradientTape() as tape:
       outputs = self.model(self._model_inputs(batch, mems), training=True)
-      loss_sum, count = lm_loss_sum(outputs["logits"], batch["target"], batch["target_mask"])
-      scaled = loss_sum * self.options.loss_scale if self.options.loss_scale else loss_sum
-    gradients = tape.gradient(scaled, self.model.trainable_variables)
+      lm_sum, _, ns_sum, _ = self.model.pretraining_loss_sums(outputs, batch)
+      loss = lm_sum / normalizers[0] + ns_sum / normalizers[1]
+      scaled = loss * self.options.loss_scale if self.options.loss_scale else loss
+    variables = self.model.trainable_variables
+    gradients = tape.gradient(scaled, variables)
+    # Unused by the objective (masked LM has no query stream: mask_emb): a zero update.
+    gradients = [tf.zeros_like(v) if g is None else g for g, v in zip(gradients, variables)]
     if self.options.loss_scale:
       gradients = [g / self.options.loss_scale for g in gradients]
-    return loss_sum, count, gradients, tuple(outputs.get("new_mems", ()))
+    return loss, gradients, tuple(outputs.get("new_mems", ()))
 
   def _replica_step(self, batch, mems):
     context = tf.distribute.get_replica_context()
-    loss_sum, count, gradients, new_mems = self._compute(batch, mems)
-    total = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.stack([loss_sum, count]))
-    normalizer = tf.maximum(total[1], 1.0)
+    # The counts depend on the data only: summed over replicas first, each replica's loss is
+    # its share of the global mean, and the summed gradients are the global mean's.
+    counts = tf.stack([tf.reduce_sum(tf.cast(batch["target_mask"], tf.float32)),
+                       tf.cast(tf.shape(batch["label"])[0], tf.float32)])
+    normalizers = tf.maximum(context.all_reduce(tf.distribute.ReduceOp.SUM, counts), 1.0)
+    loss, gradients, new_mems = self._compute(batch, mems, normalizers)
+    loss = context.all_reduce(tf.distribute.ReduceOp.SUM, loss)
     gradients = context.all_reduce(tf.distribute.ReduceOp.SUM,
                                    [tf.cast(g, tf.float32) for g in gradients])
-    # Divide by the global target count, clip to the global norm and hand each replica its
-    # equal share (the optimizer sums over replicas again), as one factor applied inside the
-    # optimizer's fused update; a non-finite norm makes it 0 (a zero gradient).
-    norm = global_norm(gradients) / normalizer
+    # Clip to the global norm and hand each replica its equal share (the optimizer sums over
+    # replicas again), as one factor applied inside the optimizer's fused update; a non-finite
+    # norm makes it 0 (a zero gradient).
+    norm = global_norm(gradients)
     clip = tf.minimum(1.0, self.options.clip_norm / norm) if self.options.clip_norm else 1.0
-    scale = tf.where(tf.math.is_finite(norm),
-                     clip / normalizer / context.num_replicas_in_sync, 0.0)
+    scale = tf.where(tf.math.is_finite(norm), clip / context.num_replicas_in_sync, 0.0)
     self.optimizer.apply_scaled_gradients(zip(gradients, self.model.trainable_variables), scale)
-    return total[0] / normalizer, norm, new_mems
+    return loss, norm, new_mems
 
   @tf.function
   def _train_step(self, iterator, mems):
@@ -195,25 +219,26 @@ class PretrainingRun:
 
   @tf.function
   def _eval_step(self, iterator, mems):
-    loss_sum, count, new_mems = self.strategy.run(self._evaluate_replica,
-                                                  args=(next(iterator), mems))
-    reduce = lambda value: self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
-    return reduce(loss_sum), reduce(count), new_mems
+    sums, new_mems = self.strategy.run(self._evaluate_replica, args=(next(iterator), mems))
+    return self.strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None), new_mems
 
   # ---- evaluation ------------------------------------------------------------------------
   def evaluate(self, data: Optional[str] = None, batches: Optional[int] = None) -> Dict[str, float]:
-    """Held-out permutation-LM loss (per target token) and perplexity, memory carried."""
+    """Held-out LM loss (per target token) and perplexity, memory carried; with the
+    next-sentence loss also its mean."""
     data = data or self.options.valid_data
     batches = batches or self.options.eval_batches
     iterator = self._distributed_data(data)
     mems = self._zero_mems()
-    loss_total, count_total = 0.0, 0.0
+    totals = np.zeros(4)
     for _ in range(batches):
-      loss_sum, count, mems = self._eval_step(iterator, mems)
-      loss_total += float(loss_sum)
-      count_total += float(count)
-    loss = loss_total / max(count_total, 1.0)
-    return {"loss": loss, "perplexity": math.exp(min(loss, 50.0)), "targets": count_total}
+      sums, mems = self._eval_step(iterator, mems)
+      totals += np.asarray(sums, np.float64)
+    loss = totals[0] / max(totals[1], 1.0)
+    result = {"loss": loss, "perplexity": math.exp(min(loss, 50.0)), "targets": totals[1]}
+    if self.options.next_sentence:
+      result["next_sentence_loss"] = totals[2] / max(totals[3], 1.0)
+    return result
 
   # ---- checkpoints -----------------------------------------------------------------------
   def _mems_path(self, step: int) -> str:
@@ -266,9 +291,24 @@ class PretrainingRun:
     logging.info("Initialized from %s", path)
 
   # ---- the loop --------------------------------------------------------------------------
+  def _fit_steps_to_budget(self, step, rate, seconds_left) -> None:
+    """Sets train_steps (and the learning-rate schedule's end) to what `seconds_left` holds at
+    `rate` steps/s, keeping a reserve for the final checkpoint and export."""
+    steps = step + max(int(rate * (seconds_left - _BUDGET_RESERVE_SECONDS)), 1)
+    self.options.train_steps = max(steps, step + 1)
+    self.optimizer.learning_rate.set_total_steps(self.options.train_steps)
+    logging.info("Time budget: %.0f s left at %.2f steps/s -> %d steps in all", seconds_left,
+                 rate, self.options.train_steps)
+
   def train(self, stop_after: Optional[int] = None) -> Dict[str, object]:
-    """Trains to train_steps (or for `stop_after` steps, to simulate a stopped run)."""
+    """Trains to train_steps (or for `stop_after` steps, to simulate a stopped run).
+
+    With options.max_seconds, train_steps is first a ceiling; the speed measured over the
+    first steps after compilation sets the real count (and the schedule's decay to end
+    there), so the run ends within the budget, counted from this call.
+    """
     options = self.options
+    budget_start = time.perf_counter()
     step, mems = self._restore()
     iterator = self._distributed_data(options.train_data, skip_batches=step)
     writer = (tf.summary.create_file_writer(os.path.join(options.model_dir, "train"))
@@ -276,13 +316,25 @@ class PretrainingRun:
     if options.summaries and self.chief and step == 0:
       summaries.write_example_images(writer, self.model, options.train_data, step)
     history: List[Dict[str, float]] = []
+    held_out: List[Dict[str, float]] = []
     start_time, start_step = time.perf_counter(), step
     last = step
     end = options.train_steps if stop_after is None else min(options.train_steps,
                                                              step + stop_after)
+    calibrating = options.max_seconds is not None
     while step < end:
       loss, norm, mems = self._train_step(iterator, mems)
       step += 1
+      if calibrating and step - start_step == 1:
+        float(loss)  # compiled: from here on each step costs the same
+        compiled_at, compiled_step = time.perf_counter(), step
+      elif calibrating and step - compiled_step == _CALIBRATION_STEPS:
+        float(loss)
+        now = time.perf_counter()
+        self._fit_steps_to_budget(step, _CALIBRATION_STEPS / (now - compiled_at),
+                                  options.max_seconds - (now - budget_start))
+        end = options.train_steps if stop_after is None else min(options.train_steps, end)
+        calibrating = False
       if step % options.log_steps == 0 or step == end:
         elapsed = time.perf_counter() - start_time
         rate = (step - start_step) / max(elapsed, 1e-9)
@@ -298,6 +350,12 @@ class PretrainingRun:
         with writer.as_default(step=step):
           for key in ("loss", "grad_norm", "learning_rate", "tokens_per_sec"):
             tf.summary.scalar(key, record[key])
+      if options.eval_every and options.valid_data and (step % options.eval_every == 0 or
+                                                        step == end):
+        held_out.append(dict(self.evaluate(), step=step))
+        logging.info("step %d: held-out loss %.4f", step, held_out[-1]["loss"])
+        with writer.as_default(step=step):
+          tf.summary.scalar("held_out_loss", held_out[-1]["loss"])
       if step % options.save_steps == 0 or step == options.train_steps:
         self._save(step, mems)
         last = step
@@ -308,8 +366,12 @@ class PretrainingRun:
       # The backbone in the own format: the starting point of fine-tuning runs.
       checkpoints.save_pretrained(self.model.backbone, os.path.join(options.model_dir,
                                                                     "pretrained"))
-    return {"step": step, "history": history, "last_checkpoint": self.manager.latest_checkpoint,
-            "saved_at": last}
+    return {"step": step, "history": history, "held_out": held_out,
+            "last_checkpoint": self.manager.latest_checkpoint, "saved_at": last}
+
+
+_CALIBRATION_STEPS = 20
+_BUDGET_RESERVE_SECONDS = 5.0
 
 
 def write_run_summary(path: str, summary: Dict) -> None:

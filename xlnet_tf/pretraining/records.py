@@ -1,10 +1,12 @@
 """TFRecord schema of pretraining examples, the record-info JSON, and the tf.data reader.
 
 Per example (bytes features, little-endian): input_ids (uint16 when the vocabulary fits, else
-int32) [T], segment_ids uint8 [T], ranks int16 [T], target_positions int16 [P], label int64.
-For seq_len 128 and num_predict 21 that is about 730 bytes, where float32 perm_mask and
-target_mapping alone would take 76 KB. The reader rebuilds every permutation-LM input with a
-few comparisons per batch (`permutation.expand_factorization`).
+int32) [T], segment_ids uint8 [T], target_positions int16 [P], label int64, and per objective
+ranks int16 [T] (perm) or replacements [P] (mlm, the ids' dtype). For seq_len 128 and
+num_predict 21 that is about 730 bytes, where float32 perm_mask and target_mapping alone would
+take 76 KB. The reader rebuilds every model input with a few comparisons per batch
+(`permutation.expand_factorization`, `masked_lm.expand_masked_lm`); record_info.json names the
+objective and a reader asked for another one refuses the data.
 """
 
 import json
@@ -15,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.json_files import write_json
+from xlnet_tf.pretraining.masked_lm import expand_masked_lm
 from xlnet_tf.pretraining.permutation import expand_factorization
 from xlnet_tf.pretraining.examples import PretrainingSettings, StoredExample
 
@@ -33,10 +36,13 @@ def serialize_example(example: StoredExample, ids_dtype: str) -> bytes:
   features = {
       "input_ids": raw(example.input_ids, ids_dtype),
       "segment_ids": raw(example.segment_ids, "uint8"),
-      "ranks": raw(example.ranks, "int16"),
       "target_positions": raw(example.target_positions, "int16"),
       "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(example.label)])),
   }
+  if example.ranks is not None:
+    features["ranks"] = raw(example.ranks, "int16")
+  if example.replacements is not None:
+    features["replacements"] = raw(example.replacements, ids_dtype)
   return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
 
 
@@ -62,6 +68,9 @@ def load_record_info(path: str) -> Dict[str, Any]:
     raise ValueError(f"{path}: record format {info.get('format_version')} is not "
                      f"{FORMAT_VERSION}; recreate the data")
   info["directory"] = os.path.dirname(os.path.abspath(path))
+  # Data written before the objectives existed are permutation-LM data with span targets.
+  info["settings"].setdefault("objective", "perm")
+  info["settings"].setdefault("span_prediction", True)
   return info
 
 
@@ -96,8 +105,9 @@ def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
     expected_settings: settings the run needs (seq_len=..., reuse_len=..., ...), checked
       against the record info.
 
-  Yields dicts: input_ids, segment_ids int32 [B, T]; perm_mask [B, T, T]; target_mapping
-  [B, P, T]; target int32 [B, P]; target_mask [B, P]; input_q [B, T]; label int32 [B].
+  Yields dicts: input_ids, segment_ids int32 [B, T]; target_mapping [B, P, T]; target int32
+  [B, P]; target_mask [B, P]; label int32 [B]; for perm also perm_mask [B, T, T] and input_q
+  [B, T] (for mlm, input_ids are the corrupted ids and there is no perm_mask).
   """
   info = load_record_info(record_info_path)
   settings = info["settings"]
@@ -115,10 +125,11 @@ def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
     raise FileNotFoundError(f"Data files listed in the record info are missing: {missing[:3]}")
   seq_len, num_predict = settings["seq_len"], settings["num_predict"]
   reuse_len = settings["reuse_len"]
+  masked_lm = settings["objective"] == "mlm"
   ids_dtype = tf.uint16 if info["tokenizer"]["ids_dtype"] == "uint16" else tf.int32
   schema = {"input_ids": tf.io.FixedLenFeature([], tf.string),
             "segment_ids": tf.io.FixedLenFeature([], tf.string),
-            "ranks": tf.io.FixedLenFeature([], tf.string),
+            "replacements" if masked_lm else "ranks": tf.io.FixedLenFeature([], tf.string),
             "target_positions": tf.io.FixedLenFeature([], tf.string),
             "label": tf.io.FixedLenFeature([], tf.int64)}
 
@@ -130,11 +141,15 @@ def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
       return tf.reshape(tf.cast(values, tf.int32), [batch_size, length])
 
     input_ids = column("input_ids", ids_dtype, seq_len)
-    ranks = column("ranks", tf.int16, seq_len)
     target_positions = column("target_positions", tf.int16, num_predict)
-    features = expand_factorization(input_ids, ranks, target_positions, reuse_len)
-    features.update(input_ids=input_ids,
-                    segment_ids=column("segment_ids", tf.uint8, seq_len),
+    if masked_lm:
+      features = expand_masked_lm(input_ids, target_positions,
+                                  column("replacements", ids_dtype, num_predict))
+    else:
+      features = expand_factorization(input_ids, column("ranks", tf.int16, seq_len),
+                                      target_positions, reuse_len)
+      features["input_ids"] = input_ids
+    features.update(segment_ids=column("segment_ids", tf.uint8, seq_len),
                     label=tf.cast(parsed["label"], tf.int32))
     return features
 

@@ -1,4 +1,4 @@
-"""Span sampling for partial prediction: spans of whole words, as the XLNet paper describes.
+"""Target sampling for partial prediction: spans of whole words, as the XLNet paper describes.
 
 Span length L (in words) is drawn with P(L) proportional to 1/L for L in 1..max_words; each
 span sits in a context of L * mask_alpha / mask_beta tokens (a random left margin, the rest to
@@ -62,4 +62,12 @@ def sample_word_spans(draw: random.Random, word_start, goal: int, mask_alpha: in
   if count < goal:
     free = np.flatnonzero(~selected).tolist()
     selected[draw.sample(free, goal - count)] = True
+  return selected
+
+
+def sample_tokens(draw: random.Random, length: int, goal: int):
+  """bool [length] with `goal` True at uniformly random positions: token-level prediction
+  (the span sampler's ablation)."""
+  selected = np.zeros(length, bool)
+  selected[draw.sample(range(length), min(goal, length))] = True
   return selected

@@ -91,7 +91,8 @@ def _build_shard(job) -> ShardResult:
   rows, sentence_rows, dropped = batchify(ids, sentence_ids, settings)
   rng = np.random.default_rng(_shard_seed(seed, task, index))
   builder = ExampleBuilder(settings, tokenizer.word_start, tokenizer.special_ids.sep,
-                           tokenizer.special_ids.cls, rng)
+                           tokenizer.special_ids.cls, rng, mask_id=tokenizer.special_ids.mask,
+                           ordinary_ids=tokenizer.ordinary_ids)
   ids_dtype = id_dtype(tokenizer.vocab_size)
   num_batch = 0
   consumed = 0
@@ -127,6 +128,8 @@ def create_pretraining_data(input_files: Sequence[str], sp_path: str, save_dir: 
   tokenizer = XLNetTokenizer(sp_path, lower=settings.uncased)  # fails early on a bad model
   if settings.use_eod and tokenizer.special_ids.eod < 0:
     raise ValueError(f"{sp_path}: use_eod needs an <eod> symbol in the SentencePiece model")
+  if settings.objective == "mlm" and tokenizer.special_ids.mask < 0:
+    raise ValueError(f"{sp_path}: objective mlm needs a <mask> symbol in the SentencePiece model")
   files = sorted(input_files)
   if not files:
     raise ValueError("No input files (check --input_glob)")

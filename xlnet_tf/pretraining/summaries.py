@@ -1,7 +1,7 @@
 """TensorBoard images: one example's permutation masks and per-head attention maps.
 
 The masks are the paper's Figures 5-6 for a real example: the content stream may see itself,
-the query stream may not. White = may attend.
+the query stream may not. White = may attend. Masked-LM data have no permutation masks.
 """
 
 import tensorflow as tf
@@ -17,14 +17,17 @@ def _image(matrix):
 
 def write_example_images(writer, pretrainer, data: str, step: int) -> None:
   batch = next(iter(pretraining_dataset(data, repeat=False)))
-  query_visible = 1.0 - batch["perm_mask"][0]  # [T, T]
-  length = tf.shape(query_visible)[0]
-  content_visible = tf.maximum(query_visible, tf.eye(length))
-  outputs = pretrainer.backbone(backbone_inputs(batch), training=False, return_attention=True)
+  inputs = backbone_inputs(batch)
+  if "perm_mask" not in batch:
+    inputs.pop("target_mapping")  # masked LM: the content stream only
+  outputs = pretrainer.backbone(inputs, training=False, return_attention=True)
   probabilities = outputs["attention"][0][0]  # layer 0, example 0: [N, T, K]
   with writer.as_default(step=step):
-    tf.summary.image("permutation/content_stream_visible", _image(content_visible))
-    tf.summary.image("permutation/query_stream_visible", _image(query_visible))
+    if "perm_mask" in batch:
+      query_visible = 1.0 - batch["perm_mask"][0]  # [T, T]
+      content_visible = tf.maximum(query_visible, tf.eye(tf.shape(query_visible)[0]))
+      tf.summary.image("permutation/content_stream_visible", _image(content_visible))
+      tf.summary.image("permutation/query_stream_visible", _image(query_visible))
     peak = tf.reduce_max(probabilities, axis=[1, 2], keepdims=True)
     tf.summary.image("attention/layer_0_heads", (probabilities / peak)[:, :, :, None],
                      max_outputs=int(probabilities.shape[0]))

@@ -84,6 +84,9 @@ class XLNetTokenizer:
     self.special_ids = self._read_special_ids()
     pieces = [self.processor.IdToPiece(i) for i in range(self.vocab_size)]
     self.word_start = np.array([_is_word_start(piece) for piece in pieces], bool)
+    # Pieces of text (not control symbols, not <unk>): what a random replacement draws from.
+    self.ordinary_ids = np.array([i for i in range(self.vocab_size) if not (
+        self.processor.IsControl(i) or self.processor.IsUnknown(i))], np.int32)
     self.replacements = {i: self._split_digit_comma(piece) for i, piece in enumerate(pieces)
                          if _ends_in_digit_comma(piece)}
     self._needs_replacement = np.zeros(self.vocab_size, bool)

@@ -22,18 +22,34 @@ _PER_LAYER_VARIABLES = ("r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
   """Linear warmup from 0 to `peak` over `warmup_steps`, then linear decay to
-  `peak * min_lr_ratio` at `total_steps` (the original's schedule)."""
+  `peak * min_lr_ratio` at `total_steps` (the original's schedule).
 
-  def __init__(self, peak: float, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0):
+  With `adjustable_total=True` the total is a variable that `set_total_steps` changes while
+  compiled steps keep running (a run with a time budget learns its step count from its speed).
+  """
+
+  def __init__(self, peak: float, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0,
+               adjustable_total: bool = False):
     self.peak = peak
     self.warmup_steps = warmup_steps
     self.total_steps = total_steps
     self.min_lr_ratio = min_lr_ratio
+    self._total_variable = (tf.Variable(float(total_steps), trainable=False, dtype=tf.float32,
+                                        name="schedule_total_steps")
+                            if adjustable_total else None)
+
+  def set_total_steps(self, total_steps: int) -> None:
+    if self._total_variable is None:
+      raise ValueError("set_total_steps needs a schedule made with adjustable_total=True")
+    self.total_steps = int(total_steps)
+    self._total_variable.assign(float(total_steps))
 
   def __call__(self, step):
     step = tf.cast(step, tf.float32)
     warmup = self.peak * step / max(self.warmup_steps, 1)
-    decay_span = max(self.total_steps - self.warmup_steps, 1)
+    total = (float(self.total_steps) if self._total_variable is None else
+             tf.convert_to_tensor(self._total_variable))
+    decay_span = tf.maximum(total - float(self.warmup_steps), 1.0)
     progress = tf.minimum((step - self.warmup_steps) / decay_span, 1.0)
     decayed = self.peak * (1.0 - progress * (1.0 - self.min_lr_ratio))
     return tf.where(step < self.warmup_steps, warmup, decayed)
@@ -206,10 +222,13 @@ class XLNetAdamW(keras.optimizers.Optimizer):
 
 def create_optimizer(model, learning_rate: float, train_steps: int, warmup_steps: int = 0,
                      weight_decay: float = 0.01, lr_layer_decay_rate: float = 1.0,
-                     min_lr_ratio: float = 0.0, clip_norm: float = 1.0) -> XLNetAdamW:
-  """The optimizer of XLNet runs: AdamW (eps 1e-6), warmup + linear decay, clipping 1.0."""
+                     min_lr_ratio: float = 0.0, clip_norm: float = 1.0,
+                     adjustable_total: bool = False) -> XLNetAdamW:
+  """The optimizer of XLNet runs: AdamW (eps 1e-6), warmup + linear decay, clipping 1.0
+  (`adjustable_total`: see WarmupLinearDecay)."""
   from xlnet_tf.checkpoints.naming import backbone_of
-  schedule = WarmupLinearDecay(learning_rate, warmup_steps, train_steps, min_lr_ratio)
+  schedule = WarmupLinearDecay(learning_rate, warmup_steps, train_steps, min_lr_ratio,
+                               adjustable_total)
   multipliers = layerwise_multipliers(model.trainable_variables,
                                       backbone_of(model).config.n_layer, lr_layer_decay_rate)
   return XLNetAdamW(schedule, weight_decay=weight_decay, lr_multipliers=multipliers,

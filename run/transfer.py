@@ -1,0 +1,115 @@
+"""Transfer benchmark: XLNet's Table 6 in miniature on your corpus and tasks.
+
+Pretrains each variant with the same budget (steps x tokens), fine-tunes each and a random-init
+row on every task (several seeds, the same learning-rate sweep for every row), and writes
+results.md, results.json and held_out_loss.png to --output_dir. Interrupted, it resumes:
+finished pretraining and fine-tuning runs are kept.
+
+  python run/transfer.py --input_glob='corpus/*.txt' \\
+      --task=man_section:man/man_section --task=man_heading:man/man_heading \\
+      --variants=perm,mlm,perm_no_memory,perm_token_level,perm_no_bi_data,perm_next_sentence \\
+      --pretrain_steps=2000 --seeds=0,1,2 --learning_rates=1e-4,3e-4,1e-3 --output_dir=study
+
+A task is NAME:DIR with DIR/train.jsonl, dev.jsonl and test.jsonl (or .tsv/.csv, the generic
+format of run/classifier.py: text[, text_b], label); labels are the training file's.
+data/make_manual_page_tasks.py builds such a corpus and tasks from the machine's manual pages.
+"""
+
+import glob
+import json
+import os
+
+from absl import app
+from absl import flags
+
+from xlnet_tf.config import SIZE_PRESETS
+from xlnet_tf.pretraining.examples import PretrainingSettings
+from xlnet_tf.tasks import transfer
+
+flags.DEFINE_string("input_glob", None, "Pretraining corpus: text files, one sentence a line, "
+                    "a blank line between documents.")
+flags.DEFINE_multi_string("task", [], "NAME:DIR of a downstream task (repeatable).")
+flags.DEFINE_list("variants", ["perm", "mlm"], f"Variants, from {sorted(transfer.VARIANTS)}.")
+flags.DEFINE_string("variants_json", None, "A JSON file {name: {setting: value}} of more "
+                    f"variants; settings: {transfer.DATA_KEYS + transfer.RUN_KEYS}.")
+flags.DEFINE_string("output_dir", "transfer_output", "Results, data, pretrained backbones.")
+flags.DEFINE_enum("model_size", "demo", sorted(SIZE_PRESETS), "Backbone size preset.")
+flags.DEFINE_integer("vocab_size", 8000, "SentencePiece vocabulary.")
+flags.DEFINE_integer("seq_len", 128, "Pretraining sequence length.")
+flags.DEFINE_integer("reuse_len", 64, "Pretraining reuse (memory) length.")
+flags.DEFINE_integer("num_predict", 21, "Predicted tokens per pretraining sequence.")
+flags.DEFINE_integer("bsz_per_host", 16, "Pretraining batch.")
+flags.DEFINE_integer("pretrain_steps", 2000, "Pretraining steps of every variant (the equal "
+                     "budget: steps x batch x seq_len tokens).")
+flags.DEFINE_float("pretrain_learning_rate", 1e-3, "Peak pretraining learning rate.")
+flags.DEFINE_integer("pretrain_warmup_steps", 200, "Pretraining warmup.")
+flags.DEFINE_integer("eval_every", 500, "Held-out loss every this many pretraining steps.")
+flags.DEFINE_list("seeds", ["0", "1", "2"], "Fine-tuning seeds.")
+flags.DEFINE_list("learning_rates", ["1e-4", "3e-4", "1e-3"], "Fine-tuning learning rates.")
+flags.DEFINE_integer("finetune_steps", 300, "Fine-tuning steps.")
+flags.DEFINE_integer("finetune_batch_size", 32, "Fine-tuning batch.")
+flags.DEFINE_integer("finetune_eval_every", 100, "Dev evaluation every this many steps.")
+flags.DEFINE_integer("max_seq_length", 128, "Fine-tuning sequence length.")
+flags.DEFINE_integer("seed", 0, "Data and pretraining seed.")
+FLAGS = flags.FLAGS
+
+
+def parse_tasks(values):
+  tasks = []
+  for value in values:
+    name, _, directory = value.partition(":")
+    if not name or not directory:
+      raise app.UsageError(f"--task={value!r}: expected NAME:DIR")
+    paths = {}
+    for split in ("train", "dev", "test"):
+      found = [os.path.join(directory, f"{split}.{ext}") for ext in ("jsonl", "tsv", "csv")
+               if os.path.exists(os.path.join(directory, f"{split}.{ext}"))]
+      if not found:
+        raise app.UsageError(f"--task={value!r}: {directory} has no {split}.jsonl/.tsv/.csv")
+      paths[split] = found[0]
+    tasks.append(transfer.Task(name, **paths))
+  return tasks
+
+
+def parse_variants():
+  variants = {}
+  for name in FLAGS.variants:
+    if name not in transfer.VARIANTS:
+      raise app.UsageError(f"--variants: unknown {name!r}; known: {sorted(transfer.VARIANTS)} "
+                           "(others through --variants_json)")
+    variants[name] = transfer.VARIANTS[name]
+  if FLAGS.variants_json:
+    with open(FLAGS.variants_json, encoding="utf-8") as handle:
+      variants.update(json.load(handle))
+  return variants
+
+
+def main(argv):
+  del argv
+  if not FLAGS.input_glob:
+    raise app.UsageError("--input_glob (the pretraining corpus) is required")
+  corpus_files = sorted(glob.glob(FLAGS.input_glob))
+  if not corpus_files:
+    raise app.UsageError(f"--input_glob={FLAGS.input_glob!r} matches no file")
+  if not FLAGS.task:
+    raise app.UsageError("--task=NAME:DIR is required (at least one)")
+  study = transfer.StudySettings(
+      output_dir=FLAGS.output_dir, corpus_files=corpus_files, tasks=parse_tasks(FLAGS.task),
+      variants=parse_variants(),
+      data=PretrainingSettings(seq_len=FLAGS.seq_len, reuse_len=FLAGS.reuse_len,
+                               num_predict=FLAGS.num_predict, bsz_per_host=FLAGS.bsz_per_host),
+      vocab_size=FLAGS.vocab_size, model={"size": FLAGS.model_size},
+      pretrain_steps=FLAGS.pretrain_steps, pretrain_learning_rate=FLAGS.pretrain_learning_rate,
+      pretrain_warmup_steps=FLAGS.pretrain_warmup_steps, eval_every=FLAGS.eval_every,
+      seeds=[int(s) for s in FLAGS.seeds],
+      learning_rates=[float(r) for r in FLAGS.learning_rates],
+      finetune_steps=FLAGS.finetune_steps, finetune_batch_size=FLAGS.finetune_batch_size,
+      finetune_eval_every=FLAGS.finetune_eval_every, max_seq_length=FLAGS.max_seq_length,
+      seed=FLAGS.seed)
+  transfer.run_study(study)
+  print(open(os.path.join(FLAGS.output_dir, "results.md"), encoding="utf-8").read())
+  print(f"Results: {FLAGS.output_dir}/results.md, results.json, held_out_loss.png")
+
+
+if __name__ == "__main__":
+  app.run(main)

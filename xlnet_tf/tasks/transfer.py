@@ -1,0 +1,360 @@
+"""A transfer study in the manner of XLNet's Table 6: pretrain variants, fine-tune each.
+
+For one pretraining corpus and a list of variants (the objective and the switches the paper
+ablates), every variant pretrains the same backbone with the same budget (steps x tokens);
+then every variant and a random-init row are fine-tuned on each downstream task with the same
+seeds and the same learning-rate sweep. Per row and task, the learning rate is the one with the
+best median dev accuracy over seeds; the row reports the test accuracy at that rate (median,
+min and max over seeds). Held-out pretraining losses are recorded along the way (curves).
+
+The library half of `run/transfer.py`; `run_study` is what the suite runs on a tiny setting.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf import checkpoints
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.json_files import write_json
+from xlnet_tf.pretraining import corpus
+from xlnet_tf.pretraining.default_data import prepare_pretraining_data
+from xlnet_tf.pretraining.examples import PretrainingSettings
+from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
+from xlnet_tf.pretraining.records import RECORD_INFO_FILE
+from xlnet_tf.pretraining.stage import create_pretraining_data
+from xlnet_tf.tasks import classification
+from xlnet_tf.text.read_report import ReadReport
+from xlnet_tf.text.tokenizer import XLNetTokenizer
+
+RANDOM_INIT = "random_init"
+# Table 6's rows on this backbone: name -> what differs from `perm` (XLNet as released).
+VARIANTS = {
+    "perm": {},
+    "mlm": {"objective": "mlm"},
+    "perm_no_memory": {"mem_len": 0},
+    "perm_token_level": {"span_prediction": False},
+    "perm_no_bi_data": {"bi_data": False},
+    "perm_next_sentence": {"next_sentence": True},
+    "mlm_no_memory": {"objective": "mlm", "mem_len": 0},
+}
+DATA_KEYS = ("objective", "span_prediction", "bi_data")  # what changes the TFRecords
+RUN_KEYS = ("mem_len", "next_sentence", "learning_rate")  # what changes the run only
+
+
+@dataclasses.dataclass
+class Task:
+  name: str
+  train: str
+  dev: str
+  test: str
+
+
+@dataclasses.dataclass
+class StudySettings:
+  output_dir: str
+  corpus_files: List[str]
+  tasks: List[Task]
+  variants: Dict[str, Dict] = dataclasses.field(
+      default_factory=lambda: {name: VARIANTS[name] for name in ("perm", "mlm")})
+  data: PretrainingSettings = dataclasses.field(default_factory=PretrainingSettings)
+  vocab_size: int = 2000
+  model: Dict = dataclasses.field(default_factory=lambda: {"size": "demo"})
+  pretrain_steps: int = 1000
+  pretrain_learning_rate: float = 2e-3
+  pretrain_warmup_steps: int = 100
+  eval_every: int = 200            # held-out loss curve
+  seeds: Sequence[int] = (0, 1, 2)
+  learning_rates: Sequence[float] = (1e-4, 3e-4)
+  finetune_steps: int = 300
+  finetune_batch_size: int = 32
+  finetune_eval_every: int = 100
+  max_seq_length: int = 128
+  finetune_dropout: float = 0.1
+  held_out_every: int = 20
+  seed: int = 0
+
+
+class Progress:
+  """'[k/n] what ... elapsed, ETA' lines; the ETA weighs the remaining units equally."""
+
+  def __init__(self, total_units: float, printer: Callable[[str], None] = print):
+    self.total, self.done, self.start, self.printer = total_units, 0.0, time.perf_counter(), printer
+
+  def step(self, message: str, units: float = 1.0) -> None:
+    self.done += units
+    elapsed = time.perf_counter() - self.start
+    eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+    self.printer(f"[{self.done:.0f}/{self.total:.0f}] {message}  (elapsed {elapsed / 60:.1f} min,"
+                 f" ETA {eta / 60:.1f} min)")
+
+
+def _data_key(overrides: Dict) -> tuple:
+  return tuple((key, overrides[key]) for key in DATA_KEYS if key in overrides)
+
+
+def _check_variants(variants: Dict[str, Dict]) -> None:
+  for name, overrides in variants.items():
+    unknown = set(overrides) - set(DATA_KEYS) - set(RUN_KEYS)
+    if unknown:
+      raise ValueError(f"variant {name!r}: unknown settings {sorted(unknown)}; a variant sets "
+                       f"{DATA_KEYS + RUN_KEYS}")
+  if RANDOM_INIT in variants:
+    raise ValueError(f"{RANDOM_INIT!r} is the study's own baseline row, not a variant name")
+
+
+def prepare_variant_data(study: StudySettings, printer=print) -> Dict[tuple, Dict[str, str]]:
+  """TFRecords for every distinct data setting of the variants; one corpus split and one
+  SentencePiece model for all. Returns {data key: {"train", "valid", "sp_path"}}."""
+  documents = []
+  stats = corpus.ReadStats()
+  for path in sorted(study.corpus_files):
+    documents.extend(corpus.read_documents(path, stats))
+  if not documents:
+    raise ValueError(f"The corpus files hold no text: {study.corpus_files[:3]}")
+  base_dir = os.path.join(study.output_dir, "data", "base")
+  base = prepare_pretraining_data(documents, base_dir, study.data, study.vocab_size,
+                                  study.seed, held_out_every=study.held_out_every)
+  for report in base["reports"]:
+    printer(report)
+  corpus_dir = os.path.join(base_dir, "corpus")
+  train_files = sorted(os.path.join(corpus_dir, f) for f in os.listdir(corpus_dir)
+                       if f.startswith("train-"))
+  valid_files = sorted(os.path.join(corpus_dir, f) for f in os.listdir(corpus_dir)
+                       if f.startswith("valid-"))
+  data = {}
+  for overrides in study.variants.values():
+    key = _data_key(overrides)
+    if key in data:
+      continue
+    settings = dataclasses.replace(study.data, **dict(key))
+    if settings == study.data:
+      data[key] = {"train": base["train"], "valid": base["valid"], "sp_path": base["sp_path"]}
+      continue
+    directory = os.path.join(study.output_dir, "data",
+                             "-".join(f"{k}={v}" for k, v in key))
+    paths = {"sp_path": base["sp_path"]}
+    for split, files in (("train", train_files), ("valid", valid_files)):
+      target = os.path.join(directory, split)
+      if not os.path.exists(os.path.join(target, RECORD_INFO_FILE)):
+        summary = create_pretraining_data(files, base["sp_path"], target, settings,
+                                          seed=study.seed, split=split)
+        printer(f"[{split} {dict(key)}] " + summary.report())
+      paths[split] = target
+    data[key] = paths
+  return data
+
+
+def _model_config(study: StudySettings, n_token: int, settings: PretrainingSettings,
+                  overrides: Dict) -> XLNetConfig:
+  architecture = dict(study.model)
+  size = architecture.pop("size", None)
+  runtime = dict(n_token=n_token, reuse_len=settings.reuse_len, bi_data=settings.bi_data,
+                 mem_len=overrides.get("mem_len", settings.reuse_len), dropout=0.0, dropatt=0.0)
+  runtime.update(architecture)
+  return XLNetConfig.preset(size, **runtime) if size else XLNetConfig(**runtime)
+
+
+def pretrain_variant(study: StudySettings, name: str, overrides: Dict, data: Dict[str, str]
+                     ) -> Dict:
+  """Pretrains one variant (skipped when its backbone exists); returns its record."""
+  settings = dataclasses.replace(study.data, **dict(_data_key(overrides)))
+  model_dir = os.path.join(study.output_dir, "pretraining", name)
+  record_path = os.path.join(model_dir, "variant.json")
+  if os.path.exists(record_path):
+    with open(record_path, encoding="utf-8") as handle:
+      return json.load(handle)
+  n_token = XLNetTokenizer(data["sp_path"]).vocab_size
+  config = _model_config(study, n_token, settings, overrides)
+  keras.backend.clear_session()
+  keras.utils.set_random_seed(study.seed)
+  options = PretrainingOptions(
+      model_dir=model_dir, train_data=data["train"], valid_data=data["valid"],
+      train_steps=study.pretrain_steps,
+      learning_rate=overrides.get("learning_rate", study.pretrain_learning_rate),
+      warmup_steps=study.pretrain_warmup_steps, save_steps=study.pretrain_steps,
+      log_steps=max(study.pretrain_steps // 10, 1), eval_every=study.eval_every,
+      summaries=False, next_sentence=overrides.get("next_sentence", False),
+      objective=settings.objective)
+  started = time.perf_counter()
+  run = PretrainingRun(tf.distribute.get_strategy(), config, options)
+  initial = run.evaluate()
+  result = run.train()
+  record = {"name": name, "overrides": overrides, "steps": result["step"],
+            "tokens": result["step"] * run.global_batch * run.seq_len,
+            "seconds": time.perf_counter() - started,
+            "held_out": [dict(initial, step=0)] + result["held_out"],
+            "backbone": os.path.join(model_dir, "pretrained")}
+  write_json(record_path, record)
+  return record
+
+
+def load_study_task(task: Task, tokenizer: XLNetTokenizer, max_seq_length: int
+                    ) -> classification.TaskData:
+  """A generic classification task whose labels are the training file's, sorted."""
+  labels = sorted({e.label for e in classification.read_generic(task.train, ReadReport())
+                   if e.label is not None})
+  if len(labels) < 2:
+    raise ValueError(f"{task.train}: a classification task needs at least 2 labels; got "
+                     f"{labels}")
+  files = {"train": task.train, "dev": task.dev, "test": task.test}
+  loaded = classification.load_task("generic", tokenizer, max_seq_length, files=files,
+                                    labels=labels, splits=("train", "dev", "test"))
+  loaded.name = task.name
+  return loaded
+
+
+def finetune_once(study: StudySettings, config: XLNetConfig, task: classification.TaskData,
+                  backbone_dir: Optional[str], learning_rate: float, seed: int) -> Dict:
+  """Dev (best over the run) and test accuracy of one fine-tuning run."""
+  keras.backend.clear_session()
+  keras.utils.set_random_seed(seed)
+  model = classification.build_classifier(config, task, "last", backbone_dir, "own")
+  best_dir = tempfile.mkdtemp(prefix="transfer_best_")
+  try:
+    result = classification.train_classifier(
+        model, task, study.finetune_steps, study.finetune_batch_size, learning_rate,
+        warmup_steps=study.finetune_steps // 10, eval_every=study.finetune_eval_every,
+        best_dir=best_dir, seed=seed)
+  finally:
+    shutil.rmtree(best_dir, ignore_errors=True)
+  logits = classification.predict_logits(model, task.splits["test"], study.finetune_batch_size)
+  test = classification.classification_metrics(task.splits["test"]["label"], logits,
+                                               "accuracy")["accuracy"]
+  return {"dev": result["best"]["accuracy"], "test": test, "learning_rate": learning_rate,
+          "seed": seed, "best_step": result["best"]["step"]}
+
+
+def summarize_row(runs: List[Dict]) -> Dict:
+  """The learning rate with the best median dev accuracy, and test accuracy there."""
+  by_rate = {}
+  for run in runs:
+    by_rate.setdefault(run["learning_rate"], []).append(run)
+  chosen = max(by_rate, key=lambda rate: (np.median([r["dev"] for r in by_rate[rate]]), -rate))
+  tests = [r["test"] for r in by_rate[chosen]]
+  return {"learning_rate": chosen, "test_median": float(np.median(tests)),
+          "test_min": float(min(tests)), "test_max": float(max(tests)),
+          "dev_median": float(np.median([r["dev"] for r in by_rate[chosen]])),
+          "seeds": len(tests)}
+
+
+def run_study(study: StudySettings, printer=print) -> Dict:
+  """Runs (or resumes: finished pretraining and fine-tuning runs are kept in output_dir) the
+  whole study; writes results.json, results.md and held_out_loss.png there."""
+  _check_variants(study.variants)
+  os.makedirs(study.output_dir, exist_ok=True)
+  rows = [RANDOM_INIT] + list(study.variants)
+  finetunes = len(rows) * len(study.tasks) * len(study.seeds) * len(study.learning_rates)
+  # A pretraining run costs about as much as this many fine-tuning runs (for the ETA only).
+  pretrain_units = max(study.pretrain_steps / max(study.finetune_steps, 1) / 2, 1.0)
+  progress = Progress(finetunes + pretrain_units * len(study.variants), printer)
+  data = prepare_variant_data(study, printer)
+  sp_path = next(iter(data.values()))["sp_path"]
+  pretrained = {}
+  for name, overrides in study.variants.items():
+    pretrained[name] = pretrain_variant(study, name, overrides, data[_data_key(overrides)])
+    curve = pretrained[name]["held_out"]
+    progress.step(f"pretrained {name}: {pretrained[name]['steps']} steps, held-out loss "
+                  f"{curve[0]['loss']:.3f} -> {curve[-1]['loss']:.3f}", pretrain_units)
+  tokenizer = XLNetTokenizer(sp_path)
+  config = classification_config(study, pretrained, tokenizer.vocab_size)
+  runs_path = os.path.join(study.output_dir, "finetuning_runs.json")
+  runs = _read_json(runs_path, default=[])
+  done = {(r["task"], r["row"], r["learning_rate"], r["seed"]) for r in runs}
+  for task_files in study.tasks:
+    task = load_study_task(task_files, tokenizer, study.max_seq_length)
+    for row in rows:
+      backbone = None if row == RANDOM_INIT else pretrained[row]["backbone"]
+      for learning_rate in study.learning_rates:
+        for seed in study.seeds:
+          if (task.name, row, learning_rate, seed) in done:
+            progress.step(f"{task.name} / {row} lr {learning_rate:g} seed {seed}: kept")
+            continue
+          run = dict(finetune_once(study, config, task, backbone, learning_rate, seed),
+                     task=task.name, row=row)
+          runs.append(run)
+          write_json(runs_path, runs)
+          progress.step(f"{task.name} / {row} lr {learning_rate:g} seed {seed}: dev "
+                        f"{run['dev']:.3f} test {run['test']:.3f}")
+  results = {"settings": _settings_record(study), "pretraining": pretrained,
+             "finetuning": {task.name: {row: summarize_row(
+                 [r for r in runs if r["task"] == task.name and r["row"] == row])
+                 for row in rows} for task in study.tasks},
+             "runs": runs}
+  write_json(os.path.join(study.output_dir, "results.json"), results)
+  with open(os.path.join(study.output_dir, "results.md"), "w", encoding="utf-8") as handle:
+    handle.write(results_markdown(results))
+  plot_held_out_curves(pretrained, os.path.join(study.output_dir, "held_out_loss.png"))
+  return results
+
+
+def classification_config(study: StudySettings, pretrained: Dict, n_token: int) -> XLNetConfig:
+  """The fine-tuning backbone: the pretrained architecture, no memory, task dropout."""
+  settings = study.data
+  config = _model_config(study, n_token, settings, {})
+  return dataclasses.replace(config, mem_len=0, reuse_len=0, bi_data=False,
+                             dropout=study.finetune_dropout, dropatt=study.finetune_dropout)
+
+
+def results_markdown(results: Dict) -> str:
+  lines = []
+  for task, rows in results["finetuning"].items():
+    baseline = rows[RANDOM_INIT]["test_median"]
+    lines += [f"### {task}", "",
+              "| row | test accuracy (median) | min - max | vs random init | lr | dev (median) |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for row, summary in rows.items():
+      gain = "" if row == RANDOM_INIT else f"{100 * (summary['test_median'] - baseline):+.1f}"
+      lines.append(f"| {row} | {100 * summary['test_median']:.1f} | "
+                   f"{100 * summary['test_min']:.1f} - {100 * summary['test_max']:.1f} | "
+                   f"{gain} | {summary['learning_rate']:g} | {100 * summary['dev_median']:.1f} |")
+    lines.append("")
+  lines += ["### Pretraining", "", "| variant | steps | tokens | minutes | held-out loss start -> "
+            "end |", "|---|---:|---:|---:|---|"]
+  for name, record in results["pretraining"].items():
+    curve = record["held_out"]
+    lines.append(f"| {name} | {record['steps']} | {record['tokens']:,} | "
+                 f"{record['seconds'] / 60:.1f} | {curve[0]['loss']:.3f} -> "
+                 f"{curve[-1]['loss']:.3f} |")
+  return "\n".join(lines) + "\n"
+
+
+def plot_held_out_curves(pretrained: Dict, path: str) -> str:
+  """PNG of each variant's held-out LM loss against pretraining steps."""
+  import matplotlib
+  matplotlib.use("Agg")
+  from matplotlib import pyplot
+  figure, axis = pyplot.subplots(figsize=(7, 4.5))
+  for name, record in pretrained.items():
+    curve = record["held_out"]
+    axis.plot([p["step"] for p in curve], [p["loss"] for p in curve], marker="o", label=name)
+  axis.set_xlabel("pretraining step")
+  axis.set_ylabel("held-out LM loss (nats per predicted token)")
+  axis.set_title("Held-out loss of each variant (perm and mlm predict different things)")
+  axis.grid(alpha=0.3)
+  axis.legend()
+  figure.tight_layout()
+  figure.savefig(path, dpi=100)
+  pyplot.close(figure)
+  return path
+
+
+def _settings_record(study: StudySettings) -> Dict:
+  record = dataclasses.asdict(study)
+  record["tasks"] = [dataclasses.asdict(t) for t in study.tasks]
+  return record
+
+
+def _read_json(path: str, default):
+  if not os.path.exists(path):
+    return default
+  with open(path, encoding="utf-8") as handle:
+    return json.load(handle)
