@@ -28,7 +28,7 @@ import keras
 
 from xlnet_tf import XLNetConfig
 from xlnet_tf.config import SIZE_PRESETS
-from xlnet_tf.pretraining import default_data
+from xlnet_tf.pretraining import default_data, recipes
 from xlnet_tf.pretraining.examples import OBJECTIVES, PretrainingSettings
 from xlnet_tf.pretraining.records import load_record_info
 from xlnet_tf.training import strategy as strategy_lib
@@ -46,29 +46,30 @@ flags.DEFINE_string("output_dir", "pretrain_output", "Where the data (data/) and
 flags.DEFINE_enum("objective", "perm", OBJECTIVES, "perm: XLNet's permutation LM; mlm: "
                   "BERT's masked LM on the same backbone (80/10/10 <mask>/random/same).")
 flags.DEFINE_bool("span_prediction", True, "Predict whole-word spans (False: single tokens).")
-flags.DEFINE_bool("next_sentence", False, "Add the next-sentence loss (B follows A or not).")
+flags.DEFINE_bool("next_sentence", None, "Add the next-sentence loss (B follows A or not).")
 flags.DEFINE_float("max_minutes", None, "Wall-time budget of the whole command (data "
                    "included): the step count is fitted to the measured speed.")
-flags.DEFINE_integer("vocab_size", 2000, "SentencePiece vocabulary when the data are made here.")
-flags.DEFINE_integer("seq_len", 128, "Sequence length when the data are made here.")
-flags.DEFINE_integer("reuse_len", 64, "Tokens reused as memory, when the data are made here.")
-flags.DEFINE_integer("num_predict", 21, "Predicted tokens per sequence, when the data are made "
-                     "here (21 of 128 is 16%: K = 6 for perm, BERT's 15% for mlm).")
-flags.DEFINE_integer("bsz_per_host", 16, "Rows per batch when the data are made here.")
+# Defaults None: the recipe's (recipes.MAIN_JOB, or recipes.FROM_TEXT with --input_glob).
+flags.DEFINE_integer("vocab_size", None, "SentencePiece vocabulary when the data are made here.")
+flags.DEFINE_integer("seq_len", None, "Sequence length when the data are made here.")
+flags.DEFINE_integer("reuse_len", None, "Tokens reused as memory, when the data are made here.")
+flags.DEFINE_integer("num_predict", None, "Predicted tokens per sequence, when the data are "
+                     "made here (21 of 128 is 16%: K = 6 for perm, BERT's 15% for mlm).")
+flags.DEFINE_integer("bsz_per_host", None, "Rows per batch when the data are made here.")
 flags.DEFINE_bool("bi_data", True, "Forward and backward rows, when the data are made here.")
 flags.DEFINE_string("train_data", None, "Directory (or record_info.json) of training "
                     "TFRecords. Default: build the embedded Python-docs data.")
 flags.DEFINE_string("valid_data", None, "Held-out TFRecords for evaluation.")
 flags.DEFINE_string("model_config", None, "xlnet_config.json (original keys accepted).")
-flags.DEFINE_enum("model_size", "demo", sorted(SIZE_PRESETS),
+flags.DEFINE_enum("model_size", None, sorted(SIZE_PRESETS),
                   "Size preset when no --model_config (demo: 4 layers, d_model 128, dropout "
                   "0).")
 flags.DEFINE_string("model_dir", None, "Checkpoints and summaries (default: "
                     "--output_dir/model).")
 flags.DEFINE_integer("train_batch_size", None, "Global batch size (default: the data's).")
 flags.DEFINE_integer("train_steps", 600, "Training steps (with --max_minutes: the most).")
-flags.DEFINE_float("learning_rate", 2e-3, "Peak learning rate.")
-flags.DEFINE_integer("warmup_steps", 100, "Linear warmup steps.")
+flags.DEFINE_float("learning_rate", None, "Peak learning rate.")
+flags.DEFINE_integer("warmup_steps", None, "Linear warmup steps.")
 flags.DEFINE_float("weight_decay", 0.01, "AdamW weight decay (not on LayerNorm or biases).")
 flags.DEFINE_float("lr_layer_decay_rate", 1.0, "Layer i's learning rate is multiplied by "
                    "rate^(n_layer - 1 - i).")
@@ -100,9 +101,10 @@ def model_config(info, mem_len) -> XLNetConfig:
                  reuse_len=settings["reuse_len"], bi_data=settings["bi_data"])
   if FLAGS.model_config:
     return XLNetConfig.from_json_file(FLAGS.model_config, **runtime)
-  if FLAGS.model_size == "demo":
+  size = setting("model_size")
+  if size == "demo":
     runtime.update(dropout=0.0, dropatt=0.0)
-  return XLNetConfig.preset(FLAGS.model_size, n_token=info["tokenizer"]["vocab_size"], **runtime)
+  return XLNetConfig.preset(size, n_token=info["tokenizer"]["vocab_size"], **runtime)
 
 
 def use_xla() -> bool:
@@ -113,11 +115,19 @@ def use_xla() -> bool:
   return not (FLAGS.dtype == "bfloat16" and on_cpu)
 
 
+def setting(name):
+  """The flag's value, or the recipe's when the flag was not given."""
+  value = FLAGS[name].value
+  if value is not None:
+    return value
+  return getattr(recipes.FROM_TEXT if FLAGS.input_glob else recipes.MAIN_JOB, name)
+
+
 def data_settings() -> PretrainingSettings:
-  return PretrainingSettings(seq_len=FLAGS.seq_len, reuse_len=FLAGS.reuse_len,
-                             num_predict=FLAGS.num_predict, bsz_per_host=FLAGS.bsz_per_host,
-                             bi_data=FLAGS.bi_data, objective=FLAGS.objective,
-                             span_prediction=FLAGS.span_prediction)
+  return PretrainingSettings(seq_len=setting("seq_len"), reuse_len=setting("reuse_len"),
+                             num_predict=setting("num_predict"),
+                             bsz_per_host=setting("bsz_per_host"), bi_data=FLAGS.bi_data,
+                             objective=FLAGS.objective, span_prediction=FLAGS.span_prediction)
 
 
 def prepare_data():
@@ -132,12 +142,12 @@ def prepare_data():
     if not paths:
       raise app.UsageError(f"--input_glob={FLAGS.input_glob!r} matches no file")
     documents = default_data.read_text_files(paths)
-    data = default_data.prepare_pretraining_data(documents, directory, data_settings(),
-                                                 FLAGS.vocab_size, FLAGS.seed,
-                                                 held_out_every=20)
+    data = default_data.prepare_pretraining_data(
+        documents, directory, data_settings(), setting("vocab_size"), FLAGS.seed,
+        held_out_every=recipes.FROM_TEXT.held_out_every)
   else:
     data = default_data.prepare_default_pretraining_data(directory, data_settings(),
-                                                         FLAGS.vocab_size, FLAGS.seed)
+                                                         setting("vocab_size"), FLAGS.seed)
   print("\n".join(data["reports"]) or f"Reusing the data in {directory}")
   return data["train"], data["valid"]
 
@@ -169,8 +179,8 @@ def main(argv):
   options = PretrainingOptions(
       model_dir=model_dir, train_data=train_data, valid_data=valid_data,
       train_steps=train_steps, max_seconds=budget, objective=FLAGS.objective,
-      next_sentence=FLAGS.next_sentence, global_batch_size=FLAGS.train_batch_size,
-      learning_rate=FLAGS.learning_rate, warmup_steps=FLAGS.warmup_steps,
+      next_sentence=setting("next_sentence"), global_batch_size=FLAGS.train_batch_size,
+      learning_rate=setting("learning_rate"), warmup_steps=setting("warmup_steps"),
       weight_decay=FLAGS.weight_decay, lr_layer_decay_rate=FLAGS.lr_layer_decay_rate,
       clip_norm=FLAGS.clip, save_steps=FLAGS.save_steps, log_steps=FLAGS.log_steps,
       jit_compile=use_xla(), eval_batches=FLAGS.eval_batches,

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -184,7 +185,7 @@ def test_train_step_compiles_with_xla(small_data, tmp_path):
 @pytest.mark.slow
 def test_cli_main_job_builds_data_trains_evaluates_and_resumes(tmp_path):
   script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "pretrain.py")
-  common = [sys.executable, script, f"--work_dir={tmp_path}", f"--model_dir={tmp_path}/model",
+  common = [sys.executable, script, f"--output_dir={tmp_path}",
             "--save_steps=10", "--log_steps=10", "--eval_batches=3", "--warmup_steps=5"]
   first = subprocess.run(common + ["--train_steps=20"], capture_output=True, text=True,
                          timeout=600)
@@ -200,6 +201,33 @@ def test_cli_main_job_builds_data_trains_evaluates_and_resumes(tmp_path):
   assert "Reusing the data" in second.stdout
   assert "Resumed from" in second.stderr and "ckpt-20" in second.stderr
   assert "Trained to step 30" in second.stdout
+
+
+def test_cli_pretrains_from_raw_text_within_a_time_budget(tmp_path):
+  """--input_glob --objective=mlm --max_minutes: the SentencePiece model, the records and the
+  backbone in the main job's layout, the step count fitted to the budget."""
+  from xlnet_tf.pretraining import corpus
+  files = corpus.write_corpus_files(corpus.python_docs_documents()[:60], str(tmp_path / "text"),
+                                    num_files=2)
+  script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "pretrain.py")
+  budget_minutes = 0.75
+  result = subprocess.run(
+      [sys.executable, script, f"--input_glob={tmp_path}/text/*.txt",
+       f"--output_dir={tmp_path}/out", "--objective=mlm", f"--max_minutes={budget_minutes}",
+       "--model_size=tiny", "--vocab_size=500", "--seq_len=32", "--reuse_len=16",
+       "--num_predict=5", "--bsz_per_host=4", "--eval_batches=2", "--log_steps=50"],
+      capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = tmp_path / "out"
+  assert (out / "data" / "spiece.model").exists()
+  assert load_record_info(str(out / "data" / "train"))["settings"]["objective"] == "mlm"
+  assert (out / "model" / "pretrained" / "xlnet_config.json").exists()
+  assert "Held-out masked-LM loss:" in result.stdout
+  planned = re.search(r"Time budget: .* -> (\d+) steps in all", result.stderr)
+  summary = json.load(open(out / "model" / "run_summary.json"))
+  assert planned and summary["train_steps"] == int(planned.group(1)) > 20
+  assert summary["seconds"] < budget_minutes * 60 + 15
+  assert summary["held_out_after"]["loss"] < summary["held_out_before"]["loss"]
 
 
 @pytest.mark.parametrize("policy,options", [("mixed_bfloat16", {}),

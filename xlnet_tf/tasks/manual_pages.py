@@ -21,7 +21,7 @@ import hashlib
 import os
 import random
 import re
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Sequence, Tuple
 
 SECTIONS = ("1", "2", "3", "5", "7", "8")
 HEADINGS = ("DESCRIPTION", "OPTIONS", "EXAMPLES", "RETURN VALUE", "ERRORS", "NOTES", "BUGS",
@@ -182,7 +182,7 @@ def build_manual_page_data(output_dir: str, root: str = "/usr/share/man",
   pages = list(corpus_pages.items())
   draw.shuffle(pages)
   kept, words = [], 0
-  for page, sentences in pages:
+  for _, sentences in pages:
     if words >= corpus_words:
       break
     kept.append(sentences)

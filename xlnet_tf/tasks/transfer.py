@@ -22,7 +22,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf import checkpoints
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.json_files import write_json
 from xlnet_tf.pretraining import corpus

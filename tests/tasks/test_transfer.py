@@ -1,0 +1,121 @@
+"""The transfer study end to end on a tiny setting, its row summary, and the manual-page
+reader that builds the real study's data."""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from xlnet_tf.pretraining import corpus
+from xlnet_tf.tasks import manual_pages, transfer
+
+
+def _topic_task(directory):
+  """Sentences of three Python-documentation topics, labelled by topic."""
+  from pydoc_data import topics
+  names = ("typesseq", "specialnames", "compound")
+  rows = []
+  for name in names:
+    text = " ".join(topics.topics[name].split())
+    sentences = [s for s in text.split(". ") if len(s.split()) > 5][:16]
+    rows += [{"text": s, "label": name} for s in sentences]
+  rows = rows[::2] + rows[1::2]  # interleave the labels over the splits
+  os.makedirs(directory, exist_ok=True)
+  for split, part in (("train", rows[:24]), ("dev", rows[24:36]), ("test", rows[36:48])):
+    with open(os.path.join(directory, f"{split}.jsonl"), "w", encoding="utf-8") as handle:
+      handle.write("\n".join(json.dumps(r) for r in part) + "\n")
+  return directory
+
+
+def test_cli_runs_the_study_end_to_end(tmp_path):
+  corpus.write_corpus_files(corpus.python_docs_documents()[:40], str(tmp_path / "text"),
+                            num_files=2)
+  task_dir = _topic_task(str(tmp_path / "topics"))
+  script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "transfer.py")
+  out = tmp_path / "study"
+  command = [sys.executable, script, f"--input_glob={tmp_path}/text/*.txt",
+             f"--task=topics:{task_dir}", "--variants=perm,mlm_no_memory",
+             f"--output_dir={out}", "--model_size=tiny", "--vocab_size=400", "--seq_len=32",
+             "--reuse_len=16", "--num_predict=5", "--bsz_per_host=4", "--pretrain_steps=4",
+             "--pretrain_warmup_steps=1", "--eval_every=2", "--seeds=0,1",
+             "--learning_rates=1e-3", "--finetune_steps=2", "--finetune_batch_size=8",
+             "--finetune_eval_every=1", "--max_seq_length=24"]
+  result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "ETA" in result.stdout
+  results = json.load(open(out / "results.json"))
+  rows = results["finetuning"]["topics"]
+  assert list(rows) == [transfer.RANDOM_INIT, "perm", "mlm_no_memory"]
+  assert all(row["seeds"] == 2 and 0 <= row["test_median"] <= 1 for row in rows.values())
+  assert len(results["runs"]) == 6
+  curves = {name: [p["step"] for p in record["held_out"]]
+            for name, record in results["pretraining"].items()}
+  assert curves == {"perm": [0, 2, 4], "mlm_no_memory": [0, 2, 4]}
+  mlm_config = json.load(open(out / "pretraining" / "mlm_no_memory" / "pretrained" /
+                              "xlnet_config.json"))
+  assert mlm_config["mem_len"] == 0
+  assert "| random_init |" in (out / "results.md").read_text()
+  assert (out / "held_out_loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  # Run again: everything is kept, nothing retrained.
+  again = subprocess.run(command, capture_output=True, text=True, timeout=900)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert again.stdout.count(": kept") == 6
+
+
+def test_row_summary_picks_the_rate_by_median_dev_and_reports_its_test():
+  runs = [{"learning_rate": 1e-4, "dev": d, "test": t} for d, t in ((0.5, 0.9), (0.6, 0.9))]
+  runs += [{"learning_rate": 1e-3, "dev": d, "test": t} for d, t in ((0.7, 0.4), (0.8, 0.6))]
+  summary = transfer.summarize_row(runs)
+  assert summary["learning_rate"] == 1e-3
+  assert summary["test_median"] == pytest.approx(0.5)
+  assert (summary["test_min"], summary["test_max"]) == (0.4, 0.6)
+
+
+def test_unknown_variant_settings_are_refused():
+  with pytest.raises(ValueError, match="unknown settings"):
+    transfer._check_variants({"x": {"mask_prob": 0.2}})
+
+
+ROFF = r""".\" comment
+.TH OPEN 2 2023-02-05 "Linux"
+.SH NAME
+open \- open a file
+.SH DESCRIPTION
+The
+.BR open ()
+system call opens the file specified by
+.IR pathname .
+If the file does not exist it may be created with \fBO_CREAT\fP \(em see below.
+.PP
+A second paragraph of the description has enough words to count here.
+.SH "RETURN VALUE"
+On success a new file descriptor is returned to the caller of this function.
+"""
+
+
+def test_manual_page_reader_and_task_builder(tmp_path):
+  root = tmp_path / "man"
+  for section, count in (("2", 6), ("5", 6)):
+    (root / f"man{section}").mkdir(parents=True)
+    for index in range(count):
+      with gzip.open(root / f"man{section}" / f"page{section}{index}.{section}.gz", "wt") as f:
+        f.write(ROFF.replace("system call", f"section {section} call"))
+  (root / "man2" / "alias.2").write_text(".so man2/page20.2\n")
+  name, section, paragraphs = manual_pages.read_page(str(root / "man2" / "page20.2.gz"))
+  assert (name, section) == ("page20.2", "2")
+  assert paragraphs[1] == ("DESCRIPTION", "The open() section 2 call opens the file specified "
+                           "by pathname. If the file does not exist it may be created with "
+                           "O_CREAT - see below.")
+  assert paragraphs[-1][0] == "RETURN VALUE"
+  assert manual_pages.read_page(str(root / "man2" / "alias.2"))[2] == []
+  data = manual_pages.build_manual_page_data(str(tmp_path / "out"), str(root),
+                                             train_examples=4, dev_examples=2, test_examples=2)
+  assert data.corpus_words > 0
+  held_out = {manual_pages.page_pool(f"page{s}{i}.{s}") == "held_out"
+              for s in "25" for i in range(6)}
+  assert held_out == {True, False}, "both pools are used"
+  rows = [json.loads(line) for line in open(data.task_files["man_section"]["train"])]
+  assert {row["label"] for row in rows} <= {"2", "5"} and rows
