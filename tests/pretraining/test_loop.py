@@ -207,8 +207,8 @@ def test_cli_pretrains_from_raw_text_within_a_time_budget(tmp_path):
   """--input_glob --objective=mlm --max_minutes: the SentencePiece model, the records and the
   backbone in the main job's layout, the step count fitted to the budget."""
   from xlnet_tf.pretraining import corpus
-  files = corpus.write_corpus_files(corpus.python_docs_documents()[:60], str(tmp_path / "text"),
-                                    num_files=2)
+  corpus.write_corpus_files(corpus.python_docs_documents()[:60], str(tmp_path / "text"),
+                            num_files=2)
   script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "pretrain.py")
   budget_minutes = 0.75
   result = subprocess.run(
