@@ -32,6 +32,10 @@ flags.DEFINE_integer("num_core_per_host", 1, "Replicas per host (bi_data halves 
 flags.DEFINE_bool("bi_data", True, "Write forward and backward rows.")
 flags.DEFINE_integer("mask_alpha", 6, "Context tokens per predicted span (numerator).")
 flags.DEFINE_integer("mask_beta", 1, "Context tokens per predicted span (denominator).")
+flags.DEFINE_enum("objective", "perm", ["perm", "mlm"], "perm: factorization orders for the "
+                  "permutation LM; mlm: BERT's 80/10/10 corruption for the masked LM.")
+flags.DEFINE_bool("span_prediction", True, "Targets are whole-word spans (False: single "
+                  "tokens).")
 flags.DEFINE_bool("uncased", False, "Lower-case the text.")
 flags.DEFINE_bool("use_eod", True, "Append <eod> at the end of each document.")
 flags.DEFINE_integer("num_task", 1, "Number of machines sharing the input files.")

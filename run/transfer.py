@@ -50,6 +50,8 @@ flags.DEFINE_integer("finetune_steps", 300, "Fine-tuning steps.")
 flags.DEFINE_integer("finetune_batch_size", 32, "Fine-tuning batch.")
 flags.DEFINE_integer("finetune_eval_every", 100, "Dev evaluation every this many steps.")
 flags.DEFINE_integer("max_seq_length", 128, "Fine-tuning sequence length.")
+flags.DEFINE_enum("summary_type", "last", ["last", "first", "mean", "attn"],
+                  "The classifier's pooling (last: XLNet's <cls> state).")
 flags.DEFINE_integer("seed", 0, "Data and pretraining seed.")
 FLAGS = flags.FLAGS
 
@@ -105,7 +107,7 @@ def main(argv):
       learning_rates=[float(r) for r in FLAGS.learning_rates],
       finetune_steps=FLAGS.finetune_steps, finetune_batch_size=FLAGS.finetune_batch_size,
       finetune_eval_every=FLAGS.finetune_eval_every, max_seq_length=FLAGS.max_seq_length,
-      seed=FLAGS.seed)
+      summary_type=FLAGS.summary_type, seed=FLAGS.seed)
   transfer.run_study(study)
   print(open(os.path.join(FLAGS.output_dir, "results.md"), encoding="utf-8").read())
   print(f"Results: {FLAGS.output_dir}/results.md, results.json, held_out_loss.png")

@@ -296,7 +296,7 @@ class PretrainingRun:
     `rate` steps/s, keeping a reserve for the final checkpoint and export."""
     steps = step + max(int(rate * (seconds_left - _BUDGET_RESERVE_SECONDS)), 1)
     self.options.train_steps = max(steps, step + 1)
-    self.optimizer.learning_rate.set_total_steps(self.options.train_steps)
+    self.optimizer.schedule.set_total_steps(self.options.train_steps)
     logging.info("Time budget: %.0f s left at %.2f steps/s -> %d steps in all", seconds_left,
                  rate, self.options.train_steps)
 

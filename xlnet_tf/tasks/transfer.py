@@ -78,6 +78,7 @@ class StudySettings:
   finetune_eval_every: int = 100
   max_seq_length: int = 128
   finetune_dropout: float = 0.1
+  summary_type: str = "last"       # the classifier's pooling (XLNet's: the <cls> state)
   held_out_every: int = 20
   seed: int = 0
 
@@ -216,7 +217,7 @@ def finetune_once(study: StudySettings, config: XLNetConfig, task: classificatio
   """Dev (best over the run) and test accuracy of one fine-tuning run."""
   keras.backend.clear_session()
   keras.utils.set_random_seed(seed)
-  model = classification.build_classifier(config, task, "last", backbone_dir, "own")
+  model = classification.build_classifier(config, task, study.summary_type, backbone_dir, "own")
   best_dir = tempfile.mkdtemp(prefix="transfer_best_")
   try:
     result = classification.train_classifier(

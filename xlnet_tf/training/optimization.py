@@ -231,5 +231,7 @@ def create_optimizer(model, learning_rate: float, train_steps: int, warmup_steps
                                adjustable_total)
   multipliers = layerwise_multipliers(model.trainable_variables,
                                       backbone_of(model).config.n_layer, lr_layer_decay_rate)
-  return XLNetAdamW(schedule, weight_decay=weight_decay, lr_multipliers=multipliers,
-                    global_clipnorm=clip_norm)
+  optimizer = XLNetAdamW(schedule, weight_decay=weight_decay, lr_multipliers=multipliers,
+                         global_clipnorm=clip_norm)
+  optimizer.schedule = schedule  # (optimizer.learning_rate is the current value)
+  return optimizer
