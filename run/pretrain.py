@@ -92,7 +92,17 @@ flags.DEFINE_integer("seed", 0, "Random seed.")
 FLAGS = flags.FLAGS
 
 
-_EVALUATION_SECONDS = 10  # a held-out evaluation of eval_batches, compilation included
+_FINISH_SECONDS = 10  # the last checkpoint, the backbone export and the summaries
+
+
+def seconds_left(started, reserved=0.0):
+  """What --max_minutes leaves for training, less `reserved` seconds."""
+  left = FLAGS.max_minutes * 60 - (time.perf_counter() - started) - reserved - _FINISH_SECONDS
+  if left <= 0:
+    raise app.UsageError(f"--max_minutes={FLAGS.max_minutes}: {time.perf_counter() - started:.0f}"
+                         " s went to preparing the data and the first evaluation; nothing is "
+                         "left to train")
+  return left
 
 
 def model_config(info, mem_len) -> XLNetConfig:
@@ -168,12 +178,7 @@ def main(argv):
   budget = None
   train_steps = FLAGS.train_steps
   if FLAGS.max_minutes:
-    # What is left after the data, less the two held-out evaluations and the export.
-    budget = FLAGS.max_minutes * 60 - (time.perf_counter() - started) - (
-        2 * _EVALUATION_SECONDS if valid_data else 0)
-    if budget <= 0:
-      raise app.UsageError(f"--max_minutes={FLAGS.max_minutes}: preparing the data took "
-                           f"{time.perf_counter() - started:.0f} s, nothing is left to train")
+    budget = seconds_left(started)  # provisional: set again after the first evaluation
     if not FLAGS["train_steps"].present:
       train_steps = 10 ** 9  # the budget decides
   options = PretrainingOptions(
@@ -192,7 +197,11 @@ def main(argv):
   print(f"Model: {config.n_layer} layers, d_model {config.d_model}, {parameters:,} parameters, "
         f"mem_len {config.mem_len}; {strategy.num_replicas_in_sync} replica(s), global batch "
         f"{run.global_batch} x seq_len {run.seq_len}.")
+  evaluation_started = time.perf_counter()
   before = run.evaluate() if valid_data else None
+  if FLAGS.max_minutes:
+    # The final evaluation costs what this one did (it compiles again): keep that much back.
+    run.options.max_seconds = seconds_left(started, time.perf_counter() - evaluation_started)
   result = run.train()
   after = run.evaluate() if valid_data else None
   summary = {"train_steps": result["step"], "last_checkpoint": result["last_checkpoint"],

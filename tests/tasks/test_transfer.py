@@ -63,6 +63,19 @@ def test_cli_runs_the_study_end_to_end(tmp_path):
   again = subprocess.run(command, capture_output=True, text=True, timeout=900)
   assert again.returncode == 0, again.stderr[-3000:]
   assert again.stdout.count(": kept") == 6
+  # The probes of frozen features read the study's backbones, layer by layer.
+  probe = os.path.join(os.path.dirname(__file__), "..", "..", "run", "probe_features.py")
+  backbone = out / "pretraining" / "perm" / "pretrained"
+  result = subprocess.run([sys.executable, probe, f"--sp_path={out}/data/base/spiece.model",
+                           f"--task_dir={task_dir}", f"--backbones=random,{backbone}",
+                           "--max_seq_length=24", "--probe_steps=20"],
+                          capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  lines = [line for line in result.stdout.splitlines() if "dev accuracy" in line]
+  assert len(lines) == 4
+  for line in lines:
+    values = json.loads(line.split(": ")[-1])
+    assert len(values) == 3 and all(0 <= v <= 1 for v in values)  # embedding + 2 layers
 
 
 def test_row_summary_picks_the_rate_by_median_dev_and_reports_its_test():
