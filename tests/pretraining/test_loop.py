@@ -178,7 +178,8 @@ def test_train_step_compiles_with_xla(small_data, tmp_path):
   run = make_run(small_data["bi"], tmp_path / "xla", 1)
   batch = next(iter(pretraining_dataset(small_data["bi"])))
   mems = tuple(tf.zeros([4, 16, 32]) for _ in range(2))
-  hlo = run._compute.experimental_get_compiler_ir(batch, mems)(stage="hlo")
+  normalizers = tf.constant([24.0, 4.0])  # global target and example counts
+  hlo = run._compute.experimental_get_compiler_ir(batch, mems, normalizers)(stage="hlo")
   assert "HloModule" in hlo
 
 
