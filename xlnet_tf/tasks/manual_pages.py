@@ -18,6 +18,7 @@ import collections
 import dataclasses
 import gzip
 import hashlib
+import json
 import os
 import random
 import re
@@ -161,7 +162,6 @@ def build_manual_page_data(output_dir: str, root: str = "/usr/share/man",
   """Writes corpus/*.txt and {task}/{train,dev,test}.jsonl under output_dir (see the module
   docstring). Paragraphs longer than `max_words` are cut to their first `max_words` words in
   the labelled files."""
-  import json
   draw = random.Random(seed)
   files = manual_page_files(root)
   if not files:

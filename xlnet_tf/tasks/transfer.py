@@ -11,7 +11,6 @@ The library half of `run/transfer.py`; `run_study` is what the suite runs on a t
 """
 
 import dataclasses
-import json
 import os
 import shutil
 import tempfile
@@ -23,9 +22,8 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.config import XLNetConfig
-from xlnet_tf.json_files import write_json
-from xlnet_tf.pretraining import corpus
-from xlnet_tf.pretraining.default_data import prepare_pretraining_data
+from xlnet_tf.json_files import read_json, write_json
+from xlnet_tf.pretraining.default_data import prepare_pretraining_data, read_text_files
 from xlnet_tf.pretraining.examples import PretrainingSettings
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
 from xlnet_tf.pretraining.records import RECORD_INFO_FILE
@@ -114,12 +112,7 @@ def _check_variants(variants: Dict[str, Dict]) -> None:
 def prepare_variant_data(study: StudySettings, printer=print) -> Dict[tuple, Dict[str, str]]:
   """TFRecords for every distinct data setting of the variants; one corpus split and one
   SentencePiece model for all. Returns {data key: {"train", "valid", "sp_path"}}."""
-  documents = []
-  stats = corpus.ReadStats()
-  for path in sorted(study.corpus_files):
-    documents.extend(corpus.read_documents(path, stats))
-  if not documents:
-    raise ValueError(f"The corpus files hold no text: {study.corpus_files[:3]}")
+  documents = read_text_files(study.corpus_files)
   base_dir = os.path.join(study.output_dir, "data", "base")
   base = prepare_pretraining_data(documents, base_dir, study.data, study.vocab_size,
                                   study.seed, held_out_every=study.held_out_every)
@@ -170,8 +163,7 @@ def pretrain_variant(study: StudySettings, name: str, overrides: Dict, data: Dic
   model_dir = os.path.join(study.output_dir, "pretraining", name)
   record_path = os.path.join(model_dir, "variant.json")
   if os.path.exists(record_path):
-    with open(record_path, encoding="utf-8") as handle:
-      return json.load(handle)
+    return read_json(record_path)
   n_token = XLNetTokenizer(data["sp_path"]).vocab_size
   config = _model_config(study, n_token, settings, overrides)
   keras.backend.clear_session()
@@ -265,9 +257,9 @@ def run_study(study: StudySettings, printer=print) -> Dict:
     progress.step(f"pretrained {name}: {pretrained[name]['steps']} steps, held-out loss "
                   f"{curve[0]['loss']:.3f} -> {curve[-1]['loss']:.3f}", pretrain_units)
   tokenizer = XLNetTokenizer(sp_path)
-  config = classification_config(study, pretrained, tokenizer.vocab_size)
+  config = classification_config(study, tokenizer.vocab_size)
   runs_path = os.path.join(study.output_dir, "finetuning_runs.json")
-  runs = _read_json(runs_path, default=[])
+  runs = read_json(runs_path) if os.path.exists(runs_path) else []
   done = {(r["task"], r["row"], r["learning_rate"], r["seed"]) for r in runs}
   for task_files in study.tasks:
     task = load_study_task(task_files, tokenizer, study.max_seq_length)
@@ -296,10 +288,9 @@ def run_study(study: StudySettings, printer=print) -> Dict:
   return results
 
 
-def classification_config(study: StudySettings, pretrained: Dict, n_token: int) -> XLNetConfig:
+def classification_config(study: StudySettings, n_token: int) -> XLNetConfig:
   """The fine-tuning backbone: the pretrained architecture, no memory, task dropout."""
-  settings = study.data
-  config = _model_config(study, n_token, settings, {})
+  config = _model_config(study, n_token, study.data, {})
   return dataclasses.replace(config, mem_len=0, reuse_len=0, bi_data=False,
                              dropout=study.finetune_dropout, dropatt=study.finetune_dropout)
 
@@ -352,9 +343,3 @@ def _settings_record(study: StudySettings) -> Dict:
   record["tasks"] = [dataclasses.asdict(t) for t in study.tasks]
   return record
 
-
-def _read_json(path: str, default):
-  if not os.path.exists(path):
-    return default
-  with open(path, encoding="utf-8") as handle:
-    return json.load(handle)
