@@ -98,6 +98,23 @@ BAD_INPUTS = {
     "mems count": (lambda x: dict(x, mems=[np.zeros([2, 3, 32], np.float32)]), "n_layer=2"),
     "mems width": (lambda x: dict(x, mems=[np.zeros([2, 3, 16], np.float32)] * 2), r"mems\[0\]"),
     "unknown key": (lambda x: dict(x, attention_mask=x["input_mask"]), "attention_mask"),
+    "memory_mask without mems": (lambda x: dict(x, memory_mask=np.ones([2, 3], np.float32)),
+                                 "'memory_mask' must be given only with 'mems'"),
+    "memory_mask length": (lambda x: dict(x, mems=[np.zeros([2, 3, 32], np.float32)] * 2,
+                                          memory_mask=np.ones([2, 4], np.float32)),
+                           r"memory_mask' must be of shape \[B, M\]"),
+}
+# Call keywords of decoding (memory_keys_values, position_keys): tiny config, B 2, T 8, N 4, H 8.
+BAD_CACHE_PROJECTIONS = {
+    "keys_values with mems": (dict(memory_keys_values=[(np.zeros([2, 4, 3, 8]),) * 2] * 2),
+                              lambda x: dict(x, mems=[np.zeros([2, 3, 32], np.float32)] * 2),
+                              "'mems' must be left out"),
+    "keys_values count": (dict(memory_keys_values=[(np.zeros([2, 4, 3, 8]),) * 2]), dict,
+                          "n_layer=2"),
+    "keys_values heads": (dict(memory_keys_values=[(np.zeros([2, 2, 3, 8]),) * 2] * 2), dict,
+                          r"memory_keys_values\[0\]' must be of shape \[B, N, M, H\]"),
+    "position_keys length": (dict(position_keys=[np.zeros([1, 4, 15, 8])] * 2), dict,
+                             r"position_keys\[0\]' must be .* = \['\?', 4, 16, 8\]"),
 }
 
 
@@ -107,6 +124,16 @@ def test_bad_inputs_name_the_input(case, rng):
   make_bad, message = BAD_INPUTS[case]
   with pytest.raises(ValueError, match=message):
     model(make_bad(pretraining_batch(rng)))
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CACHE_PROJECTIONS))
+def test_bad_cache_projections_name_the_keyword(case, rng):
+  model = XLNetModel(tiny_config())
+  keywords, change_inputs, message = BAD_CACHE_PROJECTIONS[case]
+  inputs = {key: value for key, value in pretraining_batch(rng).items()
+            if key in ("input_ids", "input_mask")}
+  with pytest.raises(ValueError, match=message):
+    model(change_inputs(inputs), **keywords)
 
 
 def test_bi_data_needs_an_even_batch(rng):

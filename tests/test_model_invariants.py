@@ -1,6 +1,7 @@
 """Invariants of the XLNet factorization that hold for any weights."""
 
 import numpy as np
+import pytest
 
 from model_inputs import factorization_perm_mask, padded_pair_batch, target_mapping_for, tiny_config
 from xlnet_reference import randomize_weights
@@ -99,6 +100,47 @@ def test_memory_equals_direct_computation_causal(rng):
                   "segment_ids": np.concatenate([np.zeros_like(first), second_segments], 1)})
   np.testing.assert_allclose(with_memory, direct["sequence_output"].numpy()[:, first_length:],
                              atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("attn_type", ["bi", "uni"])
+def test_left_padded_memory_with_memory_mask_equals_direct_computation(rng, attn_type):
+  """Memory holding left-padded rows (as generation caches prompts): with memory_mask the
+  second segment's outputs equal one run over both segments with input_mask; without it they
+  do not. The same memory as each layer's keys and values (memory_keys_values) and with
+  position keys computed beforehand gives the same outputs."""
+  import tensorflow as tf
+  batch, first_length, second_length, pads = 3, 6, 4, [0, 2, 5]
+  model = make_model(attn_type=attn_type, mem_len=first_length)
+  first, second, second_segments = _two_segments(rng, batch, first_length, second_length)
+  first_mask = np.ones([batch, first_length], np.float32)
+  for row, pad in enumerate(pads):
+    first_mask[row, :pad] = 0.0
+  memory = model({"input_ids": first, "input_mask": first_mask})["new_mems"]
+  second_inputs = {"input_ids": second, "segment_ids": second_segments}
+  with_mask = model(dict(second_inputs, mems=memory, memory_mask=first_mask))
+  without_mask = model(dict(second_inputs, mems=memory))["sequence_output"].numpy()
+  keys_values = [block.attention.project_keys_values(tf.constant(layer_memory))
+                 for block, layer_memory in zip(model.blocks, memory)]
+  position_keys = model.layer_position_keys(second_length, first_length + second_length)
+  projected = model(dict(second_inputs, memory_mask=first_mask), memory_keys_values=keys_values,
+                    position_keys=position_keys)
+  total = first_length + second_length
+  perm_mask = np.zeros([batch, total, total], np.float32)
+  perm_mask[:, :first_length, first_length:] = 1.0  # the first segment cannot see the second
+  direct = model({"input_ids": np.concatenate([first, second], 1),
+                  "segment_ids": np.concatenate([np.zeros_like(first), second_segments], 1),
+                  "input_mask": np.concatenate([first_mask, np.ones_like(second)], 1),
+                  "perm_mask": perm_mask})["sequence_output"].numpy()[:, first_length:]
+  np.testing.assert_allclose(with_mask["sequence_output"].numpy(), direct, atol=1e-5, rtol=0)
+  np.testing.assert_allclose(projected["sequence_output"].numpy(), direct, atol=1e-5, rtol=0)
+  np.testing.assert_allclose(without_mask[0], direct[0], atol=1e-5, rtol=0)  # no padding
+  assert np.abs(without_mask[1:] - direct[1:]).max() > 1e-3
+  # keys_values: this call's tokens as each layer projects its input (the next memory).
+  for block, pair, layer_memory in zip(model.blocks, projected["keys_values"],
+                                       with_mask["new_mems"]):
+    expected = block.attention.project_keys_values(layer_memory[:, -second_length:])
+    for got, want in zip(pair, expected):
+      np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5, rtol=0)
 
 
 def test_padding_does_not_leak_into_real_positions(rng):

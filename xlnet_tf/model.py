@@ -21,7 +21,7 @@ from xlnet_tf.ops import random as random_ops
 # Every input XLNetModel takes. Heads and data pass their feature dicts through
 # `backbone_inputs`, which keeps these keys.
 BACKBONE_INPUTS = ("input_ids", "segment_ids", "input_mask", "perm_mask", "target_mapping",
-                   "mems")
+                   "mems", "memory_mask")
 
 
 def backbone_inputs(features) -> Dict[str, Any]:
@@ -43,13 +43,24 @@ class XLNetModel(keras.Model):
     target_mapping [B, P, T] one-hot rows (zero rows = padded slots); optional, enables the
                    query stream, whose input is `mask_emb` at each prediction.
     mems           list of L tensors [B, M, D]; optional.
+    memory_mask    [B, M], 1 = a real memory slot, 0 = padding; optional (default: all of the
+                   memory is visible). For memory holding left-padded rows, such as the
+                   cache of xlnet_tf.generation.
 
   Returns a dict: sequence_output [B, T, D] (content stream, last layer); query_output
   [B, P, D] with target_mapping; new_mems (list of L [B, M', D]) when config.mem_len > 0;
   attention (list of L [B, N, T, K], the content stream's probabilities) when called with
-  return_attention=True.
+  return_attention=True; keys_values when called with memory_keys_values (below).
   Each layer's memory is that layer's input: the first reuse_len tokens (all if 0) appended
   to the old memory, the last mem_len kept, gradient stopped.
+
+  For decoding one token at a time (xlnet_tf.generation), call keywords cache projections:
+    memory_keys_values  list of L (keys, values), each [B, N, M, H]: the memory as each
+                        layer's attention projects it (a key/value cache), instead of the
+                        input 'mems' (a step then skips re-projecting the whole memory). The
+                        outputs add keys_values, the same for this call's T tokens (to append).
+    position_keys       list of L [1, N, R, H] from `layer_position_keys(T, M + T)`: calls
+                        with equal lengths share them.
   """
 
   def __init__(self, config, recompute_blocks: bool = False, fused: bool = True, **kwargs):
@@ -108,9 +119,10 @@ class XLNetModel(keras.Model):
     self.built = True
 
   # ---- forward ---------------------------------------------------------------------------
-  def call(self, inputs: Dict[str, Any], training=False, return_attention=False):
+  def call(self, inputs: Dict[str, Any], training=False, return_attention=False,
+           memory_keys_values=None, position_keys=None):
     config = self.config
-    inputs = self._checked_inputs(inputs)
+    inputs = self._checked_inputs(inputs, memory_keys_values, position_keys)
     dtype = self.compute_dtype
     input_ids = tf.convert_to_tensor(inputs["input_ids"])
     segment_ids = inputs.get("segment_ids")
@@ -120,17 +132,21 @@ class XLNetModel(keras.Model):
     batch_size = tf.shape(input_ids)[0]
     length = tf.shape(input_ids)[1]
     memory_length = tf.shape(mems[0])[1] if mems else 0
+    if memory_keys_values is not None:
+      memory_length = tf.shape(memory_keys_values[0][0])[2]
     content_mask, query_mask = mask_lib.attention_masks(
         length, memory_length, config.attn_type, config.same_length,
-        inputs.get("input_mask"), inputs.get("perm_mask"))
+        inputs.get("input_mask"), inputs.get("perm_mask"), inputs.get("memory_mask"))
     mismatch = None
     if segment_ids is not None:
       mismatch = mask_lib.segment_mismatch(tf.cast(segment_ids, tf.int32), memory_length)
 
-    position_encoding = self.position_encoding(length, memory_length + length, batch_size)
-    # Cast once here, not in every layer (each layer's cast is then a no-op).
-    position_encoding = tf.cast(self.position_dropout(position_encoding, training=training),
-                                dtype)
+    position_encoding = None
+    if position_keys is None:
+      position_encoding = self.position_encoding(length, memory_length + length, batch_size)
+      # Cast once here, not in every layer (each layer's cast is then a no-op).
+      position_encoding = tf.cast(self.position_dropout(position_encoding, training=training),
+                                  dtype)
     content = tf.cast(tf.gather(self.word_embedding, input_ids), dtype)  # [B, T, D]
     content = self.embedding_dropout(content, training=training)
 
@@ -150,9 +166,18 @@ class XLNetModel(keras.Model):
       if mismatch is not None:
         stream_kwargs["query_segment_mismatch"] = tf.gather(mismatch, positions, batch_dims=1)
 
-    new_mems, attention_maps = [], []
+    new_mems, attention_maps, new_keys_values = [], [], []
     for index, block in enumerate(self.blocks):
       memory = mems[index] if mems else None
+      cache_kwargs = {}
+      if memory_keys_values is not None:
+        current = block.attention.project_keys_values(content)  # this call's tokens
+        new_keys_values.append(current)
+        cache_kwargs["keys_values"] = tuple(
+            tf.concat([tf.cast(cached, tensor.dtype), tensor], axis=2)
+            for cached, tensor in zip(memory_keys_values[index], current))
+      if position_keys is not None:
+        cache_kwargs["position_keys"] = position_keys[index]
       if config.mem_len > 0:
         new_mems.append(self._cache_memory(content, memory))
       layer_bias = ((lambda bias, index=index: bias[index]) if config.untie_r
@@ -165,14 +190,15 @@ class XLNetModel(keras.Model):
       if training and (config.dropout or config.dropatt):
         block_seed = tf.cast(self.block_seed_generator.next(), tf.int64)
 
-      def run_block(content, query, biases, block=block, memory=memory, seed=block_seed):
+      def run_block(content, query, biases, block=block, memory=memory, seed=block_seed,
+                    cache_kwargs=cache_kwargs):
         segment_kwargs = {"segment_mismatch": mismatch} if mismatch is not None else {}
         seeds = (contextlib.nullcontext() if seed is None
                  else random_ops.seeds_derived_from(seed))
         with seeds:
           return block(content, position_encoding, memory=memory, content_mask=content_mask,
                        query=query, training=training, return_attention=return_attention,
-                       **biases, **segment_kwargs, **stream_kwargs)
+                       **biases, **segment_kwargs, **stream_kwargs, **cache_kwargs)
 
       if self.recompute_blocks and training and not return_attention:
         content, query = _recomputed(run_block, content, query, biases)
@@ -187,7 +213,16 @@ class XLNetModel(keras.Model):
       outputs["new_mems"] = new_mems
     if return_attention:
       outputs["attention"] = attention_maps
+    if memory_keys_values is not None:
+      outputs["keys_values"] = new_keys_values
     return outputs
+
+  def layer_position_keys(self, query_length: int, key_length: int):
+    """Each layer's projected relative position encoding for T queries over K = M + T keys:
+    list of L [1, N, R, H] (no dropout, no bi_data); `call(..., position_keys=...)` takes it."""
+    encoding = self.position_encoding(query_length=query_length, key_length=key_length,
+                                      batch_size=2)[:1]  # bi_data: the forward half
+    return [block.attention.project_position_keys(encoding) for block in self.blocks]
 
   def serving_outputs(self, features):
     """What a SavedModel of the backbone returns (see xlnet_tf.export)."""
@@ -203,7 +238,8 @@ class XLNetModel(keras.Model):
     return tf.stop_gradient(current[:, -self.config.mem_len:])
 
   # ---- input checks ----------------------------------------------------------------------
-  def _checked_inputs(self, inputs) -> Dict[str, Any]:
+  def _checked_inputs(self, inputs, memory_keys_values=None, position_keys=None
+                      ) -> Dict[str, Any]:
     """Checks ranks, dtypes and shape agreement; token ids too when running eagerly."""
     if not isinstance(inputs, dict):
       raise TypeError("XLNetModel takes a dict of inputs with keys from "
@@ -220,6 +256,7 @@ class XLNetModel(keras.Model):
     _check(ids.dtype.is_integer, "input_ids", f"an integer tensor, got dtype {ids.dtype.name}")
     _check(ids.shape.rank == 2, "input_ids", f"rank 2 [B, T], got shape {ids.shape}")
     batch, length = ids.shape
+    memory_length = 0
     expected = {"segment_ids": [batch, length], "input_mask": [batch, length],
                 "perm_mask": [batch, length, length]}
     for key, shape in expected.items():
@@ -242,6 +279,14 @@ class XLNetModel(keras.Model):
       for index, memory in enumerate(mems):
         _check_shape(f"mems[{index}]", memory, [batch, memory_length, config.d_model])
       inputs["mems"] = mems
+    if memory_keys_values is not None or position_keys is not None:
+      memory_length = self._check_cache_projections(memory_keys_values, position_keys, inputs,
+                                                    batch, length)
+    if "memory_mask" in inputs:
+      _check("mems" in inputs or memory_keys_values is not None, "memory_mask",
+             "given only with 'mems' or memory_keys_values (it masks their slots)")
+      inputs["memory_mask"] = tf.convert_to_tensor(inputs["memory_mask"])
+      _check_shape("memory_mask", inputs["memory_mask"], [batch, memory_length])
     if config.bi_data and batch is not None:
       _check(batch % 2 == 0, "input_ids",
              f"an even batch size with bi_data (forward and backward halves), got {batch}")
@@ -253,6 +298,31 @@ class XLNetModel(keras.Model):
         raise ValueError(f"XLNetModel: input_ids{list(where)} = {ids_array[where]} is outside "
                          f"[0, n_token={config.n_token})")
     return inputs
+
+  def _check_cache_projections(self, memory_keys_values, position_keys, inputs, batch, length):
+    """Checks the call keywords memory_keys_values and position_keys; returns M."""
+    config = self.config
+    memory_length = inputs["mems"][0].shape[1] if "mems" in inputs else 0
+    if memory_keys_values is not None:
+      _check("mems" not in inputs, "mems", "left out when memory_keys_values is given")
+      _check(isinstance(memory_keys_values, (list, tuple))
+             and len(memory_keys_values) == config.n_layer, "memory_keys_values",
+             f"a list of n_layer={config.n_layer} (keys, values) pairs")
+      memory_length = memory_keys_values[0][0].shape[2]
+      for index, pair in enumerate(memory_keys_values):
+        for tensor in pair:
+          _check_shape(f"memory_keys_values[{index}]", tf.convert_to_tensor(tensor),
+                       [batch, config.n_head, memory_length, config.d_head])
+    if position_keys is not None:
+      _check(isinstance(position_keys, (list, tuple)) and len(position_keys) == config.n_layer,
+             "position_keys", f"a list of n_layer={config.n_layer} tensors [1, N, R, H]")
+      positions = None  # R = K + T ('bi') or K + 1 ('uni'), from the static lengths
+      if length is not None and memory_length is not None:
+        positions = memory_length + length + (length if config.attn_type == "bi" else 1)
+      for index, tensor in enumerate(position_keys):
+        _check_shape(f"position_keys[{index}]", tf.convert_to_tensor(tensor),
+                     [None, config.n_head, positions, config.d_head])
+    return memory_length
 
   # ---- serialization ---------------------------------------------------------------------
   def get_config(self):
@@ -293,7 +363,9 @@ def _check_shape(name: str, tensor, expected: List[Optional[int]]) -> None:
   agrees = actual.rank == len(expected) and all(
       want is None or have is None or want == have for want, have in zip(expected, actual))
   glossary = {"input_ids": "[B, T]", "segment_ids": "[B, T]", "input_mask": "[B, T]",
-              "perm_mask": "[B, T, T]", "target_mapping": "[B, P, T]"}
-  layout = glossary.get(name, "[B, M, D]")
+              "perm_mask": "[B, T, T]", "target_mapping": "[B, P, T]",
+              "memory_mask": "[B, M]", "memory_keys_values": "[B, N, M, H]",
+              "position_keys": "[1, N, R, H]"}
+  layout = glossary.get(name.split("[")[0], "[B, M, D]")
   _check(agrees, name, f"of shape {layout} = {[d if d is not None else '?' for d in expected]} "
          f"to agree with input_ids, got {list(actual)}")

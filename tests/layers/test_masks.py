@@ -26,6 +26,23 @@ def test_attention_masks_docstring_example_with_padding_and_batch():
   assert not content.numpy()[:, :, 0].any()  # memory is always visible
 
 
+def test_memory_mask_blocks_padded_memory_slots_for_every_query():
+  # Example 0: the docstring's (M = 2, first slot padding). Example 1: no memory padding,
+  # last token padding. 'uni': the causal mask still applies to the current tokens.
+  memory_mask = np.array([[0, 1], [1, 1]], np.float32)
+  input_mask = np.array([[1, 1, 1], [1, 1, 0]], np.float32)
+  content, query = masks.attention_masks(3, 2, "uni", input_mask=input_mask,
+                                         memory_mask=memory_mask)
+  causal = masks.causal_mask(3, 2).numpy()
+  expected = causal | np.array([[[1, 0, 0, 0, 0]], [[0, 0, 0, 0, 1]]], bool)
+  np.testing.assert_array_equal(query.numpy(), expected)
+  np.testing.assert_array_equal(content.numpy(), expected & ~np.eye(3, 5, 2, dtype=bool))
+  content_only, query_only = masks.attention_masks(3, 2, "bi", memory_mask=memory_mask)
+  np.testing.assert_array_equal(query_only.numpy()[:, 0].astype(int), [[1, 0, 0, 0, 0],
+                                                                       [0, 0, 0, 0, 0]])
+  np.testing.assert_array_equal(content_only.numpy(), query_only.numpy())
+
+
 def test_nothing_masked_returns_none():
   assert masks.attention_masks(4, 0, "bi") == (None, None)
 

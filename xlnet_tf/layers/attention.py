@@ -110,10 +110,22 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     self.layer_norm.build((None, None, d_model))
     self.built = True
 
+  def project_keys_values(self, states):
+    """[B, L, D] -> (keys, values), each [B, N, L, H]: what attending to these states reads
+    (a key/value cache holds them)."""
+    return (_heads_first(tf.einsum("bkd,dnh->bknh", states, self.key_kernel)),
+            _heads_first(tf.einsum("bkd,dnh->bknh", states, self.value_kernel)))
+
+  def project_position_keys(self, position_encoding):
+    """[1 or B, R, D] relative position encoding -> position keys [1 or B, N, R, H]."""
+    return _heads_first(tf.einsum("brd,dnh->brnh", tf.cast(position_encoding, self.compute_dtype),
+                                  self.position_kernel))
+
   def call(self, content, position_encoding, r_w_bias, r_r_bias, *, memory=None,
-           content_mask=None, segment_mismatch=None, r_s_bias=None, seg_embed=None,
-           query=None, query_positions=None, query_valid=None, query_mask=None,
-           query_segment_mismatch=None, training=False, return_attention=False):
+           keys_values=None, position_keys=None, content_mask=None, segment_mismatch=None,
+           r_s_bias=None, seg_embed=None, query=None, query_positions=None, query_valid=None,
+           query_mask=None, query_segment_mismatch=None, training=False,
+           return_attention=False):
     """Attends from the content stream and, if `query` is given, from the query stream.
 
     Args:
@@ -121,6 +133,11 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
       position_encoding: [1 or B, R, D] from `relative_position_encoding`.
       r_w_bias, r_r_bias, r_s_bias: [N, H]; seg_embed: [2, N, H] (same, different segment).
       memory: [B, M, D] or None, cached states prepended to the keys and values.
+      keys_values: (keys, values), each [B, N, K, H]: memory + content already projected
+        (`project_keys_values`; a key/value cache), used instead of `memory` and projecting
+        content.
+      position_keys: [1 or B, N, R, H], `project_position_keys(position_encoding)` already
+        computed (steps of equal lengths share it); position_encoding is then not read.
       content_mask: bool [B or 1, T, K], True = blocked, or None.
       segment_mismatch: bool [B, T, K] or None (no segment term).
       query: [B, P, D] query stream g, or None.
@@ -138,17 +155,19 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     r_w_bias, r_r_bias = tf.cast(r_w_bias, dtype), tf.cast(r_r_bias, dtype)
     if segment_mismatch is not None:
       r_s_bias, seg_embed = tf.cast(r_s_bias, dtype), tf.cast(seg_embed, dtype)
-    keys_values_input = content if memory is None else tf.concat(
-        [tf.cast(memory, content.dtype), content], axis=1)  # [B, K, D]
     # Scores and the weighted sum are batched matmuls over [B, N, L, H] ("heads first"):
     # transposing q, k, v and r once is cheaper than the transposes einsum makes per product.
     # The kernels both streams use are read once (one cast to the compute dtype under mixed
     # precision): their gradient is then summed in that dtype and cast back once.
     query_kernel, output_kernel = self.query_kernel.value, self.output_kernel.value
-    keys = _heads_first(tf.einsum("bkd,dnh->bknh", keys_values_input, self.key_kernel))
-    values = _heads_first(tf.einsum("bkd,dnh->bknh", keys_values_input, self.value_kernel))
-    position_keys = _heads_first(tf.einsum("brd,dnh->brnh", tf.cast(position_encoding, dtype),
-                                           self.position_kernel))  # [1 or B, N, R, H]
+    if keys_values is None:
+      keys_values_input = content if memory is None else tf.concat(
+          [tf.cast(memory, content.dtype), content], axis=1)  # [B, K, D]
+      keys_values = self.project_keys_values(keys_values_input)
+    keys, values = (tf.cast(tensor, dtype) for tensor in keys_values)  # [B, N, K, H]
+    if position_keys is None:
+      position_keys = self.project_position_keys(position_encoding)  # [1 or B, N, R, H]
+    position_keys = tf.cast(position_keys, dtype)
     attend = self._attend_fused if self.fused else self._attend_plain
     shared = dict(keys=keys, position_keys=position_keys,
                   biases=dict(r_w_bias=r_w_bias, r_r_bias=r_r_bias, r_s_bias=r_s_bias,

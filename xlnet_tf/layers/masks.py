@@ -5,7 +5,8 @@ Convention inside the library: a boolean mask is True where a query may NOT atte
 P predictions.
 
 The public inputs follow DESIGN.md: `input_mask` 1 = real token, 0 = padding; `perm_mask` 1 =
-position i may not attend position j. Memory can always be attended to.
+position i may not attend position j. Memory can always be attended to, unless `memory_mask`
+(1 = real, 0 = padding) says a memory slot is padding.
 """
 
 import tensorflow as tf
@@ -31,7 +32,8 @@ def causal_mask(query_length, memory_length, same_length: bool = False):
 
 
 def attention_masks(query_length, memory_length, attn_type: str = "bi",
-                    same_length: bool = False, input_mask=None, perm_mask=None):
+                    same_length: bool = False, input_mask=None, perm_mask=None,
+                    memory_mask=None):
   """Masks of the two streams, or (None, None) when nothing is masked.
 
   Args:
@@ -40,6 +42,8 @@ def attention_masks(query_length, memory_length, attn_type: str = "bi",
     same_length: see `causal_mask` ('uni' only, as in the original).
     input_mask: [B, T], 1 = real token, 0 = padding. Padding keys are blocked for every query.
     perm_mask: [B, T, T], 1 = query i may not attend key j.
+    memory_mask: [B, M], 1 = a real memory slot, 0 = padding (blocked for every query), as
+      the memory of a left-padded batch holds it (generation caches left-padded prompts).
 
   Returns:
     (content_mask, query_mask), bool [B or 1, T, K]. The query stream's mask is the combined
@@ -51,6 +55,9 @@ def attention_masks(query_length, memory_length, attn_type: str = "bi",
       1 1 0        0 1 0
       0 1 0        0 0 0
       1 1 1        1 1 0
+
+  With M = 2 and memory_mask [0, 1] (the first memory slot is padding), every row of both
+  masks starts with 1 0.
   """
   blocked = None
   if attn_type == "uni":
@@ -61,12 +68,14 @@ def attention_masks(query_length, memory_length, attn_type: str = "bi",
   if perm_mask is not None:
     permuted = tf.not_equal(perm_mask, 0)  # [B, T, T]
     data_blocked = permuted if data_blocked is None else tf.logical_or(data_blocked, permuted)
-  if data_blocked is not None:
-    data_blocked = tf.broadcast_to(
-        data_blocked, tf.stack([tf.shape(data_blocked)[0], query_length, query_length]))
-    batch = tf.shape(data_blocked)[0]
-    memory_open = tf.zeros(tf.stack([batch, query_length, memory_length]), tf.bool)
-    data_blocked = tf.concat([memory_open, data_blocked], axis=-1)  # [B, T, K]
+  memory_blocked = None
+  if memory_mask is not None:
+    memory_blocked = tf.equal(memory_mask, 0)[:, None, :]  # [B, 1, M]
+  if data_blocked is not None or memory_blocked is not None:
+    batch = tf.shape(data_blocked if data_blocked is not None else memory_blocked)[0]
+    data_blocked = _blocked_or_open(data_blocked, batch, query_length, query_length)
+    memory_blocked = _blocked_or_open(memory_blocked, batch, query_length, memory_length)
+    data_blocked = tf.concat([memory_blocked, data_blocked], axis=-1)  # [B, T, K]
     blocked = data_blocked if blocked is None else tf.logical_or(blocked, data_blocked)
   if blocked is None:
     return None, None
@@ -75,6 +84,12 @@ def attention_masks(query_length, memory_length, attn_type: str = "bi",
        tf.eye(query_length, dtype=tf.bool)], axis=-1)[None]  # [1, T, K]
   content_mask = tf.logical_and(blocked, tf.logical_not(self_position))
   return content_mask, blocked
+
+
+def _blocked_or_open(blocked, batch, query_length, key_length):
+  """`blocked` [B or 1, 1 or T, L] broadcast to [B, T, L]; None: nothing blocked."""
+  shape = tf.stack([batch, query_length, key_length])
+  return tf.zeros(shape, tf.bool) if blocked is None else tf.broadcast_to(blocked, shape)
 
 
 def segment_mismatch(segment_ids, memory_length):
