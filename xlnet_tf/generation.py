@@ -1,0 +1,321 @@
+"""Text generation with an XLNetPretrainer: greedy or sampled, with a cache of layer states.
+
+How the next token is predicted:
+- 'uni' backbone (attn_type "uni", trained with objective "clm"): the content stream at the
+  last token.
+- 'bi' backbone (XLNet, objective "perm"): the query stream at a placeholder after the last
+  token, in the factorization order that generates left to right: content position i sees the
+  positions j <= i (perm_mask), nobody sees the placeholder's content, and its query stream
+  (target_mapping one-hot) sees everything before it.
+Either way a position's content states depend only on the positions up to it, so what each
+layer's attention reads of them, its keys and values, can be cached: every step feeds the
+newest token (and, for 'bi', the placeholder) with the cache as the backbone's
+`memory_keys_values` and appends that token's keys and values. (Caching the layer inputs
+instead, Transformer-XL's `mems`, would re-project the whole context at every step: measured
+on the base model, 5x slower at batch 1.) The relative position keys of a step are the same at
+every step, so they are projected once (`position_keys`).
+
+The cache is a window of fixed size C = T + N - 1 (the longest context the last prediction
+sees), right-aligned: new entries enter on the right and unfilled slots on the left are masked
+(`memory_mask`) exactly like the left padding of a short prompt. Fixed shapes mean one trace
+and one XLA compilation for all steps after the prompt; only distances between real tokens
+enter XLNet's relative attention, so the masked slots change nothing. `use_cache=False` runs
+the backbone over the whole window of tokens at every step instead: the reference, with the
+same greedy tokens.
+
+Settings refused rather than silently changed (load the model with overrides instead, as
+run/generate.py does: `checkpoints.load_pretrained(dir, bi_data=False, same_length=False)`):
+bi_data (the second half of a batch would read positions backwards) and, for 'uni', same_length
+(its mask depends on how many tokens a call feeds, so cached steps would see a different
+context than the reference).
+
+Shapes: B batch, T prompt length, N new tokens, C cache length, L layers, D d_model,
+V vocabulary, N heads, H head size.
+"""
+
+import numbers
+import weakref
+from typing import Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf.heads.pretrainer import XLNetPretrainer
+
+# The default limit on prompt + new tokens: twice the released models' pretraining length
+# (512); the cache and every step's attention grow with it.
+DEFAULT_MAX_LENGTH = 1024
+# <pad> in the original vocabulary and in vocabularies of text.sentencepiece_training.
+DEFAULT_PAD_ID = 5
+
+
+def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
+             temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+             seed: Optional[int] = None, input_mask=None, stop_ids: Sequence[int] = (),
+             pad_id: int = DEFAULT_PAD_ID, max_length: int = DEFAULT_MAX_LENGTH,
+             jit_compile: Optional[bool] = None):
+  """Continues each prompt by `max_new_tokens` tokens: int32 [B, T + N].
+
+  Args:
+    model: an XLNetPretrainer (the LM head tied to the word embedding); 'uni' or 'bi'
+      backbone as the module docstring says.
+    input_ids: int [B, T] prompts, left-padded when of different lengths.
+    max_new_tokens: N >= 0.
+    use_cache: feed one token a step over cached layer states (True) or recompute the whole
+      sequence every step (False; the reference, same greedy tokens).
+    temperature: 0 = greedy (argmax); > 0 samples from softmax(logits / temperature).
+    top_k: sample among the k most likely tokens only (0: no limit).
+    top_p: then among the most likely tokens whose probabilities sum to at least top_p, in
+      (0, 1] (1: no limit). See `filter_logits`.
+    seed: makes sampling reproducible (None: a fresh seed); the draws also depend on
+      jit_compile.
+    input_mask: [B, T], 1 = real token, 0 = left padding; default all real. Every row needs a
+      real token.
+    stop_ids: token ids that end a row (e.g. </s> and <eod>, tokenizer.special_ids.eos / eod):
+      the stop token is kept, the rest of the row is pad_id. Generation ends early once every
+      row has stopped; the output keeps its shape.
+    pad_id: fills rows after they stop.
+    max_length: the largest T + N accepted (the cache holds that many states per layer).
+    jit_compile: compile each step with XLA; default: when the model computes in float32
+      (on CPU, XLA runs bfloat16 matmuls at the float32 rate).
+
+  Raises ValueError naming the argument for bad input or an unsupported model.
+  """
+  config = _checked_model(model)
+  _require(isinstance(use_cache, bool), "use_cache", "a bool", use_cache)
+  input_ids = _checked_ids(input_ids, config.n_token)
+  batch, length = input_ids.shape
+  input_mask = _checked_input_mask(input_mask, input_ids.shape)
+  _require(_is_int(max_length) and max_length > 0, "max_length", "a positive integer",
+           max_length)
+  _require(_is_int(max_new_tokens) and max_new_tokens >= 0, "max_new_tokens",
+           "an integer >= 0", max_new_tokens)
+  _require(length + max_new_tokens <= max_length, "max_new_tokens",
+           f"at most max_length - T = {max_length} - {length} = {max_length - length} "
+           "(raise max_length for longer sequences)", max_new_tokens)
+  _require(isinstance(temperature, numbers.Real) and np.isfinite(temperature)
+           and temperature >= 0, "temperature", "a number >= 0 (0 = greedy)", temperature)
+  _require(_is_int(top_k) and top_k >= 0, "top_k", "an integer >= 0 (0 = no limit)", top_k)
+  _require(isinstance(top_p, numbers.Real) and 0 < top_p <= 1, "top_p",
+           "a number in (0, 1] (1 = no limit)", top_p)
+  _require(seed is None or _is_int(seed), "seed", "an integer or None", seed)
+  stop_ids = tuple(stop_ids)
+  for name, ids in (("stop_ids", stop_ids), ("pad_id", (pad_id,))):
+    _require(all(_is_int(i) and 0 <= i < config.n_token for i in ids), name,
+             f"token id(s) in [0, n_token={config.n_token})", ids if name == "stop_ids"
+             else pad_id)
+  if max_new_tokens == 0:
+    return tf.constant(input_ids)
+  if seed is None:
+    seed = int(np.random.SeedSequence().generate_state(1)[0])
+  if jit_compile is None:
+    jit_compile = model.compute_dtype == "float32"
+
+  step = _compiled_step(model, use_cache, float(temperature), int(top_k), float(top_p),
+                        bool(jit_compile))
+  capacity = length + max_new_tokens - 1
+  state = _empty_window(model, use_cache, batch, capacity)
+  new_ids, new_mask = input_ids, input_mask  # the first step feeds the whole prompt
+  generated = np.full([batch, max_new_tokens], pad_id, np.int32)
+  stopped = np.zeros([batch], bool)
+  for index in range(max_new_tokens):
+    tokens, state = step(state, new_ids, new_mask, tf.constant([seed % 2 ** 31, index]))
+    tokens = np.where(stopped, pad_id, tokens.numpy())
+    generated[:, index] = tokens
+    stopped |= np.isin(tokens, stop_ids)
+    if stopped.all():
+      break
+    new_ids, new_mask = tokens[:, None], np.ones([batch, 1], np.float32)
+  return tf.constant(np.concatenate([input_ids, generated], axis=1))
+
+
+def filter_logits(logits, top_k: int = 0, top_p: float = 1.0):
+  """Logits [B, V] with every token outside the sampling set at -inf.
+
+  top_k > 0 keeps the k largest logits of a row (and any tied with the k-th). Then top_p < 1
+  keeps the largest logits whose probabilities (softmax over those still kept) sum to at least
+  top_p: a token stays if the tokens more likely than it hold less than top_p (so the most
+  likely always stays; ties with the last one kept stay too).
+  """
+  logits = tf.convert_to_tensor(logits)
+  removed = tf.constant(-np.inf, logits.dtype)
+  if top_k > 0:
+    kth_largest = tf.math.top_k(logits, k=min(top_k, logits.shape[-1])).values[:, -1:]
+    logits = tf.where(logits < kth_largest, removed, logits)
+  if top_p < 1.0:
+    descending = tf.sort(logits, axis=-1, direction="DESCENDING")
+    probability_before = tf.cumsum(tf.nn.softmax(descending), axis=-1, exclusive=True)
+    smallest_kept = tf.reduce_min(
+        tf.where(probability_before < top_p, descending, tf.constant(np.inf, logits.dtype)),
+        axis=-1, keepdims=True)
+    logits = tf.where(logits < smallest_kept, removed, logits)
+  return logits
+
+
+def choose_tokens(logits, seed, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0):
+  """int32 [B]: argmax of logits [B, V] when temperature is 0, else a draw from
+  softmax(filter_logits(logits / temperature)) with the stateless seed int [2]."""
+  logits = tf.cast(logits, tf.float32)
+  if temperature == 0:
+    return tf.argmax(logits, axis=-1, output_type=tf.int32)
+  filtered = filter_logits(logits / temperature, top_k, top_p)
+  return tf.cast(tf.random.stateless_categorical(filtered, 1, seed)[:, 0], tf.int32)
+
+
+# ---- the step --------------------------------------------------------------------------------
+
+def _prediction_inputs(attn_type: str, input_ids, input_mask):
+  """Backbone inputs whose output predicts the token after the last of input_ids [B, T].
+
+  'uni': the tokens (the content stream at the last one predicts). 'bi': the tokens and a
+  placeholder after them: perm_mask [B, T+1, T+1] lets position i see j <= i and nobody see
+  the placeholder; target_mapping [B, 1, T+1] puts the query stream there.
+  """
+  input_mask = tf.cast(input_mask, tf.float32)
+  if attn_type == "uni":
+    return {"input_ids": input_ids, "input_mask": input_mask}
+  batch, length = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
+  ids = tf.concat([input_ids, tf.zeros([batch, 1], input_ids.dtype)], axis=1)  # any id: hidden
+  mask = tf.concat([input_mask, tf.ones([batch, 1])], axis=1)
+  position = tf.range(length + 1)
+  blocked = ((position[None, :] > position[:, None])  # the future
+             | tf.equal(position, length)[None, :])  # the placeholder, for itself too
+  perm_mask = tf.tile(tf.cast(blocked, tf.float32)[None], [batch, 1, 1])
+  target_mapping = tf.one_hot(tf.fill([batch, 1], length), length + 1)
+  return {"input_ids": ids, "input_mask": mask, "perm_mask": perm_mask,
+          "target_mapping": target_mapping}
+
+
+def _predicting_states(attn_type: str, outputs):
+  """[B, D]: the last layer's state that predicts the next token (see _prediction_inputs)."""
+  return outputs["sequence_output"][:, -1] if attn_type == "uni" else outputs["query_output"][:, 0]
+
+
+def _shift_in(window, new, axis=1):
+  """`window` with `new` entering at the end of `axis`, as many of the oldest leaving."""
+  oldest_leave = [slice(None)] * axis + [slice(new.shape[axis], None)]
+  return tf.concat([window[tuple(oldest_leave)], tf.cast(new, window.dtype)], axis=axis)
+
+
+def _cached_logits(model, state, new_ids, new_mask):
+  """One step over the cache: (logits [B, V], the cache with new_ids [B, n] entered).
+
+  The cache: (list of L (keys, values) [B, N, C, H], memory_mask [B, C], the position keys of
+  a one-token step, or None before the first step, which projects them for the rest)."""
+  backbone = model.backbone
+  keys_values, memory_mask, step_position_keys = state
+  attn_type = backbone.config.attn_type
+  inputs = _prediction_inputs(attn_type, new_ids, new_mask)
+  inputs["memory_mask"] = memory_mask
+  outputs = backbone(inputs, training=False, memory_keys_values=keys_values,
+                     position_keys=step_position_keys)
+  if step_position_keys is None:
+    fed = 1 if attn_type == "uni" else 2  # a token (and the placeholder)
+    capacity = memory_mask.shape[1]
+    step_position_keys = backbone.layer_position_keys(fed, capacity + fed)
+  count = new_ids.shape[1]  # the placeholder's entries are not kept
+  keys_values = [tuple(_shift_in(window, entered[:, :, :count], axis=2)
+                       for window, entered in zip(cached, current))
+                 for cached, current in zip(keys_values, outputs["keys_values"])]
+  logits = model.lm_logits(_predicting_states(attn_type, outputs))
+  return logits, (keys_values, _shift_in(memory_mask, new_mask), step_position_keys)
+
+
+def _recomputed_logits(model, state, new_ids, new_mask):
+  """One step without a cache: (logits [B, V], the token window with new_ids entered); the
+  backbone runs over the whole window (ids [B, C], mask [B, C])."""
+  context_ids, context_mask = _shift_in(state[0], new_ids), _shift_in(state[1], new_mask)
+  attn_type = model.backbone.config.attn_type
+  outputs = model.backbone(_prediction_inputs(attn_type, context_ids, context_mask),
+                           training=False)
+  return model.lm_logits(_predicting_states(attn_type, outputs)), (context_ids, context_mask)
+
+
+def _empty_window(model, use_cache: bool, batch: int, capacity: int):
+  """The state before the prompt: C masked slots of keys and values (cache) or of token ids."""
+  memory_mask = tf.zeros([batch, capacity], tf.float32)
+  if not use_cache:
+    return tf.zeros([batch, capacity], tf.int32), memory_mask
+  config = model.backbone.config
+  empty = tf.zeros([batch, config.n_head, capacity, config.d_head], model.compute_dtype)
+  return [(empty, empty)] * config.n_layer, memory_mask, None
+
+
+# model -> {settings: compiled step}; tf.function keeps one trace per input shape, so repeated
+# calls with the same shapes reuse the compiled step.
+_compiled_steps = weakref.WeakKeyDictionary()
+
+
+def _compiled_step(model, use_cache, temperature, top_k, top_p, jit_compile):
+  """step(state, new_ids [B, n], new_mask [B, n], seed [2]) -> (tokens [B], state)."""
+  settings = (use_cache, temperature, top_k, top_p, jit_compile)
+  steps = _compiled_steps.setdefault(model, {})
+  if settings not in steps:
+    advance = _cached_logits if use_cache else _recomputed_logits
+
+    def step(state, new_ids, new_mask, seed):
+      logits, state = advance(model, state, tf.cast(new_ids, tf.int32), new_mask)
+      return choose_tokens(logits, seed, temperature, top_k, top_p), state
+
+    steps[settings] = tf.function(step, jit_compile=jit_compile)
+  return steps[settings]
+
+
+# ---- input checks ----------------------------------------------------------------------------
+
+def _checked_model(model):
+  _require(isinstance(model, XLNetPretrainer), "model",
+           "an XLNetPretrainer (xlnet_tf.heads.XLNetPretrainer, the LM head)",
+           type(model).__name__)
+  _require(model.objective != "mlm", "model",
+           "trained to predict the next token (objective 'perm' or 'clm')",
+           "objective 'mlm'")
+  config = model.backbone.config
+  _require(not config.bi_data, "model",
+           "built with bi_data=False (bi_data reads half of a batch backwards; load it with "
+           "bi_data=False)", "config.bi_data=True")
+  _require(not (config.same_length and config.attn_type == "uni"), "model",
+           "built with same_length=False (its mask depends on how many tokens a step feeds; "
+           "load it with same_length=False)", "config.same_length=True")
+  return config
+
+
+def _checked_ids(input_ids, n_token):
+  ids = np.asarray(input_ids.numpy() if isinstance(input_ids, tf.Tensor) else input_ids)
+  _require(np.issubdtype(ids.dtype, np.integer), "input_ids", "an integer array [B, T]",
+           f"dtype {ids.dtype}")
+  _require(ids.ndim == 2 and ids.shape[0] > 0 and ids.shape[1] > 0, "input_ids",
+           "of shape [B, T] with B, T >= 1", f"shape {list(ids.shape)}")
+  bad = (ids < 0) | (ids >= n_token)
+  if bad.any():
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    _require(False, "input_ids", f"token ids in [0, n_token={n_token})",
+             f"input_ids{list(where)} = {ids[where]}")
+  return ids.astype(np.int32)
+
+
+def _checked_input_mask(input_mask, shape):
+  if input_mask is None:
+    return np.ones(shape, np.float32)
+  mask = np.asarray(input_mask.numpy() if isinstance(input_mask, tf.Tensor) else input_mask)
+  _require(mask.shape == shape, "input_mask", f"of shape [B, T] = {list(shape)}",
+           f"shape {list(mask.shape)}")
+  _require(np.isin(mask, (0, 1)).all(), "input_mask", "0 (padding) or 1 (real token)",
+           f"values {np.unique(mask)[:5]}")
+  real = mask.astype(bool)
+  _require(real[:, -1].all(), "input_mask",
+           "left padding with a real token in every row (each row 0 ... 0 1 ... 1)",
+           f"rows {np.flatnonzero(~real[:, -1]).tolist()} ending in padding")
+  _require((real[:, 1:] >= real[:, :-1]).all(), "input_mask",
+           "left padding (each row 0 ... 0 1 ... 1)",
+           f"rows {np.flatnonzero((real[:, 1:] < real[:, :-1]).any(1)).tolist()} with a gap")
+  return mask.astype(np.float32)
+
+
+def _is_int(value) -> bool:
+  return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _require(ok: bool, name: str, expected: str, got) -> None:
+  if not ok:
+    raise ValueError(f"generate: {name} must be {expected}; got {got}")
