@@ -8,11 +8,13 @@ SentencePiece model is trained on it first.
       --save_dir=proc_data --seq_len=512 --reuse_len=256 --num_predict=85 --bsz_per_host=32
 """
 
+import functools
 import glob
 import os
 
 from absl import app
 from absl import flags
+from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf.pretraining import corpus
 from xlnet_tf.pretraining.stage import create_pretraining_data, stage_settings_from_flags
@@ -41,7 +43,8 @@ flags.DEFINE_bool("use_eod", True, "Append <eod> at the end of each document.")
 flags.DEFINE_integer("num_task", 1, "Number of machines sharing the input files.")
 flags.DEFINE_integer("task", 0, "This machine's index in [0, num_task).")
 flags.DEFINE_integer("seed", 0, "Random seed; the same seed gives byte-identical files.")
-flags.DEFINE_integer("num_workers", None, "Worker processes (default: CPU count).")
+flags.DEFINE_integer("num_workers", None, "Worker processes (default: CPU count); they share "
+                     "even a single input file, and the output is the same for any number.")
 flags.DEFINE_integer("vocab_size", 2000, "Vocabulary size when training a SentencePiece model.")
 flags.DEFINE_integer("corpus_copies", 1, "Default corpus only: repeat it this many times "
                      "(for speed measurements).")
@@ -69,9 +72,10 @@ def main(argv):
   settings = stage_settings_from_flags(FLAGS.flag_values_dict())
   summary = create_pretraining_data(input_files, sp_path, FLAGS.save_dir, settings,
                                     seed=FLAGS.seed, split=FLAGS.split, task=FLAGS.task,
-                                    num_task=FLAGS.num_task, num_workers=FLAGS.num_workers)
+                                    num_task=FLAGS.num_task, num_workers=FLAGS.num_workers,
+                                    progress=functools.partial(print, flush=True))
   print(summary.report())
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

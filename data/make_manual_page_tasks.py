@@ -6,8 +6,8 @@ unlabelled corpus and two labelled classification tasks (see xlnet_tf.tasks.manu
   #    man/man_heading/{train,dev,test}.jsonl
 """
 
-from absl import app
 from absl import flags
+from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf.tasks.manual_pages import build_manual_page_data
 
@@ -33,4 +33,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -22,8 +22,8 @@ import subprocess
 import sys
 import time
 
-from absl import app
 from absl import flags
+from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf.config import SIZE_PRESETS
 
@@ -464,4 +464,4 @@ def _write(results, matmul, command, dropout=(), data_stage=None):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -11,6 +11,7 @@ import os
 
 from absl import app
 from absl import flags
+from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf import XLNetConfig
 from xlnet_tf.json_files import write_json
@@ -23,10 +24,18 @@ flags.DEFINE_enum("task_name", None, sorted(classification.GLUE_TASKS) + ["imdb"
                   "GLUE task, imdb (aclImdb folders) or generic.")
 flags.DEFINE_string("data_dir", None, "GLUE task directory (train.tsv, dev.tsv, test.tsv) or "
                     "the aclImdb directory.")
-flags.DEFINE_string("train_file", None, "generic: CSV/TSV/JSONL with text[, text_b], label.")
+flags.DEFINE_string("train_file", None, "generic: CSV/TSV (with a header) or JSONL: the text "
+                    "column(s) and label.")
 flags.DEFINE_string("dev_file", None, "generic: evaluation file.")
 flags.DEFINE_string("test_file", None, "generic: prediction file.")
-flags.DEFINE_list("labels", None, "generic: the label set, in order.")
+flags.DEFINE_list("labels", None, "generic: the label set, in order (rows with other labels "
+                  "are skipped). Default: the training file's labels, sorted, saved as "
+                  "labels.json beside the best weights; a run without --do_train reads them "
+                  "back, and a dev/test label outside them is an error.")
+flags.DEFINE_list("text_columns", None, "generic: the text column(s), text_a[,text_b]. Default: "
+                  "the first pair of text/text_b, text_a/text_b, sentence1/sentence2, "
+                  "premise/hypothesis, question1/question2, question/sentence, "
+                  "question/passage present, else text, text_a or sentence.")
 flags.DEFINE_bool("regression", False, "generic: real-valued labels.")
 flags.DEFINE_bool("mnli_mismatched", False, "mnli: evaluate/predict on the mismatched sets.")
 flags.DEFINE_enum("summary_type", "last", ["last", "first", "mean", "attn"], "Pooling.")
@@ -49,24 +58,26 @@ def main(argv):
   config = XLNetConfig.from_json_file(config_path, dropout=FLAGS.dropout, dropatt=FLAGS.dropatt,
                                       mem_len=0, reuse_len=0, bi_data=False)
   tokenizer = XLNetTokenizer(FLAGS.sp_path, lower=FLAGS.uncased)
-  splits = [s for s, wanted in (("train", FLAGS.do_train), ("dev", FLAGS.do_train or
-                                FLAGS.do_eval), ("test", FLAGS.do_predict)) if wanted]
+  # Training evaluates on dev when there is one (a generic task may have no dev file).
+  has_dev = FLAGS.task_name != "generic" or FLAGS.dev_file
+  splits = [s for s, wanted in (("train", FLAGS.do_train), ("dev", FLAGS.do_eval or (
+      FLAGS.do_train and has_dev)), ("test", FLAGS.do_predict)) if wanted]
   files = {"train": FLAGS.train_file, "dev": FLAGS.dev_file, "test": FLAGS.test_file}
+  best_dir = common_flags.best_dir()
   task = classification.load_task(FLAGS.task_name, tokenizer, FLAGS.max_seq_length,
                                   FLAGS.data_dir, files, FLAGS.labels, FLAGS.regression, splits,
-                                  FLAGS.mnli_mismatched)
+                                  FLAGS.mnli_mismatched, FLAGS.text_columns, best_dir)
   for split, report in task.reports.items():
     print(f"{task.name} {split}: {report.summary()}")
-  best_dir = common_flags.best_dir()
+  if task.labels is not None:
+    print(f"{task.name}: {len(task.labels)} labels from {task.label_origin}: "
+          f"{', '.join(task.labels)}")
   with strategy.scope():
     model = classification.build_classifier(config, task, FLAGS.summary_type,
                                             FLAGS.init_checkpoint, FLAGS.init_checkpoint_format)
     if FLAGS.do_train:
       options = common_flags.finetuning_options(FLAGS.jit_compile)
-      result = classification.train_classifier(
-          model, task, options.train_steps, options.batch_size, options.learning_rate,
-          options.warmup_steps, options.weight_decay, options.lr_layer_decay_rate,
-          options.eval_every, best_dir, options.seed, options.jit_compile)
+      result = classification.train_classifier(model, task, options, best_dir)
       write_json(os.path.join(FLAGS.output_dir, "train_history.json"), result)
       if result["best"]:
         print(f"Best dev {result['metric']}: {result['best'][result['metric']]:.4f} at step "
@@ -87,4 +98,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

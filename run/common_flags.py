@@ -7,6 +7,7 @@ import keras
 
 from xlnet_tf import XLNetConfig, XLNetModel, checkpoints
 from xlnet_tf.tasks import finetuning
+from xlnet_tf.tasks.progress import PROGRESS_MODES
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 from xlnet_tf.training import strategy as strategy_lib
 
@@ -53,6 +54,10 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, train_steps
   flags.DEFINE_bool("do_predict", False, "Write test predictions.")
   flags.DEFINE_string("output_dir", None, "Best weights, metrics, predictions.")
   define_runtime_flags()
+  flags.DEFINE_enum("progress", "auto", list(PROGRESS_MODES),
+                    "Training progress on stdout: a bar redrawn in place (steps, loss, ETA), "
+                    "plain lines, or none; auto = the bar on a terminal, lines otherwise. "
+                    "Every mode but none prints one line per dev evaluation.")
 
 
 def pretrained_backbone(config):
@@ -81,7 +86,7 @@ def finetuning_options(jit_compile="auto") -> finetuning.FinetuningOptions:
       learning_rate=values.learning_rate, warmup_steps=values.warmup_steps,
       weight_decay=getattr(values, "weight_decay", 0.0),
       lr_layer_decay_rate=values.lr_layer_decay_rate, eval_every=values.eval_every,
-      seed=values.seed, jit_compile=jit_compile)
+      seed=values.seed, jit_compile=jit_compile, progress=values.progress)
 
 
 def best_dir() -> str:

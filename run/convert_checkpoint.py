@@ -1,16 +1,20 @@
 """Converts XLNet checkpoints: original TF1 / Hugging Face / own format -> own or original.
 
+A Hugging Face directory may hold model.safetensors, pytorch_model.bin (read without torch, by
+a weights-only unpickler) or tf_model.h5 (read with h5py); the report names the file read.
+
   python run/convert_checkpoint.py --input=xlnet_cased_L-12_H-768_A-12/xlnet_model.ckpt \
       --input_format=original --output=converted/ --output_format=own
 """
 
-from absl import app
 from absl import flags
+from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf.checkpoints.convert import INPUT_FORMATS, OUTPUT_FORMATS, convert_checkpoint
 
-flags.DEFINE_string("input", None, "Checkpoint prefix or directory (original), HF directory, "
-                    "or own-format directory.")
+flags.DEFINE_string("input", None, "Checkpoint prefix or directory (original), HF directory "
+                    "(config.json + model.safetensors, pytorch_model.bin or tf_model.h5), or "
+                    "own-format directory.")
 flags.DEFINE_enum("input_format", "original", INPUT_FORMATS, "Format of --input.")
 flags.DEFINE_string("config_file", None, "xlnet_config.json for an original checkpoint "
                     "(default: beside the checkpoint).")
@@ -27,4 +31,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

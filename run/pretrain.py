@@ -1,4 +1,5 @@
-"""XLNet pretraining (permutation LM, or the masked-LM baseline) under tf.distribute.
+"""XLNet pretraining (permutation LM; the masked-LM baseline; Transformer-XL's left-to-right LM)
+under tf.distribute.
 
 With no data flags it runs the embedded default end to end on this machine: the Python
 documentation as corpus -> SentencePiece model -> TFRecords -> a small XLNet pretrained for a
@@ -24,6 +25,7 @@ import time
 from absl import app
 from absl import flags
 from absl import logging
+from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 import keras
 
 from xlnet_tf import XLNetConfig
@@ -32,8 +34,8 @@ from xlnet_tf.pretraining import default_data, recipes
 from xlnet_tf.pretraining.examples import OBJECTIVES, PretrainingSettings
 from xlnet_tf.pretraining.records import load_record_info
 from xlnet_tf.training import strategy as strategy_lib
-from xlnet_tf.pretraining.loop import (PretrainingOptions, PretrainingRun,
-                                                write_run_summary)
+from xlnet_tf.pretraining.loop import (LM_DIR, PRETRAINED_DIR, PretrainingOptions,
+                                       PretrainingRun, write_run_summary)
 
 flags.DEFINE_enum("strategy", "one_device", strategy_lib.STRATEGIES, "Distribution strategy.")
 flags.DEFINE_string("tpu", None, "TPU address (with --strategy=tpu).")
@@ -41,10 +43,13 @@ flags.DEFINE_integer("cpu_replicas", 0, "Split the CPU into this many logical de
                      "--strategy=mirrored on one CPU).")
 flags.DEFINE_string("input_glob", None, "Raw text files (one sentence a line, a blank line "
                     "between documents): made into --output_dir/data, then pretrained on.")
-flags.DEFINE_string("output_dir", "pretrain_output", "Where the data (data/) and the model "
-                    "(model/) go when the data are made here (--input_glob or the default).")
+flags.DEFINE_string("output_dir", None, "Where the data (data/) and the model (model/) go "
+                    "when the data are made here (--input_glob or the default). Default: "
+                    "pretrain_output (pretrain_output_mlm, pretrain_output_clm for the others).")
 flags.DEFINE_enum("objective", "perm", OBJECTIVES, "perm: XLNet's permutation LM; mlm: "
-                  "BERT's masked LM on the same backbone (80/10/10 <mask>/random/same).")
+                  "BERT's masked LM on the same backbone (80/10/10 <mask>/random/same); clm: "
+                  "Transformer-XL's left-to-right LM (attn_type uni, consecutive segments with "
+                  "memory, every token a target; evaluated by run/evaluate_lm.py).")
 flags.DEFINE_bool("span_prediction", True, "Predict whole-word spans (False: single tokens).")
 flags.DEFINE_bool("next_sentence", None, "Add the next-sentence loss (B follows A or not).")
 flags.DEFINE_float("max_minutes", None, "Wall-time budget of the whole command (data "
@@ -56,7 +61,8 @@ flags.DEFINE_integer("reuse_len", None, "Tokens reused as memory, when the data 
 flags.DEFINE_integer("num_predict", None, "Predicted tokens per sequence, when the data are "
                      "made here (21 of 128 is 16%: K = 6 for perm, BERT's 15% for mlm).")
 flags.DEFINE_integer("bsz_per_host", None, "Rows per batch when the data are made here.")
-flags.DEFINE_bool("bi_data", True, "Forward and backward rows, when the data are made here.")
+flags.DEFINE_bool("bi_data", None, "Forward and backward rows, when the data are made here "
+                  "(default: on, off for clm).")
 flags.DEFINE_string("train_data", None, "Directory (or record_info.json) of training "
                     "TFRecords. Default: build the embedded Python-docs data.")
 flags.DEFINE_string("valid_data", None, "Held-out TFRecords for evaluation.")
@@ -77,12 +83,15 @@ flags.DEFINE_float("clip", 1.0, "Global gradient-norm clipping.")
 flags.DEFINE_integer("save_steps", 200, "Checkpoint every this many steps.")
 flags.DEFINE_integer("log_steps", 50, "Log and write summaries every this many steps.")
 flags.DEFINE_integer("eval_batches", 20, "Held-out batches per evaluation.")
-flags.DEFINE_integer("mem_len", None, "Memory length (default: the data's reuse_len).")
+flags.DEFINE_integer("mem_len", None, "Memory length (default: the data's reuse_len; for clm "
+                     "the segment length).")
 flags.DEFINE_bool("jit_compile", None, "Compile the forward/backward pass with XLA. Default: "
                   "on, except bfloat16 on a CPU (XLA's CPU matmuls do not use AMX there).")
 flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
                   "Compute dtype: bfloat16 for TPU/CPU, float16 (with loss scaling) for GPU.")
-flags.DEFINE_float("loss_scale", 4096.0, "Static loss scale with --dtype=float16.")
+flags.DEFINE_string("loss_scale", "dynamic", "Loss scaling with --dtype=float16: 'dynamic' "
+                    "(halved on overflow, the step skipped; doubled after 2000 good steps) or "
+                    "a static scale such as 4096.")
 flags.DEFINE_bool("recompute", False, "Recompute each block in the backward pass instead of "
                   "storing its activations (long sequences).")
 flags.DEFINE_string("init_checkpoint", None, "Start from these weights.")
@@ -105,10 +114,12 @@ def seconds_left(started, reserved=0.0):
   return left
 
 
-def model_config(info, mem_len) -> XLNetConfig:
+def model_config(info) -> XLNetConfig:
   settings = info["settings"]
+  mem_len = setting("mem_len")
   runtime = dict(mem_len=mem_len if mem_len is not None else settings["reuse_len"],
-                 reuse_len=settings["reuse_len"], bi_data=settings["bi_data"])
+                 reuse_len=settings["reuse_len"], bi_data=settings["bi_data"],
+                 attn_type="uni" if settings["objective"] == "clm" else "bi")
   if FLAGS.model_config:
     return XLNetConfig.from_json_file(FLAGS.model_config, **runtime)
   size = setting("model_size")
@@ -125,19 +136,37 @@ def use_xla() -> bool:
   return not (FLAGS.dtype == "bfloat16" and on_cpu)
 
 
+def loss_scale():
+  """--loss_scale for float16 runs: "dynamic" or a number; None for the other dtypes."""
+  if FLAGS.dtype != "float16":
+    return None
+  if FLAGS.loss_scale == "dynamic":
+    return "dynamic"
+  try:
+    return float(FLAGS.loss_scale)
+  except ValueError:
+    raise app.UsageError(f"--loss_scale={FLAGS.loss_scale!r}: 'dynamic' or a number") from None
+
+
 def setting(name):
   """The flag's value, or the recipe's when the flag was not given."""
   value = FLAGS[name].value
   if value is not None:
     return value
-  return getattr(recipes.FROM_TEXT if FLAGS.input_glob else recipes.MAIN_JOB, name)
+  return getattr(recipes.recipe_for(FLAGS.objective, bool(FLAGS.input_glob)), name)
 
 
 def data_settings() -> PretrainingSettings:
   return PretrainingSettings(seq_len=setting("seq_len"), reuse_len=setting("reuse_len"),
                              num_predict=setting("num_predict"),
-                             bsz_per_host=setting("bsz_per_host"), bi_data=FLAGS.bi_data,
+                             bsz_per_host=setting("bsz_per_host"), bi_data=setting("bi_data"),
                              objective=FLAGS.objective, span_prediction=FLAGS.span_prediction)
+
+
+def output_dir() -> str:
+  if FLAGS.output_dir:
+    return FLAGS.output_dir
+  return "pretrain_output" if FLAGS.objective == "perm" else f"pretrain_output_{FLAGS.objective}"
 
 
 def prepare_data():
@@ -146,7 +175,7 @@ def prepare_data():
     if FLAGS.input_glob:
       raise app.UsageError("--input_glob and --train_data exclude each other")
     return FLAGS.train_data, FLAGS.valid_data
-  directory = os.path.join(FLAGS.output_dir, "data")
+  directory = os.path.join(output_dir(), "data")
   if FLAGS.input_glob:
     paths = sorted(glob.glob(FLAGS.input_glob))
     if not paths:
@@ -172,8 +201,8 @@ def main(argv):
   if FLAGS.dtype != "float32":
     keras.mixed_precision.set_global_policy(f"mixed_{FLAGS.dtype}")
   train_data, valid_data = prepare_data()
-  model_dir = FLAGS.model_dir or os.path.join(FLAGS.output_dir, "model")
-  config = model_config(load_record_info(train_data), FLAGS.mem_len)
+  model_dir = FLAGS.model_dir or os.path.join(output_dir(), "model")
+  config = model_config(load_record_info(train_data))
   strategy = strategy_lib.create_strategy(FLAGS.strategy, FLAGS.tpu)
   budget = None
   train_steps = FLAGS.train_steps
@@ -189,7 +218,7 @@ def main(argv):
       weight_decay=FLAGS.weight_decay, lr_layer_decay_rate=FLAGS.lr_layer_decay_rate,
       clip_norm=FLAGS.clip, save_steps=FLAGS.save_steps, log_steps=FLAGS.log_steps,
       jit_compile=use_xla(), eval_batches=FLAGS.eval_batches,
-      loss_scale=FLAGS.loss_scale if FLAGS.dtype == "float16" else None,
+      loss_scale=loss_scale(),
       init_checkpoint=FLAGS.init_checkpoint, init_checkpoint_format=FLAGS.init_checkpoint_format,
       recompute_blocks=FLAGS.recompute)
   run = PretrainingRun(strategy, config, options)
@@ -200,20 +229,23 @@ def main(argv):
   evaluation_started = time.perf_counter()
   before = run.evaluate() if valid_data else None
   if FLAGS.max_minutes:
-    # The final evaluation costs what this one did (it compiles again): keep that much back.
-    run.options.max_seconds = seconds_left(started, time.perf_counter() - evaluation_started)
+    # Keep back what the final evaluation will cost: it reuses this one's compiled step.
+    final_evaluation = run.evaluation_seconds or time.perf_counter() - evaluation_started
+    run.options.max_seconds = seconds_left(started, final_evaluation)
   result = run.train()
   after = run.evaluate() if valid_data else None
-  summary = {"train_steps": result["step"], "last_checkpoint": result["last_checkpoint"],
+  summary = {"train_steps": result["step"], "skipped_steps": result["skipped_steps"],
+             "last_checkpoint": result["last_checkpoint"],
              "final_train_loss": result["history"][-1]["loss"] if result["history"] else None,
              "held_out_before": before, "held_out_after": after,
              "seconds": time.perf_counter() - started, "config": config.to_dict()}
   write_run_summary(os.path.join(model_dir, "run_summary.json"), summary)
   lines = [f"Trained to step {result['step']} in {summary['seconds']:.0f}s; checkpoint "
-           f"{result['last_checkpoint']}; backbone for fine-tuning: {model_dir}/pretrained; "
+           f"{result['last_checkpoint']}; backbone for fine-tuning: {model_dir}/{PRETRAINED_DIR};"
+           f" with the LM head (run/evaluate_lm.py): {model_dir}/{LM_DIR}; "
            f"TensorBoard: tensorboard --logdir {model_dir}"]
   if before and after:
-    name = {"perm": "permutation-LM", "mlm": "masked-LM"}[run.objective]
+    name = {"perm": "permutation-LM", "mlm": "masked-LM", "clm": "left-to-right LM"}[run.objective]
     lines.append(f"Held-out {name} loss: {before['loss']:.3f} (perplexity "
                  f"{before['perplexity']:.0f}) at the start -> {after['loss']:.3f} (perplexity "
                  f"{after['perplexity']:.0f}) now, over {after['targets']:.0f} predicted tokens.")
@@ -221,4 +253,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

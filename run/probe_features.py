@@ -11,6 +11,7 @@ dev accuracy is printed per layer (the embedding layer first).
 
 from absl import app
 from absl import flags
+from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 import keras
 import numpy as np
 import tensorflow as tf
@@ -92,4 +93,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

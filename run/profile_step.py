@@ -17,8 +17,8 @@ import sys
 import tempfile
 import time
 
-from absl import app
 from absl import flags
+from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -87,4 +87,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

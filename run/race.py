@@ -7,8 +7,8 @@
 
 import os
 
-from absl import app
 from absl import flags
+from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 import keras
 import numpy as np
 
@@ -69,4 +69,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -8,8 +8,8 @@
 
 import os
 
-from absl import app
 from absl import flags
+from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
 from xlnet_tf.json_files import write_json
@@ -90,4 +90,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -10,9 +10,10 @@ import os
 
 from absl import app
 from absl import flags
+from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf.heads.token_classifier import XLNetTokenClassifier
-from xlnet_tf.json_files import read_json, write_json
+from xlnet_tf.json_files import write_json
 from xlnet_tf.tasks import finetuning
 from xlnet_tf.tasks.tagging import encode_tagged, label_list, read_conll, tagging_scores
 from xlnet_tf.text.read_report import ReadReport
@@ -31,7 +32,7 @@ FLAGS = flags.FLAGS
 def main(argv):
   del argv
   strategy, tokenizer, config = common_flags.finetuning_setup()
-  labels_path = os.path.join(FLAGS.output_dir, "labels.json")
+  best_dir = common_flags.best_dir()
   data = {}
   for split, path in (("train", FLAGS.train_file), ("dev", FLAGS.dev_file),
                       ("test", FLAGS.test_file)):
@@ -40,11 +41,11 @@ def main(argv):
       data[split] = [read_conll(path, report, FLAGS.tag_column), report]
   if "train" in data:
     labels = label_list(data["train"][0])
-    write_json(labels_path, labels)
-  elif os.path.exists(labels_path):
-    labels = read_json(labels_path)
+    finetuning.save_labels(best_dir, labels)
   else:
-    raise app.UsageError("No --train_file and no labels.json in --output_dir")
+    labels = finetuning.saved_labels(best_dir)
+    if labels is None:
+      raise app.UsageError(f"No --train_file and no {finetuning.LABELS_FILE} in {best_dir}")
   for split, (sentences, report) in data.items():
     data[split] = (sentences, encode_tagged(tokenizer, sentences, FLAGS.max_seq_length, labels,
                                             report))
@@ -92,4 +93,4 @@ def run(model, data, labels):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -21,6 +21,7 @@ import os
 
 from absl import app
 from absl import flags
+from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf.config import SIZE_PRESETS
 from xlnet_tf.pretraining.examples import PretrainingSettings
@@ -114,4 +115,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

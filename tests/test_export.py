@@ -115,7 +115,9 @@ def test_regression_backbone_and_qa_heads(sp_model, tokenizer, tmp_path):
 def test_token_classifier_exports_and_the_pretrainer_is_refused(sp_model, tokenizer, tmp_path):
   config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
   tagger = XLNetTokenClassifier(XLNetModel(config), 3)
-  path = export_saved_model(tagger, sp_model, str(tmp_path), "tagger", LENGTH)
+  path = export_saved_model(tagger, sp_model, str(tmp_path), "tagger", LENGTH,
+                            labels=["O", "B-KW", "I-KW"])
+  assert json.load(open(os.path.join(path, "assets", "labels.json"))) == ["O", "B-KW", "I-KW"]
   features = encode_examples(tokenizer, [TextExample(t, None, None, "") for t in TEXTS], LENGTH)
   out = serve(path, {"t": ("serving_default", {"text": TEXTS})})["t"]
   logits = tagger(features).numpy()

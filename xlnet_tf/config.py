@@ -11,6 +11,7 @@ import dataclasses
 import json
 from typing import Any, Dict
 
+from xlnet_tf.errors import UserInputError
 from xlnet_tf.json_files import write_json
 
 ARCHITECTURE_KEYS = ("n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation",
@@ -86,7 +87,7 @@ class XLNetConfig:
     """`base` (12x768), `large` (24x1024) as released, `demo` (4x128, the main job's) or
     `tiny` (2x32, tests); see SIZE_PRESETS."""
     if name not in SIZE_PRESETS:
-      raise ValueError(f"Unknown XLNet preset {name!r}; choose one of {sorted(SIZE_PRESETS)}.")
+      raise UserInputError(f"Unknown XLNet preset {name!r}; choose one of {sorted(SIZE_PRESETS)}.")
     return cls(**{**SIZE_PRESETS[name], **overrides})
 
   # ---- (de)serialization ---------------------------------------------------------------------
@@ -101,12 +102,12 @@ class XLNetConfig:
     known = {field.name for field in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
     if unknown:
-      raise ValueError(f"{source}: unknown XLNet config key(s) {unknown}; known keys are "
-                       f"{sorted(known)}.")
+      raise UserInputError(f"{source}: unknown XLNet config key(s) {unknown}; known keys are "
+                           f"{sorted(known)}.")
     try:
       return cls(**{**values, **overrides})
     except ValueError as error:
-      raise ValueError(f"{source}: {error}") from None
+      raise UserInputError(f"{source}: {error}") from None
 
   @classmethod
   def from_json_file(cls, path: str, **overrides) -> "XLNetConfig":
@@ -118,9 +119,9 @@ class XLNetConfig:
       try:
         values = json.load(handle)
       except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from None
+        raise UserInputError(f"{path}: not valid JSON ({error})") from None
     if not isinstance(values, dict):
-      raise ValueError(f"{path}: expected a JSON object of config keys")
+      raise UserInputError(f"{path}: expected a JSON object of config keys")
     return cls.from_dict(values, source=path, **overrides)
 
   def to_json_file(self, path: str, original_keys_only: bool = False) -> None:
@@ -133,4 +134,4 @@ def _is_int(value) -> bool:
 
 def _require(field: str, ok: bool, expected: str, value) -> None:
   if not ok:
-    raise ValueError(f"XLNetConfig.{field} must be {expected}; got {value!r}")
+    raise UserInputError(f"XLNetConfig.{field} must be {expected}; got {value!r}")

@@ -18,12 +18,15 @@ loaded.
 import contextlib
 import os
 import shutil
+from typing import Optional, Sequence
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf.json_files import write_json
 from xlnet_tf.ops import compile as compile_ops
+from xlnet_tf.tasks.finetuning import LABELS_FILE
 from xlnet_tf.text.in_graph_tokenizer import InGraphTokenizer
 from xlnet_tf.text.packing import TextPacker
 
@@ -45,7 +48,8 @@ def _pack_texts(packer, names, strings):
 
 def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
                        max_seq_length: int, version: int = 1, text_pairs: bool = False,
-                       lower: bool = False, warmup_requests: int = 3, xla: bool = False) -> str:
+                       lower: bool = False, warmup_requests: int = 3, xla: bool = False,
+                       labels: Optional[Sequence[str]] = None) -> str:
   """Writes `<export_base>/<model_name>/<version>/` and returns that path.
 
   serving_default takes `text` (and `text_b` with text_pairs); a question-answering model takes
@@ -58,6 +62,9 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
   `xla=False` writes the model's compiled element-wise regions as plain ops, so any TF Serving
   runs the graph; with `xla=True` they stay XLA-compiled (faster on CPU), and the model server
   must be started with --xla_cpu_compilation_enabled=true (CPU only).
+
+  `labels` (a classifier's classes in order) are written to assets/labels.json, so a client can
+  name the `predicted_label` index.
   """
   if not hasattr(model, "serving_outputs"):
     raise TypeError(f"Cannot export {type(model).__name__}: it has no serving_outputs() "
@@ -65,11 +72,12 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
                     "question answering, token tagging)")
   with contextlib.nullcontext() if xla else compile_ops.without_xla():
     return _export(model, sp_path, export_base, model_name, max_seq_length, version=version,
-                   text_pairs=text_pairs, lower=lower, warmup_requests=warmup_requests)
+                   text_pairs=text_pairs, lower=lower, warmup_requests=warmup_requests,
+                   labels=labels)
 
 
 def _export(model, sp_path, export_base, model_name, max_seq_length, *, version, text_pairs,
-            lower, warmup_requests):
+            lower, warmup_requests, labels):
   tokenizer = InGraphTokenizer(sp_path, lower=lower)
   packer = TextPacker(tokenizer, max_seq_length)
   text_names = getattr(model, "serving_text_inputs", None) or (
@@ -106,6 +114,8 @@ def _export(model, sp_path, export_base, model_name, max_seq_length, *, version,
   assets = os.path.join(path, "assets")
   os.makedirs(assets, exist_ok=True)
   shutil.copy(sp_path, os.path.join(assets, os.path.basename(sp_path)))
+  if labels is not None:
+    write_json(os.path.join(assets, LABELS_FILE), list(labels))
   if warmup_requests:
     examples = {name: ["A warm-up request for the model server."] * 2 for name in text_names}
     if "options" in text_names:

@@ -6,29 +6,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from checkpoint_files import (huggingface_tensors, original_weights, read_tf1_checkpoint,
-                              write_huggingface_directory, write_tf1_checkpoint)
-from model_inputs import factorization_perm_mask, padded_pair_batch, target_mapping_for, tiny_config
-from xlnet_reference import xlnet_forward
+from checkpoint_files import (assert_matches_reference, huggingface_tensors, original_weights,
+                              read_tf1_checkpoint, write_huggingface_directory,
+                              write_tf1_checkpoint)
+from model_inputs import tiny_config
 from xlnet_tf import XLNetModel, checkpoints
 from xlnet_tf.checkpoints.convert import convert_checkpoint
-
-LENGTH = 8
-
-
-def reference_inputs(rng, config):
-  inputs = padded_pair_batch(rng, 3, LENGTH, config.n_token, pad_lengths=[0, 2, 1])
-  perm_mask, targets, _ = factorization_perm_mask(rng, 3, LENGTH, num_targets=3)
-  inputs.update(perm_mask=perm_mask, target_mapping=target_mapping_for(targets, LENGTH))
-  return inputs
-
-
-def assert_matches_reference(model, weights, config, rng):
-  inputs = reference_inputs(rng, config)
-  ours = model(inputs)
-  reference = xlnet_forward(weights, config, **inputs)
-  for key in ("sequence_output", "query_output"):
-    np.testing.assert_allclose(ours[key].numpy(), reference[key], atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("untie_r", [True, False])
@@ -147,7 +130,7 @@ def test_huggingface_mismatch_names_the_weight(tmp_path, how, message):
     checkpoints.load_huggingface_checkpoint(XLNetModel(config), str(tmp_path))
 
 
-def test_huggingface_config_mismatch_and_pytorch_only(tmp_path):
+def test_huggingface_config_mismatch_and_legacy_pytorch_file(tmp_path):
   config = tiny_config()
   write_huggingface_directory(str(tmp_path / "hf"), huggingface_tensors(
       original_weights(config), config), config)

@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -73,3 +74,4 @@ def test_race_cli(tmp_path, sp_model):
   assert result.returncode == 0, result.stderr[-3000:]
   scores = json.load(open(tmp_path / "out" / "dev_metrics.json"))
   assert set(scores) == {"accuracy", "middle", "high"}
+  assert re.findall(r"^step (\d)/4: dev accuracy", result.stdout, re.M) == ["4"]

@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -52,5 +53,9 @@ def test_tagger_cli_learns_a_keyword_tagger(sp_model, tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   scores = json.load(open(tmp_path / "out" / "dev_metrics.json"))
   assert scores["f1"] > 0.95, scores
+  assert json.load(open(tmp_path / "out" / "best" / "labels.json")) == ["O", "B-KW"]
+  # Progress off a terminal: plain lines, one per dev evaluation.
+  assert re.findall(r"^step (\d+)/300: dev .*f1", result.stdout, re.M) == ["150", "300"]
+  assert "\r" not in result.stdout
   predictions = open(tmp_path / "out" / "test_predictions.conll").read().split("\n")
   assert predictions[0].count(" ") == 2

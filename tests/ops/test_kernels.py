@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from model_inputs import factorization_perm_mask, padded_pair_batch, target_mapping_for, tiny_config
+from xlnet_tf import XLNetModel
 from xlnet_tf.layers.feed_forward import ACTIVATIONS
 from xlnet_tf.ops import attention_probabilities
 from xlnet_tf.ops import compile as compile_ops
@@ -133,3 +135,30 @@ def test_residual_layer_norm_gradient_equals_autodiff(rng, with_bias):
   for want, have in zip(got, recomputed):
     np.testing.assert_allclose(have, want, rtol=1e-6, atol=1e-6)
   assert (got[1] == 0).mean() > 0.1  # dropout reaches the sublayer's gradient
+
+
+def test_regions_trace_once_per_input_signature_not_per_layer_or_call(rng):
+  """Eager forwards (the image summaries' path, outside any compiled step): each region traces
+  once per input signature (content or query stream, with or without a bias), the same for
+  one layer or three, and never again for inputs of the same shapes. TensorFlow's "retracing"
+  warning on the first call counts those signatures."""
+  regions = (attention_probabilities.fused_attention_probabilities, fused_residual_layer_norm,
+             fused_bias_activation_dropout)
+
+  def traces():
+    return sum(region.tracing_count() for region in regions)
+
+  def inputs(seed):
+    batch_rng = np.random.default_rng(seed)
+    batch = padded_pair_batch(batch_rng, 2, 12, 50, pad_lengths=[2, 0])
+    perm_mask, targets, _ = factorization_perm_mask(batch_rng, 2, 12, num_targets=3)
+    return dict(batch, perm_mask=perm_mask, target_mapping=target_mapping_for(targets, 12))
+
+  start = traces()
+  XLNetModel(tiny_config(n_layer=1))(inputs(0))
+  per_signature = traces() - start
+  assert per_signature > 0  # the regions were compiled, not inlined
+  three_layers = XLNetModel(tiny_config(n_layer=3))
+  for seed in (1, 2, 3):
+    three_layers(inputs(seed))
+  assert traces() - start == per_signature

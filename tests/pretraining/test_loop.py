@@ -1,5 +1,6 @@
 """The pretraining loop: resume, memory, XLA, distribution, overfitting, bad input."""
 
+import glob
 import json
 import os
 import re
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from cli_output import run_tool, tensorflow_log_lines
 from xlnet_reference import randomize_weights
 from xlnet_tf import XLNetConfig, checkpoints
 from xlnet_tf.pretraining.records import load_record_info, pretraining_dataset
@@ -179,7 +181,7 @@ def test_train_step_compiles_with_xla(small_data, tmp_path):
   batch = next(iter(pretraining_dataset(small_data["bi"])))
   mems = tuple(tf.zeros([4, 16, 32]) for _ in range(2))
   normalizers = tf.constant([24.0, 4.0])  # global target and example counts
-  hlo = run._compute.experimental_get_compiler_ir(batch, mems, normalizers)(stage="hlo")
+  hlo = run._compute.experimental_get_compiler_ir(batch, mems, normalizers, None)(stage="hlo")
   assert "HloModule" in hlo
 
 
@@ -206,19 +208,19 @@ def test_cli_main_job_builds_data_trains_evaluates_and_resumes(tmp_path):
 
 def test_cli_pretrains_from_raw_text_within_a_time_budget(tmp_path):
   """--input_glob --objective=mlm --max_minutes: the SentencePiece model, the records and the
-  backbone in the main job's layout, the step count fitted to the budget."""
+  backbone in the main job's layout, the step count fitted to the budget; TensorFlow's logs
+  silenced."""
   from xlnet_tf.pretraining import corpus
   corpus.write_corpus_files(corpus.python_docs_documents()[:60], str(tmp_path / "text"),
                             num_files=2)
-  script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "pretrain.py")
   budget_minutes = 0.75
-  result = subprocess.run(
-      [sys.executable, script, f"--input_glob={tmp_path}/text/*.txt",
-       f"--output_dir={tmp_path}/out", "--objective=mlm", f"--max_minutes={budget_minutes}",
-       "--model_size=tiny", "--vocab_size=500", "--seq_len=32", "--reuse_len=16",
-       "--num_predict=5", "--bsz_per_host=4", "--eval_batches=2", "--log_steps=50"],
-      capture_output=True, text=True, timeout=600)
+  result = run_tool(
+      "run/pretrain.py", f"--input_glob={tmp_path}/text/*.txt", f"--output_dir={tmp_path}/out",
+      "--objective=mlm", f"--max_minutes={budget_minutes}", "--model_size=tiny",
+      "--vocab_size=500", "--seq_len=32", "--reuse_len=16", "--num_predict=5",
+      "--bsz_per_host=4", "--eval_batches=2", "--log_steps=50")
   assert result.returncode == 0, result.stderr[-3000:]
+  assert not tensorflow_log_lines(result.stderr)  # only the run's own progress
   out = tmp_path / "out"
   assert (out / "data" / "spiece.model").exists()
   assert load_record_info(str(out / "data" / "train"))["settings"]["objective"] == "mlm"
@@ -243,3 +245,79 @@ def test_precisions_and_recomputation_train(small_data, tmp_path, policy, option
     keras.mixed_precision.set_global_policy("float32")
   losses = [record["loss"] for record in history]
   assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+def test_final_evaluation_reuses_the_compiled_step(small_data, tmp_path):
+  """Evaluations before and after training (run/pretrain.py's) trace each step function once,
+  so the final one compiles nothing (XLA compiles per trace and shape; off here, for speed)."""
+  data = small_data["bi"]
+  run = make_run(data, tmp_path / "run", 4, valid_data=data, eval_batches=3, jit_compile=False)
+  run.evaluate()
+  run.train()
+  run.evaluate()
+  assert run._eval_step.experimental_get_tracing_count() == 1
+  assert run._evaluate_replica.experimental_get_tracing_count() == 1
+  assert run._train_step.experimental_get_tracing_count() == 1
+  assert run._compute.experimental_get_tracing_count() == 1
+  assert run.evaluation_seconds > 0
+
+
+def _scalars(directory):
+  """{tag: [values in step order]} of a TensorBoard event directory."""
+  values = {}
+  for path in sorted(glob.glob(os.path.join(directory, "events.out.tfevents.*"))):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        if value.HasField("tensor") and not value.tensor.string_val:
+          values.setdefault(value.tag, []).append(float(tf.make_ndarray(value.tensor)))
+  return values
+
+
+def test_float16_overflow_skips_the_step_halves_the_scale_and_good_steps_double_it(
+    small_data, tmp_path, policy):
+  policy("mixed_float16")
+  run = make_run(small_data["bi"], tmp_path / "run", 10, loss_scale="dynamic",
+                 loss_scale_growth_steps=2)
+  iterator = run._distributed_data(small_data["bi"])
+  mems = run._zero_mems()
+  state = run.model.trainable_variables + run.optimizer.variables
+  run.loss_scale.scale.assign(2.0 ** 40)  # float16 gradients of a loss times 2^40 overflow
+  before = [v.numpy().copy() for v in state if v is not run.optimizer.iterations]
+  _, norm, mems = run._train_step(iterator, mems)
+  assert not np.isfinite(float(norm))
+  for value, variable in zip(before, [v for v in state if v is not run.optimizer.iterations]):
+    np.testing.assert_array_equal(variable.numpy(), value, err_msg=variable.path)
+  assert float(run.loss_scale.scale.numpy()) == 2.0 ** 39
+  assert int(run.loss_scale.skipped_steps.numpy()) == 1
+  assert int(run.optimizer.iterations.numpy()) == 1  # the batch was consumed
+  run.loss_scale.scale.assign(2.0 ** 10)
+  for _ in range(2):
+    _, norm, mems = run._train_step(iterator, mems)
+    assert np.isfinite(float(norm))
+  assert float(run.loss_scale.scale.numpy()) == 2.0 ** 11  # doubled after 2 good steps
+  assert int(run.loss_scale.skipped_steps.numpy()) == 1
+  moved = [np.abs(v.numpy() - value).max() for v, value in zip(run.model.trainable_variables,
+                                                               before)]
+  assert min(moved) > 0
+
+
+def test_float16_with_a_dynamic_scale_trains_and_reports_skipped_steps(small_data, tmp_path,
+                                                                        policy):
+  """From a scale that overflows (2^30), the run skips steps until the scale fits, counts them
+  in its log records, result and TensorBoard, and the loss still falls."""
+  policy("mixed_float16")
+  run = make_run(small_data["bi"], tmp_path / "run", 40, loss_scale="dynamic",
+                 initial_loss_scale=2.0 ** 30, summaries=True)
+  result = run.train()
+  skipped = result["skipped_steps"]
+  assert 1 <= skipped < 30
+  history = result["history"]
+  assert history[-1]["skipped_steps"] == skipped
+  assert [record["skipped_steps"] for record in history] == sorted(
+      record["skipped_steps"] for record in history)
+  assert history[-1]["loss_scale"] == 2.0 ** 30 / 2 ** skipped  # 40 steps: no growth yet
+  losses = [record["loss"] for record in history]
+  assert all(np.isfinite(losses)) and np.mean(losses[-5:]) < np.mean(losses[:5])
+  scalars = _scalars(str(tmp_path / "run" / "train"))
+  assert scalars["skipped_steps"][-1] == skipped
+  assert scalars["loss_scale"][-1] == history[-1]["loss_scale"]

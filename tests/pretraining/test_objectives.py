@@ -228,7 +228,8 @@ def test_memory_off_means_no_memory(objective_data, tmp_path):
     _, mems = run._forward(batches[0], run._zero_mems())
     after_first, _ = run._forward(batches[1], mems)
     alone, _ = run._forward(batches[1], run._zero_mems())
-    same = np.allclose(after_first.numpy(), alone.numpy(), atol=1e-6)
+    # rtol=0: the memory moves an untrained model's loss sum (~120) by ~1e-3 only.
+    same = np.allclose(after_first.numpy(), alone.numpy(), rtol=0, atol=1e-5)
     assert same != carried
 
 

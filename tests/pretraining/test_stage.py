@@ -11,10 +11,15 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf import XLNetConfig, XLNetModel
+from xlnet_tf.pretraining import stage
+from xlnet_tf.pretraining.corpus import ReadStats, read_documents
 from xlnet_tf.pretraining.stage import create_pretraining_data
 from xlnet_tf.pretraining.permutation import perm_mask_from_ranks
-from xlnet_tf.pretraining.examples import PretrainingSettings
-from xlnet_tf.pretraining.records import load_record_info, pretraining_dataset
+from xlnet_tf.pretraining.examples import (ExampleBuilder, PretrainingSettings, StreamRow,
+                                           batchify, token_stream)
+from xlnet_tf.pretraining.records import (load_record_info, pretraining_dataset,
+                                          serialize_example)
+from xlnet_tf.text.sentencepiece_training import train_sentencepiece
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 
 SETTINGS = dict(seq_len=32, reuse_len=16, num_predict=6, bsz_per_host=4, bi_data=True)
@@ -117,6 +122,75 @@ def test_same_seed_same_bytes_whatever_the_workers(corpus_files, sp_model, tmp_p
   assert not filecmp.cmp(os.path.join(directory, names[0]), other / names[0], shallow=False)
 
 
+@pytest.fixture(scope="module")
+def one_file(corpus_files, tmp_path_factory):
+  """The corpus as one file, with a line that is not UTF-8 in its second half."""
+  data = b"".join(open(path, "rb").read() for path in corpus_files)
+  middle = data.index(b"\n\n", len(data) // 2) + 2
+  path = tmp_path_factory.mktemp("one_file") / "corpus.txt"
+  path.write_bytes(data[:middle] + b"bad \xff line\n" + data[middle:])
+  return str(path), data[:middle].count(b"\n") + 1
+
+
+def in_memory_examples(path, sp_model, settings, seed):
+  """The records of one file made the simple way: the whole file in memory, one pass."""
+  tokenizer = XLNetTokenizer(sp_model)
+  documents = read_documents(path, ReadStats())
+  flat, line_lengths = tokenizer.encode_to_array([line for d in documents for line in d])
+  ids, sentence_ids = token_stream(flat, line_lengths, [len(d) for d in documents],
+                                   tokenizer.special_ids.eod)
+  rows, sentence_rows, _ = batchify(ids, sentence_ids, settings)
+  builder = ExampleBuilder(settings, tokenizer.word_start, tokenizer.special_ids.sep,
+                           tokenizer.special_ids.cls, None)
+  in_memory = [StreamRow.in_memory(r, s) for r, s in zip(rows, sentence_rows)]
+  return [serialize_example(example, "uint16")
+          for batch in builder.batches(in_memory, seed=(seed, 0, 0)) for example in batch]
+
+
+def test_one_file_is_shared_by_the_workers_with_the_same_bytes(one_file, sp_model, tmp_path,
+                                                                monkeypatch):
+  """A single file in many ranges and blocks, by 1 or 2 workers: the bytes of the whole file
+  read at once in one pass."""
+  path, bad_line = one_file
+  settings = PretrainingSettings(**SETTINGS)
+  create_pretraining_data([path], sp_model, str(tmp_path / "default"), settings, seed=5,
+                          num_workers=1)
+  monkeypatch.setattr(stage, "RANGE_BYTES_MIN", 20_000)
+  monkeypatch.setattr(stage, "RANGE_BYTES_MAX", 20_000)
+  monkeypatch.setattr(stage, "EXAMPLES_PER_BLOCK", 64)
+  monkeypatch.setattr(stage, "PROGRESS_SECONDS", 0.0)
+  progress = []
+  for workers in (1, 2):
+    summary = create_pretraining_data([path], sp_model, str(tmp_path / f"workers{workers}"),
+                                      settings, seed=5, num_workers=workers,
+                                      progress=progress.append)
+    assert summary.stats.examples_of_skips["line is not valid UTF-8"] == [f"{path}:{bad_line}"]
+  name = "train-0-00000.tfrecords"
+  records = [r.numpy() for r in tf.data.TFRecordDataset(str(tmp_path / "default" / name))]
+  assert len(records) == summary.examples > 1000
+  assert records == in_memory_examples(path, sp_model, settings, seed=5)
+  for workers in (1, 2):
+    for output in (name, "record_info.json"):
+      assert filecmp.cmp(tmp_path / "default" / output, tmp_path / f"workers{workers}" / output,
+                         shallow=False), (workers, output)
+    assert sorted(os.listdir(tmp_path / f"workers{workers}")) == ["record_info.json", name]
+  assert any(line.startswith("Tokenizing: ") and "ETA" in line for line in progress)
+  assert any(line.startswith("Writing examples: ") and "corpus tokens/s" in line
+             for line in progress)
+
+
+def test_progress_is_quiet_in_short_runs_and_reports_long_ones():
+  lines = []
+  quiet = stage.Progress(lines.append, every=3600)
+  quiet.update("Writing examples", 5, 10, "corpus tokens")
+  assert lines == []
+  loud = stage.Progress(lines.append, every=0)
+  loud.start -= 10  # 10 s into the run
+  loud.update("Writing examples", 2_500, 10_000, "corpus tokens")
+  assert lines == ["Writing examples: 25% (2,500 of 10,000 corpus tokens), 250 corpus tokens/s, "
+                   "ETA 0 min 30 s"]
+
+
 def test_reader_refuses_other_settings(made):
   directory, _ = made
   with pytest.raises(ValueError, match=r"seq_len: data 32, run 64"):
@@ -153,17 +227,29 @@ def test_bad_input_is_counted_or_refused(sp_model, corpus_files, tmp_path):
     create_pretraining_data([], sp_model, str(tmp_path / "y"), PretrainingSettings(**SETTINGS))
 
 
-def test_cli_default_corpus(tmp_path):
+def test_cli_gives_the_same_bytes_whatever_the_process(tmp_path):
+  """Two runs of the CLI with the default corpus, in processes with other hash seeds and
+  worker counts: the SentencePiece model and every TFRecord file are equal byte for byte."""
   script = os.path.join(os.path.dirname(__file__), "..", "..", "data",
                         "create_pretraining_data.py")
-  result = subprocess.run([sys.executable, script, f"--save_dir={tmp_path}", "--seq_len=64",
-                           "--reuse_len=32", "--num_predict=10", "--bsz_per_host=8"],
-                          capture_output=True, text=True, timeout=300)
-  assert result.returncode == 0, result.stderr[-2000:]
-  assert "Default corpus: 79 documents" in result.stdout
-  assert "Trained a SentencePiece model" in result.stdout
-  assert "corpus tokens/s" in result.stdout
-  assert os.path.exists(tmp_path / "record_info.json")
+  outputs = []
+  for hash_seed, workers in (("1", 1), ("2", 2)):
+    save_dir = tmp_path / f"run{hash_seed}"
+    result = subprocess.run([sys.executable, script, f"--save_dir={save_dir}", "--seq_len=64",
+                             "--reuse_len=32", "--num_predict=10", "--bsz_per_host=8",
+                             f"--num_workers={workers}"], capture_output=True, text=True,
+                            timeout=300, env=dict(os.environ, PYTHONHASHSEED=hash_seed))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Default corpus: 79 documents" in result.stdout
+    assert "Trained a SentencePiece model" in result.stdout
+    assert "corpus tokens/s" in result.stdout
+    assert os.path.exists(save_dir / "record_info.json")
+    outputs.append(save_dir)
+  names = sorted(f for f in os.listdir(outputs[0]) if f.endswith(".tfrecords"))
+  assert len(names) == 4 and names == sorted(f for f in os.listdir(outputs[1])
+                                             if f.endswith(".tfrecords"))
+  for name in names + ["spiece.model"]:
+    assert filecmp.cmp(outputs[0] / name, outputs[1] / name, shallow=False), name
 
 
 def test_files_are_sharded_over_input_pipelines(made):
@@ -182,3 +268,14 @@ def test_files_are_sharded_over_input_pipelines(made):
     np.testing.assert_array_equal(first_ids(pipeline_id)[0], record["input_ids"])
   with pytest.raises(ValueError, match="cannot be sharded over 4 input pipelines"):
     pretraining_dataset(directory, input_context=tf.distribute.InputContext(4, 0))
+
+
+def test_a_model_retrained_at_the_same_path_is_used(corpus_files, tmp_path):
+  sp_path = str(tmp_path / "spiece.model")
+  for vocab_size in (300, 400):
+    train_sentencepiece(corpus_files[:1], sp_path[:-len(".model")], vocab_size=vocab_size)
+    create_pretraining_data(corpus_files[:1], sp_path, str(tmp_path / "out"),
+                            PretrainingSettings(**SETTINGS), num_workers=1)
+    info = load_record_info(str(tmp_path / "out"))
+    assert info["tokenizer"]["vocab_size"] == XLNetTokenizer(sp_path).vocab_size
+  assert info["tokenizer"]["vocab_size"] > 300

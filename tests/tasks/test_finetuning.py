@@ -1,35 +1,38 @@
 """Fine-tuning end to end: a task that needs both segments is learnt; the CLI runs."""
 
 import csv
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 
 import keras
 import numpy as np
 
-from xlnet_tf import XLNetConfig
+from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 from xlnet_tf.tasks import classification as finetuning
+from xlnet_tf.tasks.finetuning import FinetuningOptions, feature_dataset, finetune
 
 WORDS = ["class", "function", "module", "value", "object", "return", "method", "string",
          "number", "list", "type", "name"]
 
 
-def reordering_task(path, count, seed):
-  """Label 1: B is A's words in another order; 0: B holds other words."""
+def reordering_task(path, count, seed, header=("text", "text_b", "label"), names=(0, 1)):
+  """Label names[1]: B is A's words in another order; names[0]: B holds other words."""
   rng = np.random.default_rng(seed)
   with open(path, "w", newline="") as handle:
     writer = csv.writer(handle)
-    writer.writerow(["text", "text_b", "label"])
+    writer.writerow(header)
     for _ in range(count):
       a = list(rng.choice(WORDS, 3, replace=False))
       if rng.random() < 0.5:
         b, label = list(rng.permutation(a)), 1
       else:
         b, label = list(rng.choice([w for w in WORDS if w not in a], 3, replace=False)), 0
-      writer.writerow([" ".join(a), " ".join(b), label])
+      writer.writerow([" ".join(a), " ".join(b), names[label]])
 
 
 def test_learns_a_task_that_needs_both_segments(small_data, tmp_path):
@@ -43,35 +46,63 @@ def test_learns_a_task_that_needs_both_segments(small_data, tmp_path):
   config = XLNetConfig(n_token=tokenizer.vocab_size, n_layer=2, d_model=64, n_head=4,
                        d_head=16, d_inner=128, dropout=0.0, dropatt=0.0)
   model = finetuning.build_classifier(config, task)
-  result = finetuning.train_classifier(model, task, train_steps=800, batch_size=32,
-                                       learning_rate=2e-3, warmup_steps=50, eval_every=100)
+  options = FinetuningOptions(train_steps=800, batch_size=32, learning_rate=2e-3,
+                              warmup_steps=50, eval_every=100, jit_compile=True)
+  result = finetuning.train_classifier(model, task, options)
   assert result["best"]["accuracy"] > 0.9, result["history"]
 
 
 def test_cli_trains_evaluates_and_predicts(small_data, tmp_path):
-  reordering_task(tmp_path / "train.csv", 64, 0)
-  reordering_task(tmp_path / "dev.csv", 16, 1)
-  (tmp_path / "test.jsonl").write_text(
-      "\n".join(json.dumps({"text": "class value", "text_b": "value class"}) for _ in range(5)))
+  """Labels inferred from the training file (GLUE's sentence1/sentence2 header), saved beside
+  the best weights and read back by a predict-only run (which predicts the same) and by the
+  export."""
+  names = ("other_words", "same_words")  # label 0, 1; sorted alike
+  reordering_task(tmp_path / "train.csv", 64, 0, ("sentence1", "sentence2", "label"), names)
+  reordering_task(tmp_path / "dev.csv", 16, 1, ("sentence1", "sentence2", "label"), names)
+  (tmp_path / "test.jsonl").write_text("\n".join(
+      json.dumps({"text": a, "text_b": b}) for a, b in (("class value", "value class"),
+                                                         ("list type", "name method")) * 3))
   XLNetConfig.preset("tiny", n_token=XLNetTokenizer(small_data["sp_path"]).vocab_size
                      ).to_json_file(str(tmp_path / "xlnet_config.json"))
   script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "classifier.py")
+  common = [sys.executable, script, "--task_name=generic", f"--test_file={tmp_path}/test.jsonl",
+            f"--sp_path={small_data['sp_path']}", f"--model_config={tmp_path}/xlnet_config.json",
+            "--max_seq_length=16", "--train_batch_size=8", f"--output_dir={tmp_path}/out"]
   result = subprocess.run(
-      [sys.executable, script, "--task_name=generic", f"--train_file={tmp_path}/train.csv",
-       f"--dev_file={tmp_path}/dev.csv", f"--test_file={tmp_path}/test.jsonl", "--labels=0,1",
-       f"--sp_path={small_data['sp_path']}", f"--model_config={tmp_path}/xlnet_config.json",
-       "--max_seq_length=16", "--train_batch_size=8", "--train_steps=6", "--eval_every=3",
-       f"--output_dir={tmp_path}/out", "--do_train", "--do_eval", "--do_predict"],
+      common + [f"--train_file={tmp_path}/train.csv", f"--dev_file={tmp_path}/dev.csv",
+                "--train_steps=6", "--eval_every=3", "--do_train", "--do_eval", "--do_predict"],
       capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "Best dev accuracy" in result.stdout
+  assert (f"generic: 2 labels from the training file {tmp_path}/train.csv: other_words, "
+          "same_words") in result.stdout
+  assert json.load(open(tmp_path / "out" / "best" / "labels.json")) == ["other_words",
+                                                                        "same_words"]
+  # stdout is a pipe here: plain progress lines, one per evaluation, no bar.
+  assert re.findall(r"^step (\d)/6: dev accuracy", result.stdout, re.M) == ["3", "6"]
+  assert "\r" not in result.stdout and "\x1b" not in result.stdout
   metrics = json.load(open(tmp_path / "out" / "dev_metrics.json"))
   assert 0.0 <= metrics["accuracy"] <= 1.0
-  lines = open(tmp_path / "out" / "generic_test_predictions.tsv").read().splitlines()
-  assert lines[0] == "index\tprediction" and len(lines) == 6
-  assert all(line.split("\t")[1] in ("0", "1") for line in lines[1:])
+  predictions_path = tmp_path / "out" / "generic_test_predictions.tsv"
+  lines = predictions_path.read_text().splitlines()
+  assert lines[0] == "index\tprediction" and len(lines) == 7
+  assert all(line.split("\t")[1] in names for line in lines[1:])
   history = json.load(open(tmp_path / "out" / "train_history.json"))
   assert [h["step"] for h in history["history"]] == [3, 6]
+  predict_only = subprocess.run(common + ["--do_predict"], capture_output=True, text=True,
+                                timeout=600)
+  assert predict_only.returncode == 0, predict_only.stderr[-3000:]
+  assert f"labels from {tmp_path}/out/best/labels.json" in predict_only.stdout
+  assert predictions_path.read_text().splitlines() == lines
+  # The export takes the class count from labels.json and ships the names with the model.
+  exported = subprocess.run(
+      [sys.executable, os.path.join(os.path.dirname(script), "export.py"),
+       f"--model_dir={tmp_path}/out/best", f"--sp_path={small_data['sp_path']}",
+       "--text_pairs", f"--export_base={tmp_path}/serving", "--max_seq_length=16"],
+      capture_output=True, text=True, timeout=600)
+  assert exported.returncode == 0, exported.stderr[-3000:]
+  assert json.load(open(tmp_path / "serving" / "xlnet" / "1" / "assets" / "labels.json")) == [
+      "other_words", "same_words"]
 
 
 def test_mnli_matched_and_mismatched(small_data, tmp_path):
@@ -88,3 +119,37 @@ def test_mnli_matched_and_mismatched(small_data, tmp_path):
                                 mnli_mismatched=mismatched)
     assert task.splits["dev"]["label"].tolist() == [labels.index(expected)]
     assert task.splits["train"]["label"].tolist() == [labels.index("neutral")]
+
+
+class FakeTerminal(io.StringIO):
+  def isatty(self):
+    return True
+
+
+def test_finetune_runs_exactly_train_steps_and_shows_progress(tmp_path):
+  """7 steps with eval_every=3: evaluations at 3, 6 and 7 (the last period is shorter); on a
+  terminal the bar reaches 7/7 and there is one dev line per evaluation."""
+  keras.utils.set_random_seed(0)
+  rng = np.random.default_rng(0)
+  count, length = 24, 8
+  features = {"input_ids": rng.integers(5, 50, (count, length)).astype(np.int32),
+              "segment_ids": np.zeros((count, length), np.int32),
+              "input_mask": np.ones((count, length), np.float32),
+              "label": rng.integers(0, 2, count).astype(np.int32)}
+  model = XLNetClassifier(XLNetModel(XLNetConfig.preset("tiny", n_token=50)), 2)
+  accuracies = iter([0.5, 0.75, 0.625])
+  train = feature_dataset(features, 4, label_key="label", shuffle=True, repeat=True)
+  terminal = FakeTerminal()
+  options = FinetuningOptions(train_steps=7, batch_size=4, learning_rate=1e-3, eval_every=3,
+                              jit_compile=False, progress="auto")
+  result = finetune(model, train, options, evaluate=lambda: {"accuracy": next(accuracies)},
+                    metric="accuracy", best_dir=str(tmp_path / "best"),
+                    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                    progress_stream=terminal)
+  # (the steps are the optimizer's iterations at each evaluation)
+  assert [h["step"] for h in result["history"]] == [3, 6, 7]
+  assert result["best"]["step"] == 6
+  text = terminal.getvalue()
+  assert re.search(r"\rstep 7/7 \[=+\] loss \d\.\d{4}  \d+\.\d\d s/step", text), text
+  assert re.findall(r"step (\d)/7: dev accuracy", text) == ["3", "6", "7"]
+  assert "(best accuracy 0.75 at step 6)" in text

@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -132,3 +133,4 @@ def test_squad_cli(sp_model, tmp_path):
   assert set(predictions) == {"q1", "q2", "q3"}
   results = json.load(open(tmp_path / "out" / "results.json"))
   assert "null_score_threshold" in results and 0 <= results["scores"]["f1"] <= 100
+  assert re.findall(r"^step (\d)/3: dev exact .* f1", result.stdout, re.M) == ["3"]

@@ -12,10 +12,11 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 from absl import logging
 import numpy as np
 
+from xlnet_tf.errors import UserInputError
 from xlnet_tf.checkpoints.naming import BACKBONE_SCOPE, TRAINING_STATE, original_variable_map
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointMismatchError(UserInputError):
   """The checkpoint and the model disagree; the message names every variable concerned."""
 
 

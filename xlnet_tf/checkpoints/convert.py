@@ -6,7 +6,7 @@ from typing import Dict, Optional
 import numpy as np
 
 from xlnet_tf.checkpoints.huggingface import (config_from_huggingface, load_huggingface_checkpoint,
-                                              read_huggingface_directory)
+                                              read_huggingface_config)
 from xlnet_tf.checkpoints.original import (load_original_checkpoint, resolve_prefix,
                                            save_original_checkpoint)
 from xlnet_tf.checkpoints.own import CONFIG_FILE, load_pretrained, save_pretrained
@@ -23,7 +23,7 @@ def load_any(path: str, input_format: str, config_file: Optional[str] = None):
   if input_format == "own":
     return load_pretrained(path), f"Loaded {path} (xlnet_tf format)."
   if input_format == "huggingface":
-    hf_config, _ = read_huggingface_directory(path)
+    hf_config = read_huggingface_config(path)
     if not hf_config:
       raise FileNotFoundError(f"{path}: config.json is needed to build the model")
     model = XLNetModel(config_from_huggingface(hf_config, source=path))

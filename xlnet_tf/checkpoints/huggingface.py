@@ -1,20 +1,27 @@
-"""Hugging Face XLNet directories (`config.json` + `model.safetensors`), read with NumPy only.
+"""Hugging Face XLNet directories: `config.json` + `model.safetensors`, `pytorch_model.bin` or
+`tf_model.h5`, read without torch or TF's Keras (NumPy, a weights-only unpickler, h5py).
 
-HF names are turned into the original TF1 names, so loading shares one strict check with
-`load_original_checkpoint`. HF keeps every attention bias per layer; a model with
-`untie_r=False` takes them only when all layers hold the same values.
+The TF file's names are turned into HF's PyTorch names, and those into the original TF1
+names, so loading shares one strict check with `load_original_checkpoint`. HF keeps every
+attention bias per layer; a model with `untie_r=False` takes them only when all layers hold the
+same values.
 """
 
+import dataclasses
 import json
 import os
 import re
-from typing import Dict, Tuple
+from typing import Dict, List, Optional, Tuple
 
+from absl import logging
 import numpy as np
 
+from xlnet_tf.errors import UserInputError
 from xlnet_tf.checkpoints.assign import (CheckpointMismatchError, LoadReport,
                                          assign_by_original_name)
+from xlnet_tf.checkpoints.keras_h5_io import read_keras_h5_weights
 from xlnet_tf.checkpoints.naming import BACKBONE_SCOPE, backbone_of, original_variable_map
+from xlnet_tf.checkpoints.pytorch_bin_io import read_pytorch_bin
 from xlnet_tf.checkpoints.safetensors_io import read_safetensors
 from xlnet_tf.config import XLNetConfig
 
@@ -43,23 +50,14 @@ _STACKED = ("r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")  # per layer in HF,
 _HEAD_PREFIXES = ("sequence_summary.", "logits_proj.", "qa_outputs.", "start_logits.",
                   "end_logits.", "answer_class.")
 
-PYTORCH_ONLY_MESSAGE = (
-    "{path}: holds only pytorch_model.bin, a pickled PyTorch file that xlnet_tf does not read "
-    "(no torch, no pickle). Convert it once where torch and transformers are installed:\n"
-    "  python -c \"from transformers import AutoModel; import sys; "
-    "AutoModel.from_pretrained(sys.argv[1]).save_pretrained(sys.argv[1], "
-    "safe_serialization=True)\" {path}\n"
-    "then load the model.safetensors it writes.")
-
-
 def config_from_huggingface(values: Dict, source: str = "config.json", **overrides) -> XLNetConfig:
   """XLNetConfig from the fields of a Hugging Face XLNetConfig."""
   try:
     n_head, d_model = values["n_head"], values["d_model"]
     activation = values.get("ff_activation", "gelu")
     if activation not in _ACTIVATIONS:
-      raise ValueError(f"{source}: ff_activation {activation!r} is not one of "
-                       f"{sorted(_ACTIVATIONS)}")
+      raise UserInputError(f"{source}: ff_activation {activation!r} is not one of "
+                           f"{sorted(_ACTIVATIONS)}")
     converted = dict(
         n_token=values["vocab_size"], n_layer=values["n_layer"], d_model=d_model,
         n_head=n_head, d_head=values.get("d_head", d_model // n_head),
@@ -70,77 +68,152 @@ def config_from_huggingface(values: Dict, source: str = "config.json", **overrid
         reuse_len=values.get("reuse_len") or 0, dropout=values.get("dropout", 0.1),
         dropatt=values.get("dropout", 0.1), init_std=values.get("initializer_range", 0.02))
   except KeyError as error:
-    raise ValueError(f"{source}: missing the Hugging Face XLNet field {error}") from None
+    raise UserInputError(f"{source}: missing the Hugging Face XLNet field {error}") from None
   return XLNetConfig.from_dict(converted, source=source, **overrides)
 
 
-def read_huggingface_directory(path: str) -> Tuple[Dict, Dict[str, np.ndarray]]:
-  """(config.json values or {}, {HF name: array}) from a directory or a .safetensors file."""
-  if os.path.isfile(path):
-    directory, files = os.path.dirname(path), [path]
-  else:
-    directory = path
-    index_path = os.path.join(path, "model.safetensors.index.json")
-    single = os.path.join(path, "model.safetensors")
-    if os.path.exists(single):
-      files = [single]
-    elif os.path.exists(index_path):
-      with open(index_path, encoding="utf-8") as handle:
-        weight_map = json.load(handle)["weight_map"]
-      files = [os.path.join(path, name) for name in sorted(set(weight_map.values()))]
-    elif os.path.exists(os.path.join(path, "pytorch_model.bin")):
-      raise ValueError(PYTORCH_ONLY_MESSAGE.format(path=path))
+def pytorch_name_of_tf_weight(tf_name: str) -> Tuple[str, bool]:
+  """(HF PyTorch name, transpose) of a HF TF variable name without the model's name.
+
+  `transformer/layer_._0/ff/layer_1/kernel:0` -> (`transformer.layer.0.ff.layer_1.weight`,
+  True): Keras Dense kernels are [in, out], torch Linear weights [out, in]; LayerNorm
+  gamma/beta are weight/bias; an Embedding's `embeddings` (newer HF) or `weight` is `weight`.
+  """
+  parts = re.sub(r":\d+$", "", tf_name).replace("_._", "/").split("/")
+  last = parts[-1]
+  parts[-1] = {"kernel": "weight", "gamma": "weight", "beta": "bias",
+               "embeddings": "weight"}.get(last, last)
+  return ".".join(parts), last == "kernel"
+
+
+def pytorch_names(tensors: Dict[str, np.ndarray], source: str
+                  ) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
+  """({HF PyTorch name: array}, {HF PyTorch name: the name in the file, where it differs}).
+
+  HF's TF models save under TF names (`a/b/kernel:0`, never in a PyTorch name): in tf_model.h5,
+  and in the model.safetensors they write with safe_serialization=True.
+  """
+  converted, file_names = {}, {}
+  for file_name, value in tensors.items():
+    if "/" in file_name:
+      name, transpose = pytorch_name_of_tf_weight(file_name)
     else:
-      raise FileNotFoundError(f"{path}: no model.safetensors (or sharded index) found")
+      name, transpose = file_name, False
+    if name in converted:
+      raise CheckpointMismatchError(f"{source}: {file_names.get(name, name)} and {file_name} are "
+                                    f"the same weight ({name})")
+    converted[name] = value.T if transpose and value.ndim == 2 else value
+    if name != file_name:
+      file_names[name] = file_name
+  return converted, file_names
+
+
+# {suffix: reader giving {name in the file: array}}; a shard (model-00001-of-00002.safetensors)
+# has its format's suffix.
+READERS = {".safetensors": read_safetensors, ".bin": read_pytorch_bin,
+           ".h5": read_keras_h5_weights}
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "tf_model.h5")  # the preferred first
+
+
+@dataclasses.dataclass
+class HuggingfaceWeights:
+  tensors: Dict[str, np.ndarray]  # HF PyTorch name -> array
+  file_names: Dict[str, str]      # HF PyTorch name -> name in the file, where it differs
+  source: str                     # the file read (or the shard index), for messages
+
+
+def huggingface_weight_files(path: str) -> Tuple[List[str], str]:
+  """(files to read, the one file or shard index they come from) of a directory or a file."""
+  if os.path.isfile(path):
+    return [path], path
+  found = []
+  for file_name in WEIGHT_FILES:
+    single = os.path.join(path, file_name)
+    shard_index = single + ".index.json"
+    if os.path.exists(single):
+      found.append(([single], single))
+    elif os.path.exists(shard_index):
+      with open(shard_index, encoding="utf-8") as handle:
+        weight_map = json.load(handle)["weight_map"]
+      found.append(([os.path.join(path, name) for name in sorted(set(weight_map.values()))],
+                    shard_index))
+  if not found:
+    raise FileNotFoundError(f"{path}: none of {list(WEIGHT_FILES)} (or a sharded index of one) "
+                            "found")
+  if len(found) > 1:
+    logging.info("%s: reading %s; also present, not read: %s", path, found[0][1],
+                 ", ".join(source for _, source in found[1:]))
+  return found[0]
+
+
+def read_huggingface_weights(path: str) -> HuggingfaceWeights:
+  """The tensors of a Hugging Face directory (or one weights file), under HF PyTorch names."""
+  files, source = huggingface_weight_files(path)
+  suffix = os.path.splitext(files[0])[1]
+  if suffix not in READERS:
+    raise ValueError(f"{files[0]}: not one of {sorted(READERS)}; pass a Hugging Face directory "
+                     "or its weights file")
   tensors = {}
   for file in files:
-    tensors.update(read_safetensors(file))
-  config_path = os.path.join(directory, "config.json")
-  config = {}
-  if os.path.exists(config_path):
-    with open(config_path, encoding="utf-8") as handle:
-      config = json.load(handle)
-  return config, tensors
+    tensors.update(READERS[suffix](file))
+  return HuggingfaceWeights(*pytorch_names(tensors, source), source)
+
+
+def huggingface_config_path(path: str) -> str:
+  """config.json in the directory, or beside the weights file."""
+  return os.path.join(os.path.dirname(path) if os.path.isfile(path) else path, "config.json")
+
+
+def read_huggingface_config(path: str) -> Dict:
+  """The config.json values beside the weights ({} when there is none)."""
+  config_path = huggingface_config_path(path)
+  if not os.path.exists(config_path):
+    return {}
+  with open(config_path, encoding="utf-8") as handle:
+    return json.load(handle)
 
 
 def huggingface_to_original(tensors: Dict[str, np.ndarray], n_layer: int, untie_r: bool,
-                            source: str, head_names=None):
+                            source: str, head_names=None,
+                            file_names: Optional[Dict[str, str]] = None):
   """Renames HF tensors to original names. Returns (arrays, aliases, skipped).
 
   head_names: {HF name: (original name, transpose)} of the target head's own weights.
+  file_names: {HF name: the name in the file} where they differ (tf_model.h5), for messages.
   """
-  head_names = head_names or {}
+  head_names, file_names = head_names or {}, file_names or {}
   arrays, aliases, skipped, problems = {}, {}, {}, []
   stacked = {name: {} for name in _STACKED}
   word_embedding = None
   for hf_name, value in tensors.items():
+    shown = file_names.get(hf_name, hf_name)
     name = hf_name[len("transformer."):] if hf_name.startswith("transformer.") else hf_name
     match = _LAYER_NAME.match(name)
     if name == "word_embedding.weight":
       original = BACKBONE_SCOPE + "word_embedding/lookup_table"
-      arrays[original], aliases[original] = value, hf_name
+      arrays[original], aliases[original] = value, shown
       word_embedding = value
     elif name == "mask_emb":
       original = BACKBONE_SCOPE + "mask_emb/mask_emb"
-      arrays[original], aliases[original] = value, hf_name
+      arrays[original], aliases[original] = value, shown
     elif match and match.group(2) in _PER_LAYER:
       inner, transpose = _PER_LAYER[match.group(2)]
       original = f"{BACKBONE_SCOPE}layer_{match.group(1)}/{inner}"
-      arrays[original], aliases[original] = (value.T if transpose else value), hf_name
+      arrays[original], aliases[original] = (value.T if transpose else value), shown
     elif match and match.group(2).startswith("rel_attn.") and \
         match.group(2)[len("rel_attn."):] in _STACKED:
-      stacked[match.group(2)[len("rel_attn."):]][int(match.group(1))] = (hf_name, value)
+      stacked[match.group(2)[len("rel_attn."):]][int(match.group(1))] = (shown, value)
     elif name in head_names:
       original, transpose = head_names[name]
-      arrays[original], aliases[original] = (value.T if transpose else value), hf_name
+      arrays[original], aliases[original] = (value.T if transpose else value), shown
     elif name == "lm_loss.bias":
-      arrays["model/lm_loss/bias"], aliases["model/lm_loss/bias"] = value, hf_name
+      arrays["model/lm_loss/bias"], aliases["model/lm_loss/bias"] = value, shown
     elif name == "lm_loss.weight":
-      skipped[hf_name] = "the output layer, tied to word_embedding"
+      skipped[shown] = "the output layer, tied to word_embedding"
     elif name.startswith(_HEAD_PREFIXES):
-      skipped[hf_name] = "weights of a task head this model does not have"
+      skipped[shown] = "weights of a task head this model does not have"
     else:
-      problems.append(f"unexpected: {hf_name}, shape {list(value.shape)}")
+      problems.append(f"unexpected: {shown}, shape {list(value.shape)}")
   output_weight = tensors.get("lm_loss.weight")
   if output_weight is not None and word_embedding is not None and \
       not np.array_equal(output_weight, word_embedding):
@@ -188,15 +261,19 @@ def huggingface_name_of(original: str) -> str:
 
 
 def load_huggingface_checkpoint(model_or_head, path: str) -> LoadReport:
-  """Loads a Hugging Face XLNet directory (or .safetensors file) into an XLNetModel or head.
+  """Loads a Hugging Face XLNet directory (or one weights file) into an XLNetModel or head.
 
-  The architecture in config.json must equal the model's; every weight must be present with
-  its shape; nothing is assigned otherwise (see `assign_by_original_name`).
+  The directory holds config.json and model.safetensors, pytorch_model.bin or tf_model.h5
+  (or a sharded index of one); when several are there, the first of these is read, and the
+  report's `source` names the file read. The architecture in config.json must equal the
+  model's; every weight must be present with its shape; nothing is assigned otherwise (see
+  `assign_by_original_name`).
   """
-  hf_config, tensors = read_huggingface_directory(path)
+  hf_config = read_huggingface_config(path)
+  weights = read_huggingface_weights(path)
   config = backbone_of(model_or_head).config
   if hf_config:
-    theirs = config_from_huggingface(hf_config, source=os.path.join(path, "config.json"))
+    theirs = config_from_huggingface(hf_config, source=huggingface_config_path(path))
     differences = [f"{key}: checkpoint {getattr(theirs, key)}, model {getattr(config, key)}"
                    for key in ("n_token", "n_layer", "d_model", "n_head", "d_head", "d_inner")
                    if getattr(theirs, key) != getattr(config, key)]
@@ -205,10 +282,11 @@ def load_huggingface_checkpoint(model_or_head, path: str) -> LoadReport:
                                     + "\n  ".join(differences))
   head_names = (model_or_head.huggingface_head_names()
                 if hasattr(model_or_head, "huggingface_head_names") else None)
-  arrays, aliases, skipped = huggingface_to_original(tensors, config.n_layer, config.untie_r,
-                                                     source=path, head_names=head_names)
+  arrays, aliases, skipped = huggingface_to_original(
+      weights.tensors, config.n_layer, config.untie_r, source=weights.source,
+      head_names=head_names, file_names=weights.file_names)
   shapes = {name: value.shape for name, value in arrays.items()}
   aliases = {**{name: huggingface_name_of(name) for name in original_variable_map(model_or_head)},
              **aliases}
-  return assign_by_original_name(model_or_head, shapes, arrays.__getitem__, source=path,
-                                 aliases=aliases, skipped=skipped)
+  return assign_by_original_name(model_or_head, shapes, arrays.__getitem__,
+                                 source=weights.source, aliases=aliases, skipped=skipped)

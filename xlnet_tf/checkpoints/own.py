@@ -1,5 +1,7 @@
-"""The project's own format: a directory with the full config JSON and a Keras weights file."""
+"""The project's own format: a directory with the full config JSON and a Keras weights file
+(and, for a head, head.json: its class and constructor arguments)."""
 
+import json
 import os
 
 from xlnet_tf.checkpoints.assign import CheckpointMismatchError
@@ -8,13 +10,19 @@ from xlnet_tf.config import ARCHITECTURE_KEYS, XLNetConfig
 
 CONFIG_FILE = "xlnet_config.json"
 WEIGHTS_FILE = "model.weights.h5"
+HEAD_FILE = "head.json"
 
 
 def save_pretrained(model_or_head, directory: str) -> str:
-  """Writes `xlnet_config.json` (every config field) and `model.weights.h5`."""
+  """Writes `xlnet_config.json` (every config field) and `model.weights.h5`; for a head also
+  `head.json`."""
+  from xlnet_tf.json_files import write_json
   os.makedirs(directory, exist_ok=True)
   backbone_of(model_or_head).config.to_json_file(os.path.join(directory, CONFIG_FILE))
   model_or_head.save_weights(os.path.join(directory, WEIGHTS_FILE))
+  if hasattr(model_or_head, "head_config"):
+    write_json(os.path.join(directory, HEAD_FILE),
+               {"class": type(model_or_head).__name__, **model_or_head.head_config()})
   return directory
 
 
@@ -25,14 +33,35 @@ def load_pretrained(directory: str, **config_overrides):
   the file.
   """
   from xlnet_tf.model import XLNetModel
+  model = XLNetModel(_stored_config(directory, config_overrides))
+  load_own_checkpoint(model, directory)
+  return model
+
+
+def _stored_config(directory: str, config_overrides) -> XLNetConfig:
   bad = sorted(set(config_overrides) & set(ARCHITECTURE_KEYS))
   if bad:
     raise ValueError(f"load_pretrained: the architecture comes from the checkpoint; cannot "
                      f"override {bad}")
-  config = XLNetConfig.from_json_file(os.path.join(directory, CONFIG_FILE), **config_overrides)
-  model = XLNetModel(config)
-  load_own_checkpoint(model, directory)
-  return model
+  return XLNetConfig.from_json_file(os.path.join(directory, CONFIG_FILE), **config_overrides)
+
+
+def load_pretrained_head(directory: str, head_class, **config_overrides):
+  """A new `head_class` (e.g. XLNetPretrainer) from a directory `save_pretrained` wrote for
+  such a head; `config_overrides` as in `load_pretrained`."""
+  path = os.path.join(directory, HEAD_FILE)
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path}: missing; {directory} holds no head (a backbone only?). "
+                            f"Expected a {head_class.__name__} saved with save_pretrained")
+  with open(path, encoding="utf-8") as handle:
+    arguments = json.load(handle)
+  stored_class = arguments.pop("class", None)
+  if stored_class != head_class.__name__:
+    raise CheckpointMismatchError(f"{path}: holds a {stored_class}, not a {head_class.__name__}")
+  from xlnet_tf.model import XLNetModel
+  head = head_class(XLNetModel(_stored_config(directory, config_overrides)), **arguments)
+  load_own_checkpoint(head, directory)
+  return head
 
 
 def load_own_checkpoint(model_or_head, directory: str) -> None:

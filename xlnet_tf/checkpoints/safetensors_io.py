@@ -10,8 +10,16 @@ from typing import Dict
 
 import numpy as np
 
+from xlnet_tf.errors import UserInputError
+
 _DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
            "I8": "i1", "U8": "u1", "BOOL": "?"}
+
+
+def bfloat16_to_float32(raw, byte_order: str = "<") -> np.ndarray:
+  """bfloat16 bytes as float32: the 16 stored bits are float32's upper half, so exact."""
+  bits = np.frombuffer(raw, np.dtype("u2").newbyteorder(byte_order)).astype(np.uint32) << 16
+  return bits.view(np.float32)
 
 
 def read_safetensors(path: str) -> Dict[str, np.ndarray]:
@@ -19,14 +27,14 @@ def read_safetensors(path: str) -> Dict[str, np.ndarray]:
   with open(path, "rb") as handle:
     raw = handle.read()
   if len(raw) < 8:
-    raise ValueError(f"{path}: too short to be a safetensors file")
+    raise UserInputError(f"{path}: too short to be a safetensors file")
   header_size = struct.unpack("<Q", raw[:8])[0]
   if header_size > len(raw) - 8:
-    raise ValueError(f"{path}: header size {header_size} exceeds the file; not safetensors?")
+    raise UserInputError(f"{path}: header size {header_size} exceeds the file; not safetensors?")
   try:
     header = json.loads(raw[8:8 + header_size])
   except (UnicodeDecodeError, json.JSONDecodeError) as error:
-    raise ValueError(f"{path}: unreadable safetensors header ({error})") from None
+    raise UserInputError(f"{path}: unreadable safetensors header ({error})") from None
   data = memoryview(raw)[8 + header_size:]
   tensors = {}
   for name, info in header.items():
@@ -35,16 +43,15 @@ def read_safetensors(path: str) -> Dict[str, np.ndarray]:
     dtype, shape = info.get("dtype"), tuple(info.get("shape", ()))
     begin, end = info.get("data_offsets", (0, -1))
     if not 0 <= begin <= end <= len(data):
-      raise ValueError(f"{path}: tensor {name!r} has offsets {begin}..{end} outside the data")
+      raise UserInputError(f"{path}: tensor {name!r} has offsets {begin}..{end} outside the data")
     if dtype == "BF16":
-      bits = np.frombuffer(data[begin:end], "<u2").astype(np.uint32) << 16
-      array = bits.view(np.float32)
+      array = bfloat16_to_float32(data[begin:end])
     elif dtype in _DTYPES:
       array = np.frombuffer(data[begin:end], _DTYPES[dtype])
     else:
-      raise ValueError(f"{path}: tensor {name!r} has unsupported dtype {dtype!r}")
+      raise UserInputError(f"{path}: tensor {name!r} has unsupported dtype {dtype!r}")
     if array.size != int(np.prod(shape)):
-      raise ValueError(f"{path}: tensor {name!r} holds {array.size} values, shape {list(shape)} "
-                       f"needs {int(np.prod(shape))}")
+      raise UserInputError(f"{path}: tensor {name!r} holds {array.size} values, shape "
+                           f"{list(shape)} needs {int(np.prod(shape))}")
     tensors[name] = array.reshape(shape)
   return tensors

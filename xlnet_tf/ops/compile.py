@@ -50,7 +50,11 @@ def without_xla():
 
 def compiled(function):
   """`function` compiled by XLA, or traced inline when already inside an XLA computation (or
-  in `without_xla`)."""
+  in `without_xla`).
+
+  `region.tracing_count()` (on this and the regions below) counts the traces of its compiled
+  functions: one per input signature (shapes, dtypes, Python settings), then fixed.
+  """
   jitted = tf.function(function, jit_compile=True)
 
   @functools.wraps(function)
@@ -59,7 +63,12 @@ def compiled(function):
       return function(*args, **kwargs)
     return jitted(*args, **kwargs)
 
+  call.tracing_count = jitted.experimental_get_tracing_count
   return call
+
+
+def _tracing_count_of(*regions):
+  return lambda: sum(region.tracing_count() for region in regions)
 
 
 def compiled_with_recomputed_gradient(function):
@@ -93,6 +102,7 @@ def compiled_with_recomputed_gradient(function):
       return forward(*inputs, **others), gradient
     return region(*differentiable)
 
+  call.tracing_count = _tracing_count_of(forward, backward)
   return call
 
 
@@ -131,4 +141,5 @@ def compiled_with_gradient(forward, backward, finish_backward=None):
       return output, gradient
     return region(*inputs)
 
+  call.tracing_count = _tracing_count_of(forward_output, forward, backward)
   return call

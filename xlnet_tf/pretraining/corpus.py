@@ -8,7 +8,7 @@ import collections
 import dataclasses
 import os
 import re
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 Document = List[str]
 
@@ -38,19 +38,27 @@ class ReadStats:
       self.examples_of_skips[reason].extend(other.examples_of_skips[reason][:max(room, 0)])
 
 
-def read_documents(path: str, stats: ReadStats) -> List[Document]:
-  """Documents of one file. Lines that are not valid UTF-8 are skipped and counted by line."""
+def read_documents(path: str, stats: ReadStats, byte_range: Optional[Tuple[int, int]] = None,
+                   first_line: int = 1) -> List[Document]:
+  """Documents of one file, or of one of its `document_ranges` (byte_range, first_line: the
+  file's documents are those of its ranges in order; the caller then counts the file and its
+  emptiness). Lines that are not valid UTF-8 are skipped and counted by line number."""
   with open(path, "rb") as handle:
-    raw = handle.read()
-  stats.files += 1
-  if not raw.strip():
-    stats.skip("empty file", path)
-    return []
+    if byte_range is None:
+      raw = handle.read()
+    else:
+      handle.seek(byte_range[0])
+      raw = handle.read(byte_range[1] - byte_range[0])
+  if byte_range is None:
+    stats.files += 1
+    if not raw.strip():
+      stats.skip("empty file", path)
+      return []
   try:
     lines = raw.decode("utf-8").split("\n")
   except UnicodeDecodeError:
     lines = []
-    for number, line in enumerate(raw.split(b"\n"), start=1):
+    for number, line in enumerate(raw.split(b"\n"), start=first_line):
       try:
         lines.append(line.decode("utf-8"))
       except UnicodeDecodeError:
@@ -70,6 +78,48 @@ def read_documents(path: str, stats: ReadStats) -> List[Document]:
   stats.documents += len(documents)
   stats.lines += sum(len(document) for document in documents)
   return documents
+
+
+def document_ranges(path: str, target_bytes: int) -> List[Tuple[int, int, int]]:
+  """(begin, end, first line number) of consecutive byte ranges that cover the file, each
+  ending just after a blank line or at the end of the file and, but for the last, at least
+  target_bytes long; none for a file of whitespace only.
+
+  A document never spans two ranges, so the ranges read one by one (`read_documents`) give the
+  file's documents: a large file is read in bounded memory, and by several workers. Only the
+  lines near each cut are parsed; the rest is scanned for newlines (line numbers) in blocks.
+  """
+  size = os.path.getsize(path)
+  ranges, begin, first_line, has_text = [], 0, 1, False
+  with open(path, "rb") as handle:
+    while begin < size:
+      end = _end_of_blank_line_from(handle, begin + target_bytes, size)
+      handle.seek(begin)
+      newlines = 0
+      for offset in range(begin, end, _SCAN_BYTES):
+        block = handle.read(min(_SCAN_BYTES, end - offset))
+        newlines += block.count(b"\n")
+        has_text = has_text or not block.isspace()
+      ranges.append((begin, end, first_line))
+      begin, first_line = end, first_line + newlines
+  return ranges if has_text else []
+
+
+_SCAN_BYTES = 1 << 20
+
+
+def _end_of_blank_line_from(handle, position: int, size: int) -> int:
+  """The offset just after the first blank line (ASCII whitespace only, which `read_documents`
+  also takes as blank) that starts at or after `position`; the size if there is none."""
+  if position >= size:
+    return size
+  handle.seek(position - 1)
+  if handle.read(1) != b"\n":
+    handle.readline()  # the rest of a line that starts before position
+  for line in iter(handle.readline, b""):
+    if not line.strip():
+      return handle.tell()
+  return size
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")

@@ -8,6 +8,7 @@ embedded default (`prepare_default_pretraining_data`).
 import os
 from typing import Dict, List, Sequence
 
+from xlnet_tf.errors import UserInputError
 from xlnet_tf.pretraining import corpus
 from xlnet_tf.pretraining.stage import create_pretraining_data
 from xlnet_tf.pretraining.examples import PretrainingSettings
@@ -19,14 +20,14 @@ def read_text_files(paths: Sequence[str]) -> List[corpus.Document]:
   """Documents of the files (one sentence a line, a blank line between documents); lines that
   are not UTF-8 are counted skips (corpus.read_documents)."""
   if not paths:
-    raise ValueError("No input text files (check --input_glob)")
+    raise UserInputError("No input text files (check --input_glob)")
   documents, stats = [], corpus.ReadStats()
   for path in sorted(paths):
     if not os.path.isfile(path):
       raise FileNotFoundError(f"{path}: input file not found")
     documents.extend(corpus.read_documents(path, stats))
   if not documents:
-    raise ValueError(f"The input files hold no text: {sorted(paths)[:3]}")
+    raise UserInputError(f"The input files hold no text: {sorted(paths)[:3]}")
   return documents
 
 

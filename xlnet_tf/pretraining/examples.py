@@ -18,13 +18,16 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
+from xlnet_tf.errors import UserInputError
+from xlnet_tf.pretraining.lm_streams import lm_batch_count
 from xlnet_tf.pretraining.masked_lm import draw_replacements
 from xlnet_tf.pretraining.permutation import factorization_ranks
 from xlnet_tf.pretraining.spans import sample_tokens, sample_word_spans
 
 FUNCTIONAL_TOKENS = 3  # <sep> after A, <sep> after B, <cls>
-# perm: XLNet's permutation LM (query stream); mlm: BERT's masked LM (content stream).
-OBJECTIVES = ("perm", "mlm")
+# perm: XLNet's permutation LM (query stream); mlm: BERT's masked LM (content stream);
+# clm: Transformer-XL's left-to-right LM (contiguous segments, see lm_streams).
+OBJECTIVES = ("perm", "mlm", "clm")
 
 
 @dataclasses.dataclass
@@ -64,11 +67,21 @@ class PretrainingSettings:
   def validate(self) -> None:
     def require(ok, message):
       if not ok:
-        raise ValueError(f"Pretraining settings: {message}")
+        raise UserInputError(f"Pretraining settings: {message}")
     for name in ("seq_len", "num_predict", "bsz_per_host", "num_core_per_host", "mask_alpha",
                  "mask_beta", "max_span_words", "perm_size"):
       require(isinstance(getattr(self, name), int) and getattr(self, name) > 0,
               f"{name} must be a positive integer, got {getattr(self, name)!r}")
+    require(self.objective in OBJECTIVES,
+            f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+    require(self.bsz_per_host % self.num_core_per_host == 0,
+            "bsz_per_host must be divisible by num_core_per_host")
+    if self.objective == "clm":
+      # Consecutive segments follow each other; every position is a target.
+      require(self.reuse_len == 0, "objective clm reads consecutive segments: reuse_len must "
+              f"be 0 (the whole segment becomes memory), got {self.reuse_len}")
+      require(not self.bi_data, "objective clm reads left to right: bi_data must be False")
+      return
     require(0 <= self.reuse_len < self.seq_len - FUNCTIONAL_TOKENS,
             f"reuse_len must be in [0, seq_len - 3) so A and B get a token each; got reuse_len="
             f"{self.reuse_len}, seq_len={self.seq_len}")
@@ -81,11 +94,7 @@ class PretrainingSettings:
             f"num_predict={self.num_predict} does not fit: the reuse part (length "
             f"{self.reuse_len}) gets {in_reuse} predictions and the new part (length "
             f"{self.new_len}, 3 functional tokens) {in_new}")
-    require(self.objective in OBJECTIVES,
-            f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
     require(self.seq_len < 32768, "seq_len must be < 32768 (ranks are stored as int16)")
-    require(self.bsz_per_host % self.num_core_per_host == 0,
-            "bsz_per_host must be divisible by num_core_per_host")
     if self.bi_data:
       require(self.bsz_per_host % (2 * self.num_core_per_host) == 0,
               "with bi_data, bsz_per_host must be divisible by 2 * num_core_per_host (each "
@@ -116,32 +125,164 @@ def token_stream(flat_ids, line_lengths, document_lengths, eod_id: Optional[int]
   return ids.astype(np.int32), np.repeat(sentence_flags, lengths)
 
 
+def row_layout(settings: PretrainingSettings) -> List[Tuple[int, bool]]:
+  """(stream, reversed) of each of the bsz_per_host rows, where stream s is the s-th of the
+  equal slices the token stream is cut into. With bi_data each core's block holds its forward
+  streams followed by their reversals, like the original."""
+  if not settings.bi_data:
+    return [(row, False) for row in range(settings.bsz_per_host)]
+  per_core = settings.bsz_per_host // 2 // settings.num_core_per_host
+  return [(core * per_core + index, backward) for core in range(settings.num_core_per_host)
+          for backward in (False, True) for index in range(per_core)]
+
+
+def stream_count(settings: PretrainingSettings) -> int:
+  """The slices the token stream is cut into (with bi_data the other rows are reversals)."""
+  return settings.bsz_per_host // 2 if settings.bi_data else settings.bsz_per_host
+
+
 def batchify(ids, sentence_ids, settings: PretrainingSettings):
-  """Rows [bsz_per_host, L] of the stream; with bi_data each core's block holds its forward
-  rows followed by their reversals, like the original. Returns (rows, sentence rows, dropped)."""
-  streams = settings.bsz_per_host // 2 if settings.bi_data else settings.bsz_per_host
+  """Rows [bsz_per_host, L] of the stream laid out by `row_layout`. Returns (rows, sentence
+  rows, dropped)."""
+  streams = stream_count(settings)
   row_len = len(ids) // streams
   dropped = len(ids) - row_len * streams
-  rows = ids[:row_len * streams].reshape(streams, row_len)
-  sentences = sentence_ids[:row_len * streams].reshape(streams, row_len)
-  if not settings.bi_data:
-    return rows, sentences, dropped
-  cores = settings.num_core_per_host
-  per_core = streams // cores
+  forward_ids = ids[:row_len * streams].reshape(streams, row_len)
+  forward_sentences = sentence_ids[:row_len * streams].reshape(streams, row_len)
+  layout = row_layout(settings)
 
-  def interleave(forward):
-    forward = forward.reshape(cores, 1, per_core, row_len)
-    both = np.concatenate([forward, forward[:, :, :, ::-1]], axis=1)
-    return both.reshape(settings.bsz_per_host, row_len)
+  def arrange(forward):
+    return np.stack([forward[stream, ::-1] if backward else forward[stream]
+                     for stream, backward in layout]).reshape(len(layout), row_len)
 
-  return interleave(rows), interleave(sentences), dropped
+  return arrange(forward_ids), arrange(forward_sentences), dropped
+
+
+def stream_rows(read, length: int, settings: PretrainingSettings):
+  """The rows of a token stream that is read piece by piece, laid out as `batchify` lays out
+  arrays. `read(begin, end)` gives (ids, sentence flags) of positions [begin, end) of the
+  stream of `length` tokens. Returns (rows: StreamRow, dropped)."""
+  streams = stream_count(settings)
+  row_len = length // streams
+
+  def row(stream, backward):
+    offset = stream * row_len
+    if not backward:
+      return StreamRow(row_len, lambda begin, end: read(offset + begin, offset + end))
+
+    def read_reversed(begin, end):
+      ids, flags = read(offset + row_len - end, offset + row_len - begin)
+      return ids[::-1], flags[::-1]
+    return StreamRow(row_len, read_reversed)
+
+  return ([row(stream, backward) for stream, backward in row_layout(settings)],
+          length - row_len * streams)
 
 
 def is_backward_row(row: int, settings: PretrainingSettings) -> bool:
-  if not settings.bi_data:
-    return False
-  per_core = settings.bsz_per_host // settings.num_core_per_host
-  return (row % per_core) >= per_core // 2
+  return row_layout(settings)[row][1]
+
+
+def batch_count(row_len: int, settings: PretrainingSettings) -> int:
+  """Batches that rows of row_len tokens hold at most (step t starts at t * row_step)."""
+  if settings.objective == "clm":
+    return lm_batch_count(row_len, settings.seq_len)
+  if row_len < settings.seq_len:
+    return 0
+  return (row_len - settings.seq_len) // row_step(settings) + 1
+
+
+def row_step(settings: PretrainingSettings) -> int:
+  if settings.objective == "clm":
+    return settings.seq_len  # consecutive segments
+  return settings.reuse_len or (settings.seq_len - FUNCTIONAL_TOKENS)
+
+
+class _Window:
+  """Positions [begin, end) of a row in memory: ids and the sorted boundaries among them."""
+  __slots__ = ("begin", "end", "ids", "boundaries")
+
+  def __init__(self, read, begin: int, end: int):
+    self.begin, self.end = begin, end
+    ids, flags = read(max(begin - 1, 0), end)  # one more before: is `begin` a boundary?
+    self.ids = ids[1:] if begin else ids
+    self.boundaries = (np.nonzero(flags[1:] != flags[:-1])[0] + max(begin, 1)).tolist()
+
+  def holds(self, begin: int, end: int) -> bool:
+    return self.begin <= begin and end <= self.end
+
+
+class StreamRow:
+  """One row of the token stream: ids by slice, and the sentence boundaries (positions whose
+  sentence id differs from the previous position's) near any position.
+
+  The stage keeps the positions of its batches in memory (`load`), reads other positions
+  through `read(begin, end) -> (ids, sentence flags)` from disk a few hundred at a time (a
+  random B segment: one read), and so never holds a whole row, which can span gigabytes.
+  """
+
+  NEARBY = 256  # positions read on each side of a position outside the loaded ones
+
+  def __init__(self, length: int, read):
+    self.length = length
+    self._read = read
+    self._loaded = self._nearby = _Window(read, 0, 0)
+
+  @classmethod
+  def in_memory(cls, ids, sentence_ids) -> "StreamRow":
+    row = cls(len(ids), lambda begin, end: (ids[begin:end], sentence_ids[begin:end]))
+    row.load(0, len(ids))
+    return row
+
+  def __len__(self) -> int:
+    return self.length
+
+  def load(self, begin: int, end: int) -> None:
+    """Keeps positions [begin, end) in memory (nothing to do if they already are)."""
+    begin, end = max(begin, 0), min(end, self.length)
+    if not self._loaded.holds(begin, end):
+      self._loaded = _Window(self._read, begin, end)
+
+  def _window(self, begin: int, end: int) -> _Window:
+    """A window holding [begin, end): the loaded one, the last nearby one, or a new nearby
+    one around it."""
+    for window in (self._loaded, self._nearby):
+      if window.holds(begin, end):
+        return window
+    self._nearby = _Window(self._read, max(begin - self.NEARBY, 0),
+                           min(end + self.NEARBY, self.length))
+    return self._nearby
+
+  def __getitem__(self, span: slice) -> np.ndarray:
+    window = self._window(span.start, span.stop)
+    return window.ids[span.start - window.begin:span.stop - window.begin]
+
+  def boundaries_between(self, low: int, high: int) -> List[int]:
+    """Boundaries b with low < b < high."""
+    if low + 1 >= high:
+      return []
+    bounds = self._window(low + 1, high).boundaries
+    return bounds[bisect.bisect_right(bounds, low):bisect.bisect_left(bounds, high)]
+
+  def boundary_at_or_after(self, position: int) -> int:
+    """The first boundary >= position, or the row's length if there is none."""
+    while position < self.length:
+      window = self._window(position, position + 1)
+      index = bisect.bisect_left(window.boundaries, position)
+      if index < len(window.boundaries):
+        return window.boundaries[index]
+      position = window.end
+    return self.length
+
+  def boundary_at_or_before(self, position: int) -> int:
+    """The last boundary <= position, or 0 if there is none."""
+    while position >= 1:
+      window = self._window(position, position + 1)
+      index = bisect.bisect_right(window.boundaries, position)
+      if index:
+        return window.boundaries[index - 1]
+      position = window.begin - 1
+    return 0
 
 
 def trim_to_total(a_len: int, b_len: int, total: int) -> Tuple[int, int]:
@@ -159,36 +300,31 @@ def trim_to_total(a_len: int, b_len: int, total: int) -> Tuple[int, int]:
   return a_len - excess // 2, b_len - (excess + 1) // 2
 
 
-def split_a_and_b(draw: random.Random, boundaries: List[int], data_len: int, begin: int,
-                  total: int):
+def split_a_and_b(draw: random.Random, row: StreamRow, begin: int, total: int):
   """(a_begin, a_end, b_begin, b_end, label) of the original `_split_a_and_b`, or None.
 
-  `boundaries` are the sorted positions where the sentence id changes. Label 1: B continues A
-  (both end at sentence boundaries); label 0: B is a random span of whole sentences. The longer
-  side is trimmed from its end until A + B = total. The original's loops over tokens become
-  binary searches over the boundaries.
+  Sentence boundaries are the positions where the row's sentence id changes. Label 1: B
+  continues A (both end at sentence boundaries); label 0: B is a random span of whole sentences
+  from anywhere in the row. The longer side is trimmed from its end until A + B = total. The
+  original's loops over tokens become searches over the boundaries.
   """
+  data_len = len(row)
   if begin + total >= data_len:
     return None
-  first = bisect.bisect_right(boundaries, begin)
-  last = bisect.bisect_left(boundaries, begin + total)
-  cut_points = boundaries[first:last]
-  end = boundaries[last] if last < len(boundaries) else data_len
+  cut_points = row.boundaries_between(begin, begin + total)
   if not cut_points or draw.random() < 0.5:
     label = 0
-    a_end = draw.choice(cut_points) if cut_points else end
+    a_end = draw.choice(cut_points) if cut_points else row.boundary_at_or_after(begin + total)
     b_len = max(1, total - (a_end - begin))
     b_begin = draw.randint(0, data_len - 1 - b_len)
     b_end = b_begin + b_len
-    before = bisect.bisect_right(boundaries, b_begin) - 1
-    b_begin = boundaries[before] if before >= 0 else 0
+    b_begin = row.boundary_at_or_before(b_begin)
     if b_end < data_len - 1:
-      after = bisect.bisect_left(boundaries, b_end)
-      b_end = min(boundaries[after] if after < len(boundaries) else data_len - 1, data_len - 1)
+      b_end = min(row.boundary_at_or_after(b_end), data_len - 1)
   else:
     label = 1
     a_end = draw.choice(cut_points)
-    b_begin, b_end = a_end, end
+    b_begin, b_end = a_end, row.boundary_at_or_after(begin + total)
   a_len, b_len = trim_to_total(a_end - begin, b_end - b_begin, total)
   a_end, b_end = begin + a_len, b_begin + b_len
   if a_end >= data_len or b_end >= data_len:
@@ -211,16 +347,21 @@ class ExampleBuilder:
   """Builds the examples of one token stream, batch after batch."""
 
   def __init__(self, settings: PretrainingSettings, word_start_table, sep_id: int, cls_id: int,
-               rng: np.random.Generator, mask_id: int = -1, ordinary_ids=None):
-    """mask_id and ordinary_ids (the ids a random replacement is drawn from) serve mlm."""
+               rng: Optional[np.random.Generator], mask_id: int = -1, ordinary_ids=None):
+    """rng: the random source, or None when `batches` seeds each batch; mask_id and
+    ordinary_ids (the ids a random replacement is drawn from) serve mlm."""
     self.settings = settings
     self.word_start_table = np.asarray(word_start_table, bool)
     self.sep_id, self.cls_id = sep_id, cls_id
     if settings.objective == "mlm" and (mask_id < 0 or ordinary_ids is None or
                                         len(ordinary_ids) == 0):
-      raise ValueError("objective mlm needs a <mask> symbol and ordinary ids to draw random "
-                       "replacements from")
+      raise UserInputError("objective mlm needs a <mask> symbol and ordinary ids to draw random "
+                           "replacements from")
     self.mask_id, self.ordinary_ids = mask_id, ordinary_ids
+    if rng is not None:
+      self._draw_from(rng)
+
+  def _draw_from(self, rng: np.random.Generator) -> None:
     self.rng = rng  # permutations, replacements
     self.draw = random.Random(int(rng.integers(2 ** 63)))  # scalar draws: spans, A/B split
 
@@ -235,9 +376,9 @@ class ExampleBuilder:
                                  self.settings.max_span_words)
     return selected[::-1] if backward else selected
 
-  def example(self, row_ids, boundaries, start: int, backward: bool) -> Optional[StoredExample]:
+  def example(self, row_ids: StreamRow, start: int, backward: bool) -> Optional[StoredExample]:
     s = self.settings
-    split = split_a_and_b(self.draw, boundaries, len(row_ids), start + s.reuse_len,
+    split = split_a_and_b(self.draw, row_ids, start + s.reuse_len,
                           s.seq_len - s.reuse_len - FUNCTIONAL_TOKENS)
     if split is None:
       return None
@@ -270,20 +411,29 @@ class ExampleBuilder:
     return StoredExample(tokens, segment_ids, target_positions, label,
                          ranks=ranks.astype(np.int16))
 
-  def batches(self, rows, sentence_rows) -> Iterator[list]:
-    """Yields lists of bsz_per_host examples until a row runs out (like the original)."""
+  def batches(self, rows: List[StreamRow], first: int = 0, stop: Optional[int] = None,
+              seed: Optional[Tuple[int, ...]] = None) -> Iterator[list]:
+    """Yields batches first, first + 1, ... (lists of bsz_per_host examples) until `stop` or
+    until a row runs out (like the original).
+
+    With `seed`, batch t draws from generators seeded with (*seed, t): a range of batches comes
+    out the same whichever process builds it, so ranges can be built in parallel.
+    """
     s = self.settings
-    boundaries = [(np.flatnonzero(sentences[1:] != sentences[:-1]) + 1).tolist()
-                  for sentences in sentence_rows]
+    step = row_step(s)
+    stop = min(batch_count(len(rows[0]), s), stop if stop is not None else first + 2 ** 62)
+    if first >= stop:
+      return
+    for row in rows:
+      row.load(first * step, (stop - 1) * step + s.seq_len)
     backward = [is_backward_row(row, s) for row in range(len(rows))]
-    start = 0
-    step = s.reuse_len or (s.seq_len - FUNCTIONAL_TOKENS)
-    while start + s.seq_len <= rows.shape[1]:
+    for batch_index in range(first, stop):
+      if seed is not None:
+        self._draw_from(np.random.default_rng([*seed, batch_index]))
       batch = []
       for row in range(len(rows)):
-        example = self.example(rows[row], boundaries[row], start, backward[row])
+        example = self.example(rows[row], batch_index * step, backward[row])
         if example is None:
           return
         batch.append(example)
       yield batch
-      start += step

@@ -8,6 +8,10 @@ TF 2.21 / Keras 3, and the memory must travel from step to step per replica. Per
   replica of the loss divided by them (XLA when jit_compile) -> gradients summed over replicas
   -> global-norm clipping -> AdamW update.
 
+With float16 the loss is scaled (see training.loss_scale): by a static factor, or dynamically
+(a step with non-finite gradients is skipped and halves the scale; the skipped steps are
+logged and written to TensorBoard).
+
 So the loss and the update equal a single-device run on the same global batch. Memory stays
 with its replica (each replica always reads the same rows of the stream). Checkpoints hold the
 model, the optimizer (its step is the data position) and, per worker, the memory; a run
@@ -21,12 +25,13 @@ import os
 import re
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Union
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf.errors import UserInputError
 from xlnet_tf import checkpoints
 from xlnet_tf.checkpoints.naming import backbone_of
 from xlnet_tf.config import XLNetConfig
@@ -34,6 +39,7 @@ from xlnet_tf.pretraining.records import load_record_info, pretraining_dataset
 from xlnet_tf.heads.pretrainer import XLNetPretrainer
 from xlnet_tf.json_files import write_json
 from xlnet_tf.model import XLNetModel, backbone_inputs
+from xlnet_tf.training import loss_scale as loss_scale_lib
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.pretraining import summaries
 from xlnet_tf.training.optimization import create_optimizer, global_norm
@@ -58,7 +64,11 @@ class PretrainingOptions:
   valid_data: Optional[str] = None
   eval_batches: int = 20
   eval_every: Optional[int] = None    # held-out evaluation every this many steps (curves)
-  loss_scale: Optional[float] = None  # static loss scale for float16
+  # float16: "dynamic" (training.loss_scale: starts at initial_loss_scale, doubles after
+  # loss_scale_growth_steps finite steps) or a static scale; None: no loss scaling.
+  loss_scale: Union[None, float, str] = None
+  initial_loss_scale: float = loss_scale_lib.INITIAL_SCALE
+  loss_scale_growth_steps: int = loss_scale_lib.GROWTH_STEPS
   summaries: bool = True
   init_checkpoint: Optional[str] = None
   init_checkpoint_format: str = "own"
@@ -93,10 +103,14 @@ def _check_data(info, config: XLNetConfig, global_batch: int, strategy, source: 
       problems.append(f"the data were laid out for num_core_per_host="
                       f"{settings['num_core_per_host']} (forward/backward halves per core), "
                       f"this run has {local_replicas} replicas per worker")
+  left_to_right = settings["objective"] == "clm"
+  if left_to_right != (config.attn_type == "uni"):
+    problems.append(f"objective {settings['objective']} needs attn_type "
+                    f"{'uni' if left_to_right else 'bi'}; the model has {config.attn_type!r}")
   if config.mem_len and config.reuse_len != settings["reuse_len"]:
     problems.append(f"reuse_len: data {settings['reuse_len']}, model {config.reuse_len}")
   if problems:
-    raise ValueError(f"{source}: cannot train on these data:\n  " + "\n  ".join(problems))
+    raise UserInputError(f"{source}: cannot train on these data:\n  " + "\n  ".join(problems))
 
 
 class PretrainingRun:
@@ -113,9 +127,12 @@ class PretrainingRun:
     _check_data(self.info, config, self.global_batch, strategy, options.train_data)
     self.objective = self.info["settings"]["objective"]
     if options.objective and options.objective != self.objective:
-      raise ValueError(f"{options.train_data}: the data were made for objective "
-                       f"{self.objective!r}, this run trains {options.objective!r}; create the "
-                       f"data with --objective={options.objective}")
+      raise UserInputError(f"{options.train_data}: the data were made for objective "
+                           f"{self.objective!r}, this run trains {options.objective!r}; create the "
+                           f"data with --objective={options.objective}")
+    if options.next_sentence and self.objective == "clm":
+      raise UserInputError("next_sentence: left-to-right LM data (objective clm) hold no A/B "
+                           "pairs")
     self.seq_len = self.info["settings"]["seq_len"]
     self.local_replicas = strategy.num_replicas_in_sync // workers
     self.per_replica_batch = self.global_batch // strategy.num_replicas_in_sync
@@ -123,8 +140,9 @@ class PretrainingRun:
       valid_info = load_record_info(options.valid_data)
       _check_data(valid_info, config, self.global_batch, strategy, options.valid_data)
       if valid_info["settings"]["objective"] != self.objective:
-        raise ValueError(f"{options.valid_data}: objective {valid_info['settings']['objective']!r}"
-                         f" differs from the training data's {self.objective!r}")
+        raise UserInputError(f"{options.valid_data}: objective "
+                             f"{valid_info['settings']['objective']!r} differs from the "
+                             f"training data's {self.objective!r}")
     self.chief = strategy_lib.is_chief(strategy)
     self.worker = strategy_lib.worker_index(strategy)
     self.checkpoint_dir = options.model_dir if self.chief else tempfile.mkdtemp()
@@ -138,11 +156,16 @@ class PretrainingRun:
           clip_norm=None,  # clipped here after the all-reduce, as on one device
           adjustable_total=options.max_seconds is not None)
       self.optimizer.build(self.model.trainable_variables)
-    self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+      self.loss_scale = (loss_scale_lib.DynamicLossScale(options.initial_loss_scale,
+                                                         options.loss_scale_growth_steps)
+                         if options.loss_scale == "dynamic" else None)
+    state = {"loss_scale": self.loss_scale} if self.loss_scale is not None else {}
+    self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, **state)
     self.manager = tf.train.CheckpointManager(self.checkpoint, self.checkpoint_dir,
                                               max_to_keep=options.keep_checkpoints)
     self._compute = tf.function(self._forward_backward, jit_compile=options.jit_compile)
     self._evaluate_replica = tf.function(self._forward, jit_compile=options.jit_compile)
+    self.evaluation_seconds = None  # what an evaluation costs once compiled (see evaluate)
 
   # ---- data ------------------------------------------------------------------------------
   def _distributed_data(self, data: str, skip_batches: int = 0, repeat: bool = True):
@@ -176,39 +199,53 @@ class PretrainingRun:
     sums = tf.stack(self.model.pretraining_loss_sums(outputs, batch))
     return sums, tuple(outputs.get("new_mems", ()))
 
-  def _forward_backward(self, batch, mems, normalizers):
-    """The replica's share of the global loss (sums over the global counts) and gradients."""
+  def _forward_backward(self, batch, mems, normalizers, loss_scale):
+    """The replica's share of the global loss (sums over the global counts) and gradients
+    (computed from the loss times `loss_scale`, unless None, and divided by it again)."""
     with tf.GradientTape() as tape:
       outputs = self.model(self._model_inputs(batch, mems), training=True)
       lm_sum, _, ns_sum, _ = self.model.pretraining_loss_sums(outputs, batch)
       loss = lm_sum / normalizers[0] + ns_sum / normalizers[1]
-      scaled = loss * self.options.loss_scale if self.options.loss_scale else loss
+      scaled = loss if loss_scale is None else loss * loss_scale
     variables = self.model.trainable_variables
     gradients = tape.gradient(scaled, variables)
     # Unused by the objective (masked LM has no query stream: mask_emb): a zero update.
     gradients = [tf.zeros_like(v) if g is None else g for g, v in zip(gradients, variables)]
-    if self.options.loss_scale:
-      gradients = [g / self.options.loss_scale for g in gradients]
+    if loss_scale is not None:
+      gradients = [g / loss_scale for g in gradients]
     return loss, gradients, tuple(outputs.get("new_mems", ()))
+
+  def _current_loss_scale(self):
+    """This step's loss scale: the dynamic scale's value, the static one, or None."""
+    if self.loss_scale is not None:
+      return tf.convert_to_tensor(self.loss_scale.scale)
+    if self.options.loss_scale:
+      return tf.constant(self.options.loss_scale, tf.float32)
+    return None
 
   def _replica_step(self, batch, mems):
     context = tf.distribute.get_replica_context()
     # The counts depend on the data only: summed over replicas first, each replica's loss is
     # its share of the global mean, and the summed gradients are the global mean's.
     counts = tf.stack([tf.reduce_sum(tf.cast(batch["target_mask"], tf.float32)),
-                       tf.cast(tf.shape(batch["label"])[0], tf.float32)])
+                       tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)])
     normalizers = tf.maximum(context.all_reduce(tf.distribute.ReduceOp.SUM, counts), 1.0)
-    loss, gradients, new_mems = self._compute(batch, mems, normalizers)
+    loss, gradients, new_mems = self._compute(batch, mems, normalizers,
+                                              self._current_loss_scale())
     loss = context.all_reduce(tf.distribute.ReduceOp.SUM, loss)
     gradients = context.all_reduce(tf.distribute.ReduceOp.SUM,
                                    [tf.cast(g, tf.float32) for g in gradients])
     # Clip to the global norm and hand each replica its equal share (the optimizer sums over
     # replicas again), as one factor applied inside the optimizer's fused update; a non-finite
-    # norm makes it 0 (a zero gradient).
+    # norm makes it 0 (a zero gradient), or, with a dynamic loss scale, skips the update.
     norm = global_norm(gradients)
+    finite = tf.math.is_finite(norm)
     clip = tf.minimum(1.0, self.options.clip_norm / norm) if self.options.clip_norm else 1.0
-    scale = tf.where(tf.math.is_finite(norm), clip / context.num_replicas_in_sync, 0.0)
-    self.optimizer.apply_scaled_gradients(zip(gradients, self.model.trainable_variables), scale)
+    scale = tf.where(finite, clip / context.num_replicas_in_sync, 0.0)
+    self.optimizer.apply_scaled_gradients(zip(gradients, self.model.trainable_variables), scale,
+                                          apply_update=None if self.loss_scale is None else finite)
+    if self.loss_scale is not None:
+      self.loss_scale.update(finite)
     return loss, norm, new_mems
 
   @tf.function
@@ -231,9 +268,18 @@ class PretrainingRun:
     iterator = self._distributed_data(data)
     mems = self._zero_mems()
     totals = np.zeros(4)
-    for _ in range(batches):
+    started = time.perf_counter()
+    for index in range(batches):
       sums, mems = self._eval_step(iterator, mems)
       totals += np.asarray(sums, np.float64)
+      if index == 0:
+        first_done = time.perf_counter()
+    finished = time.perf_counter()
+    # The first evaluation's first batch compiles the step; later evaluations reuse it (the
+    # same traced function, the same shapes), so they cost what its later batches did.
+    self.evaluation_seconds = (finished - started if batches == 1 else
+                               (finished - first_done) * batches / (batches - 1))
+    logging.info("Held-out evaluation: %d batches in %.1f s", batches, finished - started)
     loss = totals[0] / max(totals[1], 1.0)
     result = {"loss": loss, "perplexity": math.exp(min(loss, 50.0)), "targets": totals[1]}
     if self.options.next_sentence:
@@ -342,14 +388,21 @@ class PretrainingRun:
         learning_rate = float(self.optimizer.learning_rate)
         record = {"step": step, "loss": float(loss), "grad_norm": float(norm),
                   "learning_rate": learning_rate, "tokens_per_sec": tokens}
+        loss_scaling = ""
+        if self.loss_scale is not None:
+          record.update(loss_scale=float(self.loss_scale.scale.numpy()),
+                        skipped_steps=int(self.loss_scale.skipped_steps.numpy()))
+          loss_scaling = (f"  loss scale {record['loss_scale']:g} (skipped steps: "
+                          f"{record['skipped_steps']})")
         history.append(record)
         eta = (options.train_steps - step) / max(rate, 1e-9)
-        logging.info("step %d/%d  loss %.4f  lr %.2e  |g| %.3f  %.0f tokens/s  ETA %.0fs",
+        logging.info("step %d/%d  loss %.4f  lr %.2e  |g| %.3f  %.0f tokens/s  ETA %.0fs%s",
                      step, options.train_steps, record["loss"], learning_rate,
-                     record["grad_norm"], tokens, eta)
+                     record["grad_norm"], tokens, eta, loss_scaling)
         with writer.as_default(step=step):
-          for key in ("loss", "grad_norm", "learning_rate", "tokens_per_sec"):
-            tf.summary.scalar(key, record[key])
+          for key, value in record.items():
+            if key != "step":
+              tf.summary.scalar(key, value)
       if options.eval_every and options.valid_data and (step % options.eval_every == 0 or
                                                         step == end):
         held_out.append(dict(self.evaluate(), step=step))
@@ -365,11 +418,17 @@ class PretrainingRun:
         summaries.write_example_images(writer, self.model, options.train_data, step)
       # The backbone in the own format: the starting point of fine-tuning runs.
       checkpoints.save_pretrained(self.model.backbone, os.path.join(options.model_dir,
-                                                                    "pretrained"))
+                                                                    PRETRAINED_DIR))
+      # Backbone and LM head: for run/evaluate_lm.py (and generation).
+      checkpoints.save_pretrained(self.model, os.path.join(options.model_dir, LM_DIR))
     return {"step": step, "history": history, "held_out": held_out,
-            "last_checkpoint": self.manager.latest_checkpoint, "saved_at": last}
+            "last_checkpoint": self.manager.latest_checkpoint, "saved_at": last,
+            "skipped_steps": (int(self.loss_scale.skipped_steps.numpy())
+                              if self.loss_scale is not None else None)}
 
 
+PRETRAINED_DIR = "pretrained"  # under model_dir: the backbone (--init_checkpoint of fine-tuning)
+LM_DIR = "lm"                  # under model_dir: the backbone with its LM head
 _CALIBRATION_STEPS = 20
 _BUDGET_RESERVE_SECONDS = 5.0
 

@@ -21,6 +21,8 @@ Example, T = 4, R = 0, order 2 -> 0 -> 3, position 1 context, targets {0, 2}, po
     3: 0 0 0 0      <cls> sees everything earlier and itself
 """
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 
@@ -32,12 +34,21 @@ def factorization_ranks(rng: np.random.Generator, is_selected, is_functional, pe
   `perm_size` positions and the chunks follow each other; perm_size = part length gives a
   uniformly random order.
   """
-  length = len(is_selected)
   offsets = rng.permutation(perm_size)
-  positions = np.arange(length)
-  ranks = (positions // perm_size) * perm_size + offsets[positions % perm_size]
+  if len(is_selected) == perm_size:
+    ranks = offsets
+  else:
+    chunk_starts, offset_index = _chunks(len(is_selected), perm_size)
+    ranks = chunk_starts + offsets[offset_index]
   context = ~is_selected & ~is_functional
   return np.where(context, -1, ranks).astype(np.int32)
+
+
+@functools.lru_cache(maxsize=8)
+def _chunks(length: int, perm_size: int):
+  """(first position of each position's chunk, its index in the chunk), for every position."""
+  positions = np.arange(length)
+  return (positions // perm_size) * perm_size, positions % perm_size
 
 
 def perm_mask_from_ranks(ranks, is_target, reuse_len: int):

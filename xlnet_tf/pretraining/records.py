@@ -16,7 +16,9 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf.errors import UserInputError
 from xlnet_tf.json_files import write_json
+from xlnet_tf.pretraining.lm_streams import split_lm_segment
 from xlnet_tf.pretraining.masked_lm import expand_masked_lm
 from xlnet_tf.pretraining.permutation import expand_factorization
 from xlnet_tf.pretraining.examples import PretrainingSettings, StoredExample
@@ -29,21 +31,38 @@ def id_dtype(vocab_size: int) -> str:
   return "uint16" if vocab_size <= 65536 else "int32"
 
 
+_LITTLE_ENDIAN = {name: np.dtype(name).newbyteorder("<")
+                  for name in ("uint8", "uint16", "int16", "int32")}
+
+
 def serialize_example(example: StoredExample, ids_dtype: str) -> bytes:
-  def raw(array, dtype):
-    return tf.train.Feature(bytes_list=tf.train.BytesList(
-        value=[np.ascontiguousarray(array, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()]))
-  features = {
-      "input_ids": raw(example.input_ids, ids_dtype),
-      "segment_ids": raw(example.segment_ids, "uint8"),
-      "target_positions": raw(example.target_positions, "int16"),
-      "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(example.label)])),
-  }
+  # Filled in place: building Feature objects and a dict first took 3x as long.
+  proto = tf.train.Example()
+  feature = proto.features.feature
+
+  def put(name, array, dtype):
+    feature[name].bytes_list.value.append(
+        np.asarray(array).astype(_LITTLE_ENDIAN[dtype], copy=False).tobytes())
+
+  put("input_ids", example.input_ids, ids_dtype)
+  put("segment_ids", example.segment_ids, "uint8")
+  put("target_positions", example.target_positions, "int16")
+  feature["label"].int64_list.value.append(int(example.label))
   if example.ranks is not None:
-    features["ranks"] = raw(example.ranks, "int16")
+    put("ranks", example.ranks, "int16")
   if example.replacements is not None:
-    features["replacements"] = raw(example.replacements, ids_dtype)
-  return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+    put("replacements", example.replacements, ids_dtype)
+  # deterministic: the feature map is otherwise written in an order that varies with the
+  # process's hash seed, and the same seed would not give the same bytes.
+  return proto.SerializeToString(deterministic=True)
+
+
+def serialize_lm_segment(segment: np.ndarray, ids_dtype: str) -> bytes:
+  """objective clm: one stored segment, seq_len + 1 ids (see lm_streams)."""
+  ids = np.ascontiguousarray(segment, dtype=np.dtype(ids_dtype).newbyteorder("<")).tobytes()
+  feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=[ids]))
+  return tf.train.Example(features=tf.train.Features(feature={"input_ids": feature})
+                          ).SerializeToString(deterministic=True)
 
 
 # ---- record info -------------------------------------------------------------------------
@@ -65,8 +84,8 @@ def load_record_info(path: str) -> Dict[str, Any]:
   with open(path, encoding="utf-8") as handle:
     info = json.load(handle)
   if info.get("format_version") != FORMAT_VERSION:
-    raise ValueError(f"{path}: record format {info.get('format_version')} is not "
-                     f"{FORMAT_VERSION}; recreate the data")
+    raise UserInputError(f"{path}: record format {info.get('format_version')} is not "
+                         f"{FORMAT_VERSION}; recreate the data")
   info["directory"] = os.path.dirname(os.path.abspath(path))
   # Data written before the objectives existed are permutation-LM data with span targets.
   info["settings"].setdefault("objective", "perm")
@@ -80,10 +99,10 @@ def check_settings(info: Dict[str, Any], **expected) -> None:
   differences = [f"{key}: data {stored.get(key)!r}, run {value!r}" for key, value in
                  expected.items() if value is not None and stored.get(key) != value]
   if differences:
-    raise ValueError(f"{info['directory']}/{RECORD_INFO_FILE}: the data were made with other "
-                     "settings than this run's:\n  " + "\n  ".join(differences))
+    raise UserInputError(f"{info['directory']}/{RECORD_INFO_FILE}: the data were made with other "
+                         "settings than this run's:\n  " + "\n  ".join(differences))
   if info["num_batch"] == 0:
-    raise ValueError(f"{info['directory']}: the data hold no complete batch (num_batch = 0)")
+    raise UserInputError(f"{info['directory']}: the data hold no complete batch (num_batch = 0)")
 
 
 # ---- reader ------------------------------------------------------------------------------
@@ -107,7 +126,8 @@ def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
 
   Yields dicts: input_ids, segment_ids int32 [B, T]; target_mapping [B, P, T]; target int32
   [B, P]; target_mask [B, P]; label int32 [B]; for perm also perm_mask [B, T, T] and input_q
-  [B, T] (for mlm, input_ids are the corrupted ids and there is no perm_mask).
+  [B, T] (for mlm, input_ids are the corrupted ids and there is no perm_mask). For clm:
+  input_ids, target (the next tokens) int32 [B, T] and target_mask [B, T] only.
   """
   info = load_record_info(record_info_path)
   settings = info["settings"]
@@ -117,8 +137,8 @@ def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
   if input_context is not None and input_context.num_input_pipelines > 1:
     pipelines = input_context.num_input_pipelines
     if len(files) < pipelines:
-      raise ValueError(f"{info['directory']}: {len(files)} data files cannot be sharded over "
-                       f"{pipelines} input pipelines; create the data with more shards")
+      raise UserInputError(f"{info['directory']}: {len(files)} data files cannot be sharded over "
+                           f"{pipelines} input pipelines; create the data with more shards")
     files = files[input_context.input_pipeline_id::pipelines]
   missing = [f for f in files if not os.path.exists(f)]
   if missing:
@@ -127,6 +147,9 @@ def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
   reuse_len = settings["reuse_len"]
   masked_lm = settings["objective"] == "mlm"
   ids_dtype = tf.uint16 if info["tokenizer"]["ids_dtype"] == "uint16" else tf.int32
+  if settings["objective"] == "clm":
+    decode = _lm_segment_decoder(batch_size, seq_len, ids_dtype)
+    return _batched_records(files, batch_size, decode, repeat, skip_batches)
   schema = {"input_ids": tf.io.FixedLenFeature([], tf.string),
             "segment_ids": tf.io.FixedLenFeature([], tf.string),
             "replacements" if masked_lm else "ranks": tf.io.FixedLenFeature([], tf.string),
@@ -153,6 +176,10 @@ def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
                     label=tf.cast(parsed["label"], tf.int32))
     return features
 
+  return _batched_records(files, batch_size, decode, repeat, skip_batches)
+
+
+def _batched_records(files, batch_size, decode, repeat, skip_batches) -> tf.data.Dataset:
   dataset = tf.data.TFRecordDataset(files)  # files in order: rows continue across batches
   if repeat:
     dataset = dataset.repeat()
@@ -161,3 +188,17 @@ def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
   dataset = dataset.batch(batch_size, drop_remainder=True)
   dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _lm_segment_decoder(batch_size, seq_len, ids_dtype):
+  """objective clm: stored [B, seq_len + 1] -> inputs, next-token targets, all real."""
+  schema = {"input_ids": tf.io.FixedLenFeature([], tf.string)}
+
+  def decode(serialized):
+    stored = tf.io.decode_raw(tf.io.parse_example(serialized, schema)["input_ids"], ids_dtype,
+                              little_endian=True)
+    stored = tf.reshape(tf.cast(stored, tf.int32), [batch_size, seq_len + 1])
+    input_ids, target = split_lm_segment(stored)
+    return {"input_ids": input_ids, "target": target,
+            "target_mask": tf.ones([batch_size, seq_len], tf.float32)}
+  return decode

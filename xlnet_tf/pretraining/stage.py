@@ -1,25 +1,43 @@
-"""The pretraining data stage: text files -> TFRecords + record_info.json, parallel over files.
+"""The pretraining data stage: text files -> TFRecords + record_info.json, in parallel.
 
-Each input file is one shard: its own token stream and TFRecord file, its own random stream
-(seeded from the run's seed and the file's index), so the output is byte-identical for a
-given seed whatever the number of worker processes.
+Each input file is one token stream and one TFRecord file, as in the original. The work is cut
+into pieces whose results do not depend on who computes them, so any number of worker
+processes shares it (also on a single large file) and a seed gives the same bytes whatever
+the number of workers:
+  1. tokenize: document-aligned byte ranges of the files (`corpus.document_ranges`), each
+     written to disk as a part of its file's token stream (`token_files`);
+  2. examples: blocks of consecutive batches of a file's rows, batch t drawing from generators
+     seeded with (seed, task, file index, t); the blocks' records are appended in order.
+No process holds a whole file: memory depends on the range and block sizes, not on the corpus.
 """
 
+import contextlib
 import dataclasses
+import functools
 import hashlib
 import multiprocessing
 import os
+import shutil
+import tempfile
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
-import numpy as np
-
-from xlnet_tf.pretraining.corpus import ReadStats, read_documents
-from xlnet_tf.pretraining.examples import (ExampleBuilder, PretrainingSettings, batchify,
-                                           token_stream)
+from xlnet_tf.errors import UserInputError
+from xlnet_tf.pretraining.corpus import ReadStats, document_ranges, read_documents
+from xlnet_tf.pretraining.examples import (ExampleBuilder, PretrainingSettings, batch_count,
+                                           row_step, stream_count, stream_rows, token_stream)
+from xlnet_tf.pretraining.lm_streams import lm_segment_batches
+from xlnet_tf.pretraining.token_files import StreamPart, TokenStream, write_part
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 
 TFRECORD_SUFFIX = ".tfrecords"
+# Tokenizing ranges: a few per worker for balance, small enough to bound a worker's memory
+# (the text, its lines and ids: ~10x the range). They do not change the output.
+RANGE_BYTES_MIN, RANGE_BYTES_MAX = 256 << 10, 8 << 20
+# Examples per block of batches (~0.3 s of work): small for balance, large for few part files.
+# The output does not depend on it either (each batch has its own seed).
+EXAMPLES_PER_BLOCK = 2048
+PROGRESS_SECONDS = 30.0
 
 
 @dataclasses.dataclass
@@ -69,48 +87,112 @@ class StageSummary:
     return "\n".join(lines)
 
 
-def _shard_seed(seed: int, task: int, index: int) -> np.random.SeedSequence:
-  return np.random.SeedSequence([seed, task, index])
+class Progress:
+  """Reports `done` of `total` with a rate and an ETA every PROGRESS_SECONDS; silent in runs
+  shorter than that."""
+
+  def __init__(self, report: Optional[Callable[[str], None]], every: Optional[float] = None):
+    self.report = report
+    self.every = PROGRESS_SECONDS if every is None else every
+    self.start = self.last = time.perf_counter()
+
+  def update(self, what: str, done: float, total: float, unit: str) -> None:
+    now = time.perf_counter()
+    if self.report is None or now - self.last < self.every or not total:
+      return
+    self.last = now
+    rate = done / max(now - self.start, 1e-9)
+    eta = (total - done) / rate if rate else float("inf")
+    self.report(f"{what}: {done / total:.0%} ({done:,.0f} of {total:,.0f} {unit}), "
+                f"{rate:,.0f} {unit}/s, ETA {_duration(eta)}")
 
 
-def _build_shard(job) -> ShardResult:
-  """Runs in a worker: tokenize one file, cut its stream, write its TFRecord file."""
-  import tensorflow as tf  # the TFRecord writer
-  from xlnet_tf.pretraining.records import id_dtype, serialize_example
-  (index, path, output_path, sp_path, settings, seed, task) = job
-  tokenizer = XLNetTokenizer(sp_path, lower=settings.uncased)
+def _duration(seconds: float) -> str:
+  if seconds == float("inf"):
+    return "unknown"
+  minutes, seconds = divmod(round(seconds), 60)
+  hours, minutes = divmod(minutes, 60)
+  return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {seconds:02d} s"
+
+
+def _tokenizer(sp_path: str, lower: bool) -> XLNetTokenizer:
+  """One per process and model file; forked workers inherit the parent's. Keyed by the file's
+  modification time too: a model retrained at the same path is loaded again."""
+  try:
+    stamp = os.stat(sp_path).st_mtime_ns
+  except OSError:
+    stamp = None  # XLNetTokenizer names the missing file
+  return _cached_tokenizer(sp_path, lower, stamp)
+
+
+@functools.lru_cache(maxsize=2)
+def _cached_tokenizer(sp_path: str, lower: bool, stamp) -> XLNetTokenizer:
+  del stamp  # part of the cache key only
+  return XLNetTokenizer(sp_path, lower=lower)
+
+
+def _tokenize_range(job):
+  """Runs in a worker: one document-aligned byte range of a file -> a part of its stream."""
+  (path, byte_range, first_line, part_path, sp_path, settings) = job
+  tokenizer = _tokenizer(sp_path, settings.uncased)
   stats = ReadStats()
-  documents = read_documents(path, stats)
-  name = os.path.basename(output_path)
+  documents = read_documents(path, stats, byte_range, first_line)
   lines = [line for document in documents for line in document]
   flat, line_lengths = tokenizer.encode_to_array(lines)
   eod = tokenizer.special_ids.eod if settings.use_eod else None
-  if settings.use_eod and eod < 0:
-    raise ValueError(f"{sp_path}: use_eod needs an <eod> symbol in the SentencePiece model")
   ids, sentence_ids = token_stream(flat, line_lengths, [len(d) for d in documents], eod)
-  rows, sentence_rows, dropped = batchify(ids, sentence_ids, settings)
-  rng = np.random.default_rng(_shard_seed(seed, task, index))
+  return write_part(part_path, ids, sentence_ids, len(lines)), stats
+
+
+def _build_block(job):
+  """Runs in a worker: batches [first, stop) of one file's rows -> a TFRecord part file.
+  Returns the batches written (fewer than asked when a row ran out, as in the original)."""
+  import tensorflow as tf  # the TFRecord writer
+  from xlnet_tf.pretraining.records import id_dtype, serialize_example
+  (parts, first, stop, part_path, sp_path, settings, seed) = job
+  tokenizer = _tokenizer(sp_path, settings.uncased)
+  if settings.objective == "clm":
+    return _build_lm_block(parts, first, stop, part_path, id_dtype(tokenizer.vocab_size),
+                           settings)
   builder = ExampleBuilder(settings, tokenizer.word_start, tokenizer.special_ids.sep,
-                           tokenizer.special_ids.cls, rng, mask_id=tokenizer.special_ids.mask,
+                           tokenizer.special_ids.cls, None, mask_id=tokenizer.special_ids.mask,
                            ordinary_ids=tokenizer.ordinary_ids)
   ids_dtype = id_dtype(tokenizer.vocab_size)
-  num_batch = 0
-  consumed = 0
-  with tf.io.TFRecordWriter(output_path) as writer:
-    for batch in builder.batches(rows, sentence_rows):
+  written = 0
+  with TokenStream(parts) as stream, tf.io.TFRecordWriter(part_path) as writer:
+    rows, _ = stream_rows(stream.read, len(stream), settings)
+    for batch in builder.batches(rows, first, stop, seed):
       for example in batch:
         writer.write(serialize_example(example, ids_dtype))
-      num_batch += 1
-  if num_batch:
-    step = settings.reuse_len or (settings.seq_len - 3)
-    consumed = ((num_batch - 1) * step + settings.seq_len) * rows.shape[0]
-    if settings.bi_data:
-      consumed //= 2
-  elif len(ids):
-    stats.skip("file too short for one batch of bsz_per_host rows x seq_len tokens", path)
-  return ShardResult(name=name, num_batch=num_batch, num_examples=num_batch * len(rows),
-                     tokens_read=len(ids), tokens_dropped=max(len(ids) - consumed, 0)
-                     if num_batch else len(ids), stats=stats)
+      written += 1
+  return written
+
+
+def _build_lm_block(parts, first, stop, part_path, ids_dtype, settings) -> int:
+  """objective clm: the rows' consecutive segments [first, stop) (lm_streams)."""
+  import tensorflow as tf  # the TFRecord writer
+  from xlnet_tf.pretraining.records import serialize_lm_segment
+  written = 0
+  with TokenStream(parts) as stream, tf.io.TFRecordWriter(part_path) as writer:
+    rows, _ = stream_rows(stream.read, len(stream), settings)
+    for row in rows:
+      row.load(first * settings.seq_len, stop * settings.seq_len + 1)
+    for batch in lm_segment_batches(rows, settings.seq_len, first, stop):
+      for segment in batch:
+        writer.write(serialize_lm_segment(segment, ids_dtype))
+      written += 1
+  return written
+
+
+@contextlib.contextmanager
+def _parallel_map(workers: int):
+  """An ordered, lazy map over `workers` processes (in this process for one)."""
+  if workers == 1:
+    yield map
+    return
+  # fork: the workers inherit the imported modules and the tokenizer instead of loading them.
+  with multiprocessing.get_context("fork").Pool(workers) as pool:
+    yield functools.partial(pool.imap, chunksize=1)
 
 
 def _sha256(path: str) -> str:
@@ -121,42 +203,53 @@ def _sha256(path: str) -> str:
 def create_pretraining_data(input_files: Sequence[str], sp_path: str, save_dir: str,
                             settings: PretrainingSettings, seed: int = 0, split: str = "train",
                             task: int = 0, num_task: int = 1,
-                            num_workers: Optional[int] = None) -> StageSummary:
-  """Writes `{split}-{task}-{file index}.tfrecords` and record_info.json into save_dir."""
+                            num_workers: Optional[int] = None,
+                            progress: Optional[Callable[[str], None]] = None) -> StageSummary:
+  """Writes `{split}-{task}-{file index}.tfrecords` and record_info.json into save_dir.
+
+  num_workers: processes (default: the CPU count); progress: called with a line every
+  PROGRESS_SECONDS of a long run (e.g. print).
+  """
   from xlnet_tf.pretraining.records import id_dtype, write_record_info
   start = time.perf_counter()
-  tokenizer = XLNetTokenizer(sp_path, lower=settings.uncased)  # fails early on a bad model
+  tokenizer = _tokenizer(sp_path, settings.uncased)  # fails early on a bad model
   if settings.use_eod and tokenizer.special_ids.eod < 0:
-    raise ValueError(f"{sp_path}: use_eod needs an <eod> symbol in the SentencePiece model")
+    raise UserInputError(f"{sp_path}: use_eod needs an <eod> symbol in the SentencePiece model")
   if settings.objective == "mlm" and tokenizer.special_ids.mask < 0:
-    raise ValueError(f"{sp_path}: objective mlm needs a <mask> symbol in the SentencePiece model")
+    raise UserInputError(f"{sp_path}: objective mlm needs a <mask> symbol in the SentencePiece "
+                         "model")
   files = sorted(input_files)
   if not files:
-    raise ValueError("No input files (check --input_glob)")
+    raise UserInputError("No input files (check --input_glob)")
   for path in files:
     if not os.path.isfile(path):
       raise FileNotFoundError(f"{path}: input file not found")
   if not 0 <= task < num_task:
-    raise ValueError(f"task must be in [0, num_task={num_task}); got {task}")
+    raise UserInputError(f"task must be in [0, num_task={num_task}); got {task}")
   files = files[task::num_task]
   os.makedirs(save_dir, exist_ok=True)
-  jobs = [(index, path, os.path.join(save_dir, f"{split}-{task}-{index:05d}{TFRECORD_SUFFIX}"),
-           sp_path, settings, seed, task) for index, path in enumerate(files)]
-  workers = min(num_workers or os.cpu_count() or 1, len(jobs))
-  if workers > 1:
-    # fork: the workers inherit the imported modules instead of importing TensorFlow again.
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-      results = pool.map(_build_shard, jobs, chunksize=1)
-  else:
-    results = [_build_shard(job) for job in jobs]
+  outputs = [os.path.join(save_dir, f"{split}-{task}-{index:05d}{TFRECORD_SUFFIX}")
+             for index in range(len(files))]
+  workers = max(1, num_workers or os.cpu_count() or 1)
+  tracker = Progress(progress)
+  work_dir = tempfile.mkdtemp(prefix=".stage-", dir=save_dir)  # stream and record parts
+  try:
+    with _parallel_map(workers) as parallel_map:
+      parts, file_stats = _tokenize_files(files, sp_path, settings, work_dir, workers,
+                                          parallel_map, tracker)
+      results = _write_examples(files, outputs, parts, file_stats, sp_path, settings,
+                                (seed, task), work_dir, parallel_map, tracker)
+  finally:
+    shutil.rmtree(work_dir, ignore_errors=True)
   stats = ReadStats()
   for result in results:
     stats.merge(result.stats)
   if sum(r.num_batch for r in results) == 0:
     detail = "; ".join(f"{k}: {v}" for k, v in stats.skipped.items()) or "inputs too short"
-    raise ValueError(f"No example could be written ({detail}). {stats.files} files, "
-                     f"{sum(r.tokens_read for r in results)} tokens; bsz_per_host="
-                     f"{settings.bsz_per_host} rows of seq_len={settings.seq_len} need more text")
+    raise UserInputError(f"No example could be written ({detail}). {stats.files} files, "
+                         f"{sum(r.tokens_read for r in results)} tokens; bsz_per_host="
+                         f"{settings.bsz_per_host} rows of seq_len={settings.seq_len} need more "
+                         "text")
   files_info = [{"name": r.name, "num_batch": r.num_batch, "num_examples": r.num_examples}
                 for r in results]
   tokenizer_info = {"sp_path": os.path.abspath(sp_path), "sp_sha256": _sha256(sp_path),
@@ -169,6 +262,81 @@ def create_pretraining_data(input_files: Sequence[str], sp_path: str, save_dir: 
                      "skipped": dict(stats.skipped)}}
   info_path = write_record_info(save_dir, settings, files_info, tokenizer_info, extra)
   return StageSummary(info_path, settings, results, stats, time.perf_counter() - start)
+
+
+def _tokenize_files(files, sp_path, settings, work_dir, workers, parallel_map, tracker):
+  """Step 1: (the stream parts of each file, the ReadStats of each file)."""
+  total_bytes = sum(os.path.getsize(path) for path in files)
+  range_bytes = min(max(total_bytes // (4 * workers), RANGE_BYTES_MIN), RANGE_BYTES_MAX)
+  stats = [ReadStats(files=1) for _ in files]
+  jobs, owners = [], []
+  for index, path in enumerate(files):
+    ranges = document_ranges(path, range_bytes)
+    if not ranges:
+      stats[index].skip("empty file", path)
+    for number, (begin, end, first_line) in enumerate(ranges):
+      jobs.append((path, (begin, end), first_line,
+                   os.path.join(work_dir, f"tokens-{index:05d}-{number:06d}"), sp_path,
+                   settings))
+      owners.append(index)
+  parts: List[List[StreamPart]] = [[] for _ in files]
+  done = 0
+  for index, job, (part, range_stats) in zip(owners, jobs, parallel_map(_tokenize_range, jobs)):
+    parts[index].append(part)
+    stats[index].merge(range_stats)
+    done += job[1][1] - job[1][0]
+    tracker.update("Tokenizing", done, total_bytes, "bytes")
+  return parts, stats
+
+
+def _write_examples(files, outputs, parts, stats, sp_path, settings, seed, work_dir,
+                    parallel_map, tracker) -> List[ShardResult]:
+  """Step 2: every file's TFRecord file, block by block in order."""
+  tokens = [sum(part.tokens for part in file_parts) for file_parts in parts]
+  batches = [batch_count(count // stream_count(settings), settings) for count in tokens]
+  per_block = max(1, EXAMPLES_PER_BLOCK // settings.bsz_per_host)
+  jobs, owners = [], []
+  for index, file_parts in enumerate(parts):
+    for first in range(0, batches[index], per_block):
+      jobs.append((file_parts, first, min(first + per_block, batches[index]),
+                   os.path.join(work_dir, f"examples-{index:05d}-{first:010d}"), sp_path,
+                   settings, (*seed, index)))
+      owners.append(index)
+  for path in outputs:
+    open(path, "wb").close()  # a file too short for one batch gets an empty record file
+  written, ran_out = [0] * len(files), [False] * len(files)
+  done = 0
+  for index, job, count in zip(owners, jobs, parallel_map(_build_block, jobs)):
+    (_, first, stop, part_path) = job[:4]
+    if not ran_out[index]:  # after a row ran out, the original writes nothing more
+      with open(part_path, "rb") as part, open(outputs[index], "ab") as output:
+        shutil.copyfileobj(part, output, 1 << 20)
+      written[index] += count
+      ran_out[index] = count < stop - first
+    os.remove(part_path)
+    done += stop - first
+    tracker.update("Writing examples", sum(tokens) * done / sum(batches), sum(tokens),
+                   "corpus tokens")
+  step = row_step(settings)
+  results = []
+  for index, path in enumerate(files):
+    num_batch = written[index]
+    consumed = 0
+    if num_batch:
+      # The last batch's rows end at seq_len tokens (clm: plus the last target).
+      row_end = settings.seq_len + (settings.objective == "clm")
+      consumed = ((num_batch - 1) * step + row_end) * settings.bsz_per_host
+      if settings.bi_data:
+        consumed //= 2
+    elif tokens[index]:
+      stats[index].skip("file too short for one batch of bsz_per_host rows x seq_len tokens",
+                        path)
+    results.append(ShardResult(name=os.path.basename(outputs[index]), num_batch=num_batch,
+                               num_examples=num_batch * settings.bsz_per_host,
+                               tokens_read=tokens[index],
+                               tokens_dropped=max(tokens[index] - consumed, 0),
+                               stats=stats[index]))
+  return results
 
 
 def stage_settings_from_flags(values: Dict) -> PretrainingSettings:

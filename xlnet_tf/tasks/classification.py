@@ -11,6 +11,7 @@ from absl import logging
 import keras
 import numpy as np
 
+from xlnet_tf.errors import UserInputError
 from xlnet_tf import checkpoints
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.heads.classifier import XLNetClassifier
@@ -120,10 +121,50 @@ def read_imdb(data_dir: str, split: str, report: ReadReport) -> List[TextExample
   return examples
 
 
-def read_generic(path: str, report: ReadReport) -> List[TextExample]:
-  """CSV/TSV with a header naming text, text_b (optional), label (optional); or JSONL with
-  those keys."""
+# The text columns of a generic file (CSV/TSV header names or JSON keys) when text_columns is
+# not given: the first pair present, else the first single text (GLUE / SuperGLUE names).
+TEXT_COLUMN_NAMES = (("text", "text_b"), ("text_a", "text_b"), ("sentence1", "sentence2"),
+                     ("premise", "hypothesis"), ("question1", "question2"),
+                     ("question", "sentence"), ("question", "passage"),
+                     ("text", None), ("text_a", None), ("sentence", None))
+LABEL_COLUMN = "label"
+
+
+def find_text_columns(names: Sequence[str], where: str,
+                      text_columns: Optional[Sequence[str]] = None
+                      ) -> Tuple[str, Optional[str]]:
+  """(text_a, text_b or None): `text_columns` (one or two names) when given, else the first of
+  TEXT_COLUMN_NAMES that `names` hold."""
+  if text_columns:
+    missing = [name for name in text_columns if name not in names]
+    if missing:
+      raise UserInputError(f"{where}: no column {missing[0]!r} (text_columns); the columns are "
+                           f"{list(names)}")
+    return text_columns[0], text_columns[1] if len(text_columns) > 1 else None
+  for text_a, text_b in TEXT_COLUMN_NAMES:
+    if text_a in names and (text_b is None or text_b in names):
+      return text_a, text_b
+  known = sorted({name for pair in TEXT_COLUMN_NAMES for name in pair if name})
+  raise UserInputError(f"{where}: no text column among {list(names)}; name one {known} or pass "
+                       "text_columns (--text_columns=a[,b])")
+
+
+def read_generic(path: str, report: ReadReport, text_columns: Optional[Sequence[str]] = None
+                 ) -> List[TextExample]:
+  """CSV/TSV with a header, or JSONL: the text column(s) (find_text_columns) and `label`
+  (optional: unlabelled test data). An empty second text is a single-text example."""
+  if text_columns is not None and not 1 <= len(text_columns) <= 2:
+    raise UserInputError(f"text_columns names one or two columns (text_a[,text_b]); got "
+                         f"{list(text_columns)}")
   examples = []
+
+  def add(record, columns, where):
+    text_a, text_b = columns
+    second = record.get(text_b) if text_b else None
+    label = record.get(LABEL_COLUMN)
+    examples.append(TextExample(str(record[text_a]), None if second in (None, "") else str(second),
+                                None if label is None else str(label), where))
+
   if path.endswith(".jsonl"):
     with open(path, encoding="utf-8") as handle:
       for number, line in enumerate(handle, start=1):
@@ -133,33 +174,44 @@ def read_generic(path: str, report: ReadReport) -> List[TextExample]:
         try:
           record = json.loads(line)
         except json.JSONDecodeError as error:
-          raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
-        if not isinstance(record, dict) or "text" not in record:
-          raise ValueError(f"{where}: a JSON object with a 'text' field is expected")
-        label = record.get("label")
-        examples.append(TextExample(str(record["text"]), record.get("text_b"),
-                                    None if label is None else str(label), where))
+          raise UserInputError(f"{where}: not valid JSON ({error.msg})") from None
+        if not isinstance(record, dict):
+          raise UserInputError(f"{where}: a JSON object is expected")
+        add(record, find_text_columns(list(record), where, text_columns), where)
   else:
     delimiter = "\t" if path.endswith(".tsv") else ","
     with open(path, encoding="utf-8", newline="") as handle:
       reader = csv.DictReader(handle, delimiter=delimiter)
-      if not reader.fieldnames or "text" not in reader.fieldnames:
-        raise ValueError(f"{path}:1: the header must name a 'text' column (and optionally "
-                         f"'text_b', 'label'); got {reader.fieldnames}")
+      columns = find_text_columns(reader.fieldnames or [], f"{path}:1", text_columns)
       for number, row in enumerate(reader, start=2):
-        if row.get("text") is None or None in row:
+        if row.get(columns[0]) is None or None in row:
           report.skip("wrong number of columns", f"{path}:{number}")
           continue
-        examples.append(TextExample(row["text"], row.get("text_b") or None,
-                                    row.get("label"), f"{path}:{number}"))
+        add(row, columns, f"{path}:{number}")
   report.read += len(examples)
   return examples
 
 
+def training_labels(examples: Sequence[TextExample], path: str) -> List[str]:
+  """The label set of a training file, sorted (by value when every label is an integer, so
+  "2" comes before "10"); at least two labels."""
+  labels = {example.label for example in examples if example.label is not None}
+  if all(label.lstrip("-").isdigit() for label in labels):
+    ordered = sorted(labels, key=lambda label: (int(label), label))
+  else:
+    ordered = sorted(labels)
+  if len(ordered) < 2:
+    raise UserInputError(f"{path}: a classification task needs at least 2 labels in its training "
+                         f"file; got {ordered}")
+  return ordered
+
+
 def label_ids(examples: Sequence[TextExample], labels: Optional[Sequence[str]],
-              report: ReadReport) -> Tuple[List[TextExample], np.ndarray]:
-  """Keeps examples whose label is in the task's set (others are counted skips); regression
-  labels (labels None) must parse as floats."""
+              report: ReadReport, label_origin: Optional[str] = None
+              ) -> Tuple[List[TextExample], np.ndarray]:
+  """Label indices; regression labels (labels None) must parse as floats. A label outside
+  `labels` is a counted skip, or an error when the set was inferred from data (`label_origin`
+  says from where, e.g. the training file): the model could never predict it."""
   kept, values = [], []
   for example in examples:
     if example.label is None:
@@ -174,6 +226,9 @@ def label_ids(examples: Sequence[TextExample], labels: Optional[Sequence[str]],
     elif example.label in labels:
       values.append(labels.index(example.label))
       kept.append(example)
+    elif label_origin:
+      raise UserInputError(f"{example.where}: label {example.label!r} does not occur in "
+                           f"{label_origin} (labels: {list(labels)})")
     else:
       report.skip(f"label not in {list(labels)}", example.where)
   dtype = np.float32 if labels is None else np.int32
@@ -199,7 +254,7 @@ def encode_long_documents(tokenizer, texts: Sequence[str], segment_length: int,
   """
   chunk = segment_length - 2
   if chunk < 1:
-    raise ValueError(f"segment_length must be at least 3; got {segment_length}")
+    raise UserInputError(f"segment_length must be at least 3; got {segment_length}")
   sep, cls = tokenizer.special_ids.sep, tokenizer.special_ids.cls
   pad = max(tokenizer.special_ids.pad, 0)
   shape = [len(texts), num_segments, segment_length]
@@ -224,21 +279,30 @@ def encode_long_documents(tokenizer, texts: Sequence[str], segment_length: int,
 
 @dataclasses.dataclass
 class TaskData:
-  """Encoded splits of one task. labels None = regression."""
+  """Encoded splits of one task. labels None = regression; label_origin: where the label
+  order came from (for the user: the task, --labels, a training file, a labels.json)."""
   name: str
   labels: Optional[List[str]]
   metric: str
   splits: Dict[str, Dict[str, np.ndarray]]
   reports: Dict[str, ReadReport]
+  label_origin: Optional[str] = None
 
 
 def load_task(task_name: str, tokenizer: XLNetTokenizer, max_seq_length: int,
               data_dir: Optional[str] = None, files: Optional[Dict[str, str]] = None,
               labels: Optional[Sequence[str]] = None, regression: bool = False,
-              splits: Sequence[str] = ("train", "dev"), mnli_mismatched: bool = False
+              splits: Sequence[str] = ("train", "dev"), mnli_mismatched: bool = False,
+              text_columns: Optional[Sequence[str]] = None, model_dir: Optional[str] = None
               ) -> TaskData:
   """A GLUE task from `data_dir`, imdb (aclImdb), or `task_name='generic'` from `files`
-  {split: path}. MNLI's dev/test are the matched sets unless `mnli_mismatched`."""
+  {split: path}. MNLI's dev/test are the matched sets unless `mnli_mismatched`.
+
+  A generic classification task without `labels` takes the training file's (training_labels),
+  or, without a train split, the order a training run saved in `model_dir`
+  (finetuning.saved_labels); a dev/test label outside an inferred set is an error.
+  """
+  label_origin, inferred_from = f"the {task_name} task", None
   if task_name in GLUE_TASKS:
     spec = GLUE_TASKS[task_name]
     task_labels, metric = spec.labels, spec.metric
@@ -252,26 +316,48 @@ def load_task(task_name: str, tokenizer: XLNetTokenizer, max_seq_length: int,
     task_labels, metric = IMDB_LABELS, "accuracy"
     read = lambda split, report: read_imdb(data_dir, split, report)
   elif task_name == "generic":
-    if not regression and not labels:
-      raise ValueError("generic tasks need --labels (or --regression)")
-    task_labels = None if regression else list(labels)
+    task_labels = None if regression or not labels else list(labels)
+    label_origin = "--labels"
     metric = "pearson" if regression else "accuracy"
-    read = lambda split, report: read_generic(files[split], report)
+    missing = [split for split in splits if not (files or {}).get(split)]
+    if missing:
+      raise UserInputError(f"generic task: no file for the {missing[0]} split "
+                           f"(--{missing[0]}_file)")
+    read = lambda split, report: read_generic(files[split], report, text_columns)
   else:
-    raise ValueError(f"Unknown task {task_name!r}; GLUE tasks: {sorted(GLUE_TASKS)}, imdb or "
-                     "generic")
-  encoded, reports = {}, {}
+    raise UserInputError(f"Unknown task {task_name!r}; GLUE tasks: {sorted(GLUE_TASKS)}, imdb or "
+                         "generic")
+  reports = {split: ReadReport() for split in splits}
+  examples = {split: read(split, reports[split]) for split in splits}
+  if task_name == "generic" and not regression and not labels:
+    task_labels, inferred_from = _inferred_labels(files, examples, model_dir)
+    label_origin = inferred_from
+  encoded = {}
   for split in splits:
-    report = ReadReport()
-    examples, values = label_ids(read(split, report), task_labels, report)
-    if not examples:
-      raise ValueError(f"{task_name} {split}: no usable example ({report.summary()})")
-    features = encode_examples(tokenizer, examples, max_seq_length, report)
+    report = reports[split]
+    kept, values = label_ids(examples[split], task_labels, report, inferred_from)
+    if not kept:
+      raise UserInputError(f"{task_name} {split}: no usable example ({report.summary()})")
+    features = encode_examples(tokenizer, kept, max_seq_length, report)
     features["label"] = values
-    encoded[split], reports[split] = features, report
+    encoded[split] = features
     logging.info("%s %s: %s", task_name, split, report.summary())
   return TaskData(task_name, None if task_labels is None else list(task_labels), metric,
-                  encoded, reports)
+                  encoded, reports, None if task_labels is None else label_origin)
+
+
+def _inferred_labels(files, examples, model_dir) -> Tuple[List[str], str]:
+  """(labels, where from) of a generic task given no labels: the training file's, or the
+  order saved beside the model of an earlier training run."""
+  if "train" in examples:
+    return (training_labels(examples["train"], files["train"]),
+            f"the training file {files['train']}")
+  saved = finetuning.saved_labels(model_dir) if model_dir else None
+  if saved is None:
+    raise UserInputError(f"generic task without a training file: no --labels and no "
+                         f"{finetuning.LABELS_FILE} in {model_dir} (a training run writes it); "
+                         "pass --labels, --regression or train first")
+  return saved, os.path.join(model_dir, finetuning.LABELS_FILE)
 
 
 def build_classifier(config: XLNetConfig, task: TaskData, summary_type: str = "last",
@@ -291,27 +377,27 @@ def predict_logits(model, features, batch_size: int) -> np.ndarray:
   return finetuning.predict(model, features, batch_size)
 
 
-def train_classifier(model: XLNetClassifier, task: TaskData, train_steps: int,
-                     batch_size: int, learning_rate: float, warmup_steps: int = 0,
-                     weight_decay: float = 0.0, lr_layer_decay_rate: float = 1.0,
-                     eval_every: Optional[int] = None, best_dir: Optional[str] = None,
-                     seed: int = 0, jit_compile: bool = True) -> Dict:
+def train_classifier(model: XLNetClassifier, task: TaskData,
+                     options: finetuning.FinetuningOptions, best_dir: Optional[str] = None
+                     ) -> Dict:
   """Fine-tunes on the task's train split (finetuning.finetune), scoring dev by the task's
-  metric; returns the dev history and the best result."""
+  metric; returns the dev history and the best result. The label order is saved beside the
+  best weights (finetuning.save_labels), for predict-only runs and exports."""
   regression = task.labels is None
+  if best_dir and not regression:
+    finetuning.save_labels(best_dir, task.labels)
   loss = (keras.losses.MeanSquaredError() if regression else
           keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   metric = "pearson" if regression else task.metric
   dev = task.splits.get("dev")
 
   def evaluate():
-    return classification_metrics(dev["label"], predict_logits(model, dev, batch_size), metric)
+    return classification_metrics(dev["label"], predict_logits(model, dev, options.batch_size),
+                                  metric)
 
-  options = finetuning.FinetuningOptions(
-      train_steps, batch_size, learning_rate, warmup_steps, weight_decay, lr_layer_decay_rate,
-      eval_every, seed, jit_compile)
-  train = finetuning.feature_dataset(task.splits["train"], batch_size, label_key="label",
-                                     shuffle=True, seed=seed, repeat=True)
+  train = finetuning.feature_dataset(task.splits["train"], options.batch_size,
+                                     label_key="label", shuffle=True, seed=options.seed,
+                                     repeat=True)
   return finetuning.finetune(model, train, options, evaluate=evaluate if dev else None,
                              metric=metric, best_dir=best_dir, loss=loss)
 

@@ -1,5 +1,6 @@
 """The one fine-tuning loop of every task: Model.fit, evaluation on dev every `eval_every`
-steps, the best weights kept (by the task's metric, higher is better) and reloaded at the end.
+steps, the best weights kept (by the task's metric, higher is better) and reloaded at the end,
+progress shown as it goes (tasks.progress: a bar on a terminal, plain lines in logs).
 
 A task supplies its model (a head over XLNetModel), its training batches, its loss (or the
 head's own `compute_loss`) and an `evaluate()` returning its dev scores; the task modules
@@ -9,7 +10,7 @@ One machine: one device or mirrored replicas (Model.fit).
 
 import dataclasses
 import os
-from typing import Callable, Dict, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, TextIO, Union
 
 from absl import logging
 import keras
@@ -17,10 +18,15 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf import checkpoints
+from xlnet_tf.errors import UserInputError
+from xlnet_tf.json_files import read_json, write_json
 from xlnet_tf.model import backbone_inputs
+from xlnet_tf.tasks.progress import ProgressDisplay, check_progress_mode
 from xlnet_tf.training.optimization import create_optimizer
 
 BEST_DIR = "best"  # under the output directory: the kept weights (own format)
+# Beside the kept weights: the label of each output class, in order (predict, export read it).
+LABELS_FILE = "labels.json"
 
 
 @dataclasses.dataclass
@@ -34,6 +40,10 @@ class FinetuningOptions:
   eval_every: Optional[int] = None   # default: once, at the end
   seed: int = 0
   jit_compile: Union[bool, str] = "auto"
+  progress: str = "auto"             # progress.PROGRESS_MODES: bar on a terminal, else lines
+
+  def __post_init__(self):
+    check_progress_mode(self.progress)
 
 
 def feature_dataset(features: Dict[str, np.ndarray], batch_size: int, *,
@@ -59,30 +69,47 @@ def predict(model, features: Dict[str, np.ndarray], batch_size: int,
   return model.predict(feature_dataset(features, batch_size, extra_keys=extra_keys), verbose=0)
 
 
-class _KeepBest(keras.callbacks.Callback):
-  """After every epoch (= eval_every steps): evaluates on dev and saves the weights when the
-  metric improves; without an evaluation, saves the latest weights."""
+class _Finetuning(keras.callbacks.Callback):
+  """Drives the fit: stops at train_steps (the last period may be shorter than eval_every);
+  after every period evaluates on dev and saves the weights when the metric improves (without
+  an evaluation, saves the latest weights); reports each step and evaluation to `display`."""
 
-  def __init__(self, evaluate, metric, directory):
+  def __init__(self, evaluate, metric, directory, train_steps, display):
     super().__init__()
     self.evaluate, self.metric, self.directory = evaluate, metric, directory
-    self.best, self.history = None, []
+    self.train_steps, self.display = train_steps, display
+    self.best, self.history, self.steps_done = None, [], 0
+
+  def on_train_begin(self, logs=None):
+    self.display.begin()
+
+  def on_train_batch_end(self, batch, logs=None):
+    self.steps_done += 1
+    self.display.step(self.steps_done, (logs or {}).get("loss"))
+    if self.steps_done >= self.train_steps:
+      self.model.stop_training = True
 
   def on_epoch_end(self, epoch, logs=None):
     step = int(self.model.optimizer.iterations.numpy())
     loss = (logs or {}).get("loss")
     if self.evaluate is None:
-      logging.info("step %d: loss %s", step, loss)
+      logging.debug("step %d: loss %s", step, loss)
       self._save()
       return
+    self.display.evaluating()
     result = dict(self.evaluate(), step=step)
     if loss is not None:
       result["loss"] = float(loss)
     self.history.append(result)
-    logging.info("dev at step %d: %s", step, result)
+    # The display shows it (a log line on stderr would cut into the bar); the history keeps it.
+    logging.debug("dev at step %d: %s", step, result)
     if self.best is None or result[self.metric] > self.best[self.metric]:
       self.best = result
       self._save()
+    self.display.evaluation(step, result, self.best, self.metric)
+
+  def on_train_end(self, logs=None):
+    self.display.end()
 
   def _save(self):
     if self.directory:
@@ -92,13 +119,15 @@ class _KeepBest(keras.callbacks.Callback):
 def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, *,
              evaluate: Optional[Callable[[], Dict[str, float]]] = None,
              metric: Optional[str] = None, best_dir: Optional[str] = None,
-             loss=None) -> Dict:
+             loss=None, progress_stream: Optional[TextIO] = None) -> Dict:
   """Fits `model` for options.train_steps on the (repeated) training batches.
 
-  Every eval_every steps `evaluate()` scores dev; the weights with the best `metric` are saved
-  to `best_dir` and loaded back into `model` at the end (without `evaluate`, the last
-  weights). `loss`: a Keras loss of (labels, outputs), or None when the model computes its own
-  (`compute_loss`). Returns {"history": [dev scores + step], "best": scores, "metric"}.
+  Every eval_every steps (and after the last step) `evaluate()` scores dev; the weights with
+  the best `metric` are saved to `best_dir` and loaded back into `model` at the end (without
+  `evaluate`, the last weights). `loss`: a Keras loss of (labels, outputs), or None when the
+  model computes its own (`compute_loss`). Progress goes to `progress_stream` (default stdout)
+  as options.progress says (progress.ProgressDisplay). Returns {"history": [dev scores +
+  step], "best": scores, "metric"}.
   """
   if evaluate is not None and not metric:
     raise ValueError("finetune: `metric` names the dev score to keep the best weights by")
@@ -107,11 +136,13 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
                                            options.warmup_steps, options.weight_decay,
                                            options.lr_layer_decay_rate),
                 loss=loss, jit_compile=options.jit_compile)
-  keep_best = _KeepBest(evaluate, metric, best_dir)
-  model.fit(train_dataset, steps_per_epoch=every, epochs=max(options.train_steps // every, 1),
-            verbose=0, callbacks=[keep_best])
+  display = ProgressDisplay(options.progress, options.train_steps,
+                            every if evaluate is not None else None, progress_stream)
+  driver = _Finetuning(evaluate, metric, best_dir, options.train_steps, display)
+  model.fit(train_dataset, steps_per_epoch=every, epochs=-(-options.train_steps // every),
+            verbose=0, callbacks=[driver])
   restore_best(model, best_dir)
-  return {"history": keep_best.history, "best": keep_best.best, "metric": metric}
+  return {"history": driver.history, "best": driver.best, "metric": metric}
 
 
 def restore_best(model, best_dir: Optional[str]) -> bool:
@@ -121,3 +152,19 @@ def restore_best(model, best_dir: Optional[str]) -> bool:
   checkpoints.load_own_checkpoint(model, best_dir)
   return True
 
+
+
+def save_labels(directory: str, labels: Sequence[str]) -> str:
+  """Writes the label order of a model's outputs to directory/labels.json; returns the path."""
+  return write_json(os.path.join(directory, LABELS_FILE), list(labels))
+
+
+def saved_labels(directory: str) -> Optional[List[str]]:
+  """The label order saved by `save_labels` in `directory`, or None when there is none."""
+  path = os.path.join(directory, LABELS_FILE)
+  if not os.path.exists(path):
+    return None
+  labels = read_json(path)
+  if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
+    raise UserInputError(f"{path}: expected a JSON list of label strings; got {labels!r}")
+  return labels

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from xlnet_tf.errors import UserInputError
 from xlnet_tf.heads.question_answering import answer_position_mask
 from xlnet_tf.text.packing import SEG_PAD, pack_pair
 from xlnet_tf.text.read_report import ReadReport
@@ -36,7 +37,7 @@ def read_squad(path: str, report: ReadReport) -> List[SquadExample]:
     try:
       data = json.load(handle)["data"]
     except (json.JSONDecodeError, KeyError) as error:
-      raise ValueError(f"{path}: not a SQuAD JSON file ({error})") from None
+      raise UserInputError(f"{path}: not a SQuAD JSON file ({error})") from None
   examples = []
   for article_index, article in enumerate(data):
     for paragraph_index, paragraph in enumerate(article.get("paragraphs", [])):
@@ -114,8 +115,8 @@ def build_features(tokenizer, examples: Sequence[SquadExample], max_seq_length: 
     question = question[:max_query_length]
     room = max_seq_length - len(question) - 3
     if room < 1:
-      raise ValueError(f"max_seq_length={max_seq_length} leaves no room for the context next "
-                       f"to a {len(question)}-piece question")
+      raise UserInputError(f"max_seq_length={max_seq_length} leaves no room for the context next "
+                           f"to a {len(question)}-piece question")
     answer_span = None
     if training and example.answers:
       answer = example.answers[0]

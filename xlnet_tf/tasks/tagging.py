@@ -9,6 +9,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from xlnet_tf.errors import UserInputError
 from xlnet_tf.text.packing import SEG_A, SEG_CLS, SEG_PAD
 from xlnet_tf.text.read_report import ReadReport
 
@@ -34,7 +35,7 @@ def read_conll(path: str, report: ReadReport, tag_column: int = -1) -> List[Tagg
         words, tags, start = [], [], number + 1
         continue
       if len(fields) < 2:
-        raise ValueError(f"{path}:{number}: expected 'word ... tag', got {line.strip()!r}")
+        raise UserInputError(f"{path}:{number}: expected 'word ... tag', got {line.strip()!r}")
       words.append(fields[0])
       tags.append(fields[tag_column])
   if words:
@@ -68,7 +69,8 @@ def encode_tagged(tokenizer, sentences: Sequence[TaggedSentence], max_seq_length
     pieces, piece_labels, piece_words = [], [], []
     for position, tag in enumerate(sentence.tags):
       if tag not in index_of:
-        raise ValueError(f"{sentence.where}: tag {tag!r} is not in the label set {list(labels)}")
+        raise UserInputError(f"{sentence.where}: tag {tag!r} is not in the label set "
+                             f"{list(labels)}")
       ids = next(word_pieces) or [tokenizer.special_ids.unk]
       pieces.extend(ids)
       piece_labels.extend([index_of[tag]] + [IGNORED] * (len(ids) - 1))

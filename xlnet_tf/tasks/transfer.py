@@ -21,6 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf.errors import UserInputError
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.json_files import read_json, write_json
 from xlnet_tf.pretraining.default_data import prepare_pretraining_data, read_text_files
@@ -28,8 +29,7 @@ from xlnet_tf.pretraining.examples import PretrainingSettings
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
 from xlnet_tf.pretraining.records import RECORD_INFO_FILE
 from xlnet_tf.pretraining.stage import create_pretraining_data
-from xlnet_tf.tasks import classification
-from xlnet_tf.text.read_report import ReadReport
+from xlnet_tf.tasks import classification, finetuning
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 
 RANDOM_INIT = "random_init"
@@ -103,10 +103,10 @@ def _check_variants(variants: Dict[str, Dict]) -> None:
   for name, overrides in variants.items():
     unknown = set(overrides) - set(DATA_KEYS) - set(RUN_KEYS)
     if unknown:
-      raise ValueError(f"variant {name!r}: unknown settings {sorted(unknown)}; a variant sets "
-                       f"{DATA_KEYS + RUN_KEYS}")
+      raise UserInputError(f"variant {name!r}: unknown settings {sorted(unknown)}; a variant sets "
+                           f"{DATA_KEYS + RUN_KEYS}")
   if RANDOM_INIT in variants:
-    raise ValueError(f"{RANDOM_INIT!r} is the study's own baseline row, not a variant name")
+    raise UserInputError(f"{RANDOM_INIT!r} is the study's own baseline row, not a variant name")
 
 
 def prepare_variant_data(study: StudySettings, printer=print) -> Dict[tuple, Dict[str, str]]:
@@ -192,14 +192,9 @@ def pretrain_variant(study: StudySettings, name: str, overrides: Dict, data: Dic
 def load_study_task(task: Task, tokenizer: XLNetTokenizer, max_seq_length: int
                     ) -> classification.TaskData:
   """A generic classification task whose labels are the training file's, sorted."""
-  labels = sorted({e.label for e in classification.read_generic(task.train, ReadReport())
-                   if e.label is not None})
-  if len(labels) < 2:
-    raise ValueError(f"{task.train}: a classification task needs at least 2 labels; got "
-                     f"{labels}")
   files = {"train": task.train, "dev": task.dev, "test": task.test}
   loaded = classification.load_task("generic", tokenizer, max_seq_length, files=files,
-                                    labels=labels, splits=("train", "dev", "test"))
+                                    splits=("train", "dev", "test"))
   loaded.name = task.name
   return loaded
 
@@ -212,10 +207,12 @@ def finetune_once(study: StudySettings, config: XLNetConfig, task: classificatio
   model = classification.build_classifier(config, task, study.summary_type, backbone_dir, "own")
   best_dir = tempfile.mkdtemp(prefix="transfer_best_")
   try:
-    result = classification.train_classifier(
-        model, task, study.finetune_steps, study.finetune_batch_size, learning_rate,
+    # The study prints its own [k/n] lines; a bar per run would bury them.
+    options = finetuning.FinetuningOptions(
+        study.finetune_steps, study.finetune_batch_size, learning_rate,
         warmup_steps=study.finetune_steps // 10, eval_every=study.finetune_eval_every,
-        best_dir=best_dir, seed=seed)
+        seed=seed, jit_compile=True, progress="none")
+    result = classification.train_classifier(model, task, options, best_dir)
   finally:
     shutil.rmtree(best_dir, ignore_errors=True)
   logits = classification.predict_logits(model, task.splits["test"], study.finetune_batch_size)

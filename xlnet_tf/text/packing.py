@@ -17,6 +17,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf.errors import UserInputError
+
 SEG_A, SEG_B, SEG_CLS, SEG_PAD = 0, 1, 2, 4
 
 
@@ -48,8 +50,8 @@ def pack_texts(tokenizer, texts: Sequence[str], texts_b: Optional[Sequence[Optio
   `report` (a ReadReport), if given, counts truncated rows and empty texts at `where[i]`.
   """
   if max_seq_length < 4:
-    raise ValueError(f"max_seq_length must be at least 4 (A <sep> <sep> <cls>); got "
-                     f"{max_seq_length}")
+    raise UserInputError(f"max_seq_length must be at least 4 (A <sep> <sep> <cls>); got "
+                         f"{max_seq_length}")
   sep, cls = tokenizer.special_ids.sep, tokenizer.special_ids.cls
   pad = max(tokenizer.special_ids.pad, 0)
   texts_b = list(texts_b) if texts_b is not None else [None] * len(texts)

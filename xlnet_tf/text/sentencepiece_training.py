@@ -11,6 +11,7 @@ from typing import Sequence
 
 import sentencepiece as spm
 
+from xlnet_tf.errors import UserInputError
 from xlnet_tf.text.tokenizer import preprocess_text
 
 CONTROL_SYMBOLS = ("<cls>", "<sep>", "<pad>", "<mask>", "<eod>")
@@ -24,7 +25,7 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
   """Trains on the text as XLNetTokenizer will see it (the same preprocessing). Returns the
   .model path."""
   if not input_files:
-    raise ValueError("train_sentencepiece: no input files")
+    raise UserInputError("train_sentencepiece: no input files")
   directory = os.path.dirname(os.path.abspath(model_prefix))
   os.makedirs(directory, exist_ok=True)
   with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8", dir=directory,
@@ -39,8 +40,8 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
             lines += 1
   try:
     if lines == 0:
-      raise ValueError(f"train_sentencepiece: the input files {list(input_files)[:3]} hold no "
-                       "text")
+      raise UserInputError(f"train_sentencepiece: the input files {list(input_files)[:3]} hold no "
+                           "text")
     spm.set_random_generator_seed(seed)  # with one thread, training is reproducible
     spm.SentencePieceTrainer.train(
         input=text.name, model_prefix=model_prefix, vocab_size=vocab_size,
@@ -51,4 +52,22 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
         num_threads=1, minloglevel=2)
   finally:
     os.remove(text.name)
-  return model_prefix + ".model"
+  model_path = model_prefix + ".model"
+  _clear_training_paths(model_path)
+  return model_path
+
+
+def _clear_training_paths(model_path: str) -> None:
+  """Removes the paths the trainer records in the model's trainer_spec (its input, here a
+  temporary file with a random name, and model_prefix): they say where training ran, not what
+  the model is, and made two trainings on the same text differ in bytes. Rewritten through
+  sentencepiece's own model proto (sentencepiece_model_pb2, shipped in the package); pieces,
+  scores and every other setting stay as trained."""
+  from sentencepiece import sentencepiece_model_pb2
+  model = sentencepiece_model_pb2.ModelProto()
+  with open(model_path, "rb") as handle:
+    model.ParseFromString(handle.read())
+  model.trainer_spec.ClearField("input")
+  model.trainer_spec.ClearField("model_prefix")
+  with open(model_path, "wb") as handle:
+    handle.write(model.SerializeToString(deterministic=True))

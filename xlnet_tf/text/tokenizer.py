@@ -15,6 +15,8 @@ from typing import Dict, List, Sequence
 import numpy as np
 import sentencepiece as spm
 
+from xlnet_tf.errors import UserInputError
+
 SPIECE_UNDERLINE = "\u2581"
 SPECIAL_PIECES = ("<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>")
 # The original treats these single characters as word starts (data_utils._is_start_piece).
@@ -54,14 +56,14 @@ class SpecialIds:
 
 def load_sentencepiece(path: str) -> spm.SentencePieceProcessor:
   if not path:
-    raise ValueError("A SentencePiece model path is required (--sp_path)")
+    raise UserInputError("A SentencePiece model path is required (--sp_path)")
   if not os.path.isfile(path):
     raise FileNotFoundError(f"{path}: SentencePiece model not found")
   processor = spm.SentencePieceProcessor()
   try:
     processor.Load(path)
   except (OSError, RuntimeError) as error:
-    raise ValueError(f"{path}: not a readable SentencePiece model ({error})") from None
+    raise UserInputError(f"{path}: not a readable SentencePiece model ({error})") from None
   return processor
 
 
@@ -100,9 +102,9 @@ class XLNetTokenizer:
     required = ("<cls>", "<sep>")
     missing = [piece for piece in required if found[piece] is None]
     if missing:
-      raise ValueError(f"{self.sp_path}: the SentencePiece model lacks XLNet symbols {missing}; "
-                       "train it with data/train_sentencepiece.py (control symbols "
-                       "<cls>,<sep>,<pad>,<mask>,<eod>)")
+      raise UserInputError(f"{self.sp_path}: the SentencePiece model lacks XLNet symbols "
+                           f"{missing}; train it with data/train_sentencepiece.py (control symbols "
+                           "<cls>,<sep>,<pad>,<mask>,<eod>)")
     unk = self.processor.unk_id()
 
     def get(piece):

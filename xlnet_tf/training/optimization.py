@@ -82,21 +82,26 @@ def layerwise_multipliers(variables, n_layer: int, decay_rate: float) -> Dict[st
 
 
 def _adamw_step(gradient, variable, first, second, learning_rate, step, gradient_scale,
-                beta_1, beta_2, epsilon, weight_decay):
+                beta_1, beta_2, epsilon, weight_decay, apply_update=None):
   """One AdamW step for one variable: new (variable, m, v).
 
   Compiled by XLA (see XLNetAdamW.build): unfused, the dozen element-wise ops each read and
   write the whole tensor, and on a CPU that memory traffic costs more than the backward pass
   for the embedding-sized tensors. A zero `gradient_scale` (a non-finite global norm) yields
-  a zero gradient, not NaN.
+  a zero gradient, not NaN. A false `apply_update` (a scalar bool) returns the three as they
+  were: a skipped step.
   """
   gradient = tf.math.multiply_no_nan(tf.cast(gradient, variable.dtype), gradient_scale)
-  first = beta_1 * first + (1.0 - beta_1) * gradient
-  second = beta_2 * second + (1.0 - beta_2) * tf.square(gradient)
-  first_hat = first / (1.0 - tf.pow(beta_1, step))
-  second_hat = second / (1.0 - tf.pow(beta_2, step))
+  new_first = beta_1 * first + (1.0 - beta_1) * gradient
+  new_second = beta_2 * second + (1.0 - beta_2) * tf.square(gradient)
+  first_hat = new_first / (1.0 - tf.pow(beta_1, step))
+  second_hat = new_second / (1.0 - tf.pow(beta_2, step))
   update = first_hat / (tf.sqrt(second_hat) + epsilon) + weight_decay * variable
-  return variable - learning_rate * update, first, second
+  updated = (variable - learning_rate * update, new_first, new_second)
+  if apply_update is None:
+    return updated
+  return tuple(tf.where(apply_update, new, old)
+               for new, old in zip(updated, (variable, first, second)))
 
 
 def _adamw_step_in_place(gradient, variable, first, second, *scalars):
@@ -145,6 +150,7 @@ class XLNetAdamW(keras.optimizers.Optimizer):
     self.lr_multipliers = dict(lr_multipliers or {})
     # Scalars folded into the fused update, set only while one apply() is being traced/run.
     self._gradient_scale = None  # from apply_scaled_gradients
+    self._apply_update = None  # from apply_scaled_gradients
     self._clip_factor = None  # from global-norm clipping
 
   def build(self, variables):
@@ -160,14 +166,17 @@ class XLNetAdamW(keras.optimizers.Optimizer):
     self._fused_step = tf.function(_adamw_step, jit_compile=True)
     self._fused_step_in_place = tf.function(_adamw_step_in_place, jit_compile=True)
 
-  def apply_scaled_gradients(self, grads_and_vars, scale):
+  def apply_scaled_gradients(self, grads_and_vars, scale, apply_update=None):
     """apply_gradients as if every gradient were multiplied by the scalar `scale` (before any
-    clipping), done inside the fused update; 0 = a zero gradient (skips a non-finite step)."""
+    clipping), done inside the fused update; 0 = a zero gradient. `apply_update`, a scalar
+    bool: when false, the variables and moments stay as they are (a skipped step; the step
+    count still advances)."""
     self._gradient_scale = tf.convert_to_tensor(scale, tf.float32)
+    self._apply_update = apply_update
     try:
       return self.apply_gradients(grads_and_vars)
     finally:
-      self._gradient_scale = None
+      self._gradient_scale = self._apply_update = None
 
   def apply(self, grads, trainable_variables=None):
     try:
@@ -200,6 +209,8 @@ class XLNetAdamW(keras.optimizers.Optimizer):
                tf.constant(self.beta_1, dtype), tf.constant(self.beta_2, dtype),
                tf.constant(self.epsilon, dtype),
                tf.constant(self.decay_rate if self._decayed[index] else 0.0, dtype))
+    if self._apply_update is not None:
+      scalars += (self._apply_update,)
     variable, first, second = (v.value if isinstance(v, keras.Variable) else v
                                for v in (variable, first, second))
     if isinstance(first, tf.distribute.DistributedValues):

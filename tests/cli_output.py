@@ -1,0 +1,30 @@
+"""Running the command-line tools in a subprocess and reading what they print."""
+
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+# absl's log line format: C++ lines name a .cc/.h file, Python lines a .py file.
+_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ ([\w.]+):\d+\]")
+_OWN_FILES = {name for _, _, names in os.walk(os.path.join(ROOT, "xlnet_tf")) for name in names}
+
+
+def run_tool(script, *arguments, timeout=600):
+  """Runs run/ or data/ `script` with TensorFlow's logging settings left at their defaults."""
+  environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  return subprocess.run([sys.executable, os.path.join(ROOT, script), *map(str, arguments)],
+                        capture_output=True, text=True, timeout=timeout, env=environment)
+
+
+def tensorflow_log_lines(stderr):
+  """The lines of TensorFlow's (and other libraries') logs and warnings, not xlnet_tf's own
+  progress logs."""
+  noise = []
+  for line in stderr.splitlines():
+    match = _LOG_LINE.match(line)
+    if ((match and match.group(1) not in _OWN_FILES) or "absl::InitializeLog" in line
+        or line.startswith("WARNING:tensorflow") or "Warning:" in line):
+      noise.append(line)
+  return noise

@@ -1,0 +1,159 @@
+"""What a person watching a fine-tuning run sees on stdout.
+
+  bar    one line redrawn in place (carriage return) on a terminal:
+           step  120/1000 [==>                 ] loss 0.6931  0.21 s/step  ETA 3:05
+         (and "evaluating on dev" while it does)
+  lines  plain lines, no control characters (logs, CI): the first step (its time includes
+         tracing and compilation), then at most one line every `line_seconds`
+  none   nothing
+  auto   bar when the stream is a terminal, lines otherwise
+
+Every mode but none also prints a line when training starts, one line per dev evaluation (the
+scores, and the best so far by the task's metric) and one when it ends.
+"""
+
+import shutil
+import sys
+import time
+from typing import Callable, Dict, Optional, TextIO
+
+PROGRESS_MODES = ("auto", "bar", "lines", "none")
+BAR_WIDTH = 20
+
+
+def check_progress_mode(mode: str) -> str:
+  if mode not in PROGRESS_MODES:
+    raise ValueError(f"progress must be one of {PROGRESS_MODES}; got {mode!r}")
+  return mode
+
+
+def format_duration(seconds: float) -> str:
+  """42s, 3:05, 1:02:03."""
+  seconds = int(round(seconds))
+  if seconds < 60:
+    return f"{seconds}s"
+  minutes, seconds = divmod(seconds, 60)
+  if minutes < 60:
+    return f"{minutes}:{seconds:02d}"
+  hours, minutes = divmod(minutes, 60)
+  return f"{hours}:{minutes:02d}:{seconds:02d}"
+
+
+def format_scores(scores: Dict) -> str:
+  """'accuracy 0.8125, f1 0.8' (numbers only; the step is shown elsewhere)."""
+  return ", ".join(f"{name} {value:.4g}" for name, value in scores.items()
+                   if name != "step" and isinstance(value, (int, float)))
+
+
+class ProgressDisplay:
+  """Renders training progress to `stream` (default: sys.stdout when training begins).
+
+  The caller reports `begin()`, `step(done, loss)` after every training step,
+  `evaluating()` and `evaluation(step, scores, best, metric)` around every dev evaluation and
+  `end()`. The ETA is the training pace (without the first, compiling, step and without the
+  evaluations) over the remaining steps plus the last evaluation's time per remaining one.
+  """
+
+  def __init__(self, mode: str, total_steps: int, eval_every: Optional[int] = None,
+               stream: Optional[TextIO] = None, clock: Callable[[], float] = time.monotonic,
+               line_seconds: float = 30.0, redraw_seconds: float = 0.1):
+    self.mode = check_progress_mode(mode)
+    self.total_steps, self.eval_every = total_steps, eval_every
+    self.stream, self.clock = stream, clock
+    self.line_seconds, self.redraw_seconds = line_seconds, redraw_seconds
+    self.start = self.first_step_done = self.last_output = self.evaluation_start = None
+    self.done, self.loss = 0, None
+    self.evaluation_seconds = self.last_evaluation_seconds = 0.0
+    self.bar_width_on_screen = 0  # characters of the bar line now shown (0: none)
+
+  # ---- events --------------------------------------------------------------------------
+
+  def begin(self) -> None:
+    self.stream = self.stream or sys.stdout
+    if self.mode == "auto":
+      self.mode = "bar" if _is_terminal(self.stream) else "lines"
+    self.start = self.clock()
+    every = f", dev evaluation every {self.eval_every} steps" if self.eval_every else ""
+    self._line(f"fine-tuning: {self.total_steps} steps{every}; the first step traces and "
+               "compiles the model")
+
+  def step(self, done: int, loss: Optional[float]) -> None:
+    now = self.clock()
+    self.done, self.loss = done, loss
+    if self.first_step_done is None:
+      self.first_step_done = now
+    if self.mode == "bar":
+      if done >= self.total_steps or now - self.last_output >= self.redraw_seconds:
+        self._draw_bar(now)
+    elif self.mode == "lines" and (done == 1 or now - self.last_output >= self.line_seconds):
+      first = " (with tracing and compilation)" if done == 1 else ""
+      self._line(f"step {done}/{self.total_steps}: {self._status(now)}{first}")
+
+  def evaluating(self) -> None:
+    self.evaluation_start = self.clock()
+    if self.mode == "bar":  # the first evaluation also compiles: say why nothing moves
+      self._draw_bar(self.evaluation_start, "evaluating on dev")
+
+  def evaluation(self, step: int, scores: Dict, best: Dict, metric: str) -> None:
+    """`best`: the best scores so far (with their "step"), these ones included."""
+    if self.evaluation_start is not None:
+      self.last_evaluation_seconds = self.clock() - self.evaluation_start
+      self.evaluation_seconds += self.last_evaluation_seconds
+      self.evaluation_start = None
+    if best["step"] == step:
+      best_text = f"new best {metric}"
+    else:
+      best_text = f"best {metric} {best[metric]:.4g} at step {best['step']}"
+    self._line(f"step {step}/{self.total_steps}: dev {format_scores(scores)} ({best_text})")
+
+  def end(self) -> None:
+    elapsed = self.clock() - self.start
+    self._line(f"fine-tuned {self.done} steps in {format_duration(elapsed)}")
+
+  # ---- rendering -----------------------------------------------------------------------
+
+  def _status(self, now: float) -> str:
+    """'loss 0.6931  0.21 s/step  ETA 3:05'."""
+    parts = [] if self.loss is None else [f"loss {self.loss:.4f}"]
+    if self.done > 1:
+      per_step = (now - self.first_step_done - self.evaluation_seconds) / (self.done - 1)
+      parts.append(f"{per_step:.2f} s/step")
+      remaining = self.total_steps - self.done
+      if remaining > 0:
+        evaluations = 0  # those still to come: every eval_every steps and after the last step
+        if self.eval_every:
+          evaluations = (self.total_steps - 1) // self.eval_every - self.done // self.eval_every + 1
+        eta = per_step * remaining + evaluations * self.last_evaluation_seconds
+        parts.append(f"ETA {format_duration(eta)}")
+    return "  ".join(parts)
+
+  def _draw_bar(self, now: float, activity: str = "") -> None:
+    filled = BAR_WIDTH * self.done // max(self.total_steps, 1)
+    arrow = ">" if filled < BAR_WIDTH else ""
+    bar = ("=" * filled + arrow).ljust(BAR_WIDTH)[:BAR_WIDTH]
+    digits = len(str(self.total_steps))
+    text = f"step {self.done:>{digits}}/{self.total_steps} [{bar}] {activity or self._status(now)}"
+    # A line longer than the terminal wraps and the carriage return then redraws only its end.
+    text = text[:shutil.get_terminal_size().columns - 1]
+    self._write("\r" + text.ljust(self.bar_width_on_screen))
+    self.bar_width_on_screen = len(text)
+    self.last_output = now
+
+  def _line(self, text: str) -> None:
+    """A whole line; on a terminal it replaces the bar, which the next step redraws below."""
+    if self.bar_width_on_screen:
+      text = "\r" + text.ljust(self.bar_width_on_screen)
+      self.bar_width_on_screen = 0
+    self._write(text + "\n")
+    self.last_output = self.clock()
+
+  def _write(self, text: str) -> None:
+    if self.mode == "none":
+      return
+    self.stream.write(text)
+    self.stream.flush()
+
+
+def _is_terminal(stream) -> bool:
+  isatty = getattr(stream, "isatty", None)
+  return bool(isatty and isatty())
