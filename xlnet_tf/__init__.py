@@ -23,7 +23,7 @@ _EXPORTS = {  # public name -> the module defining it
     "XLNetTokenizer": "xlnet_tf.text.tokenizer",
 }
 _SUBPACKAGES = ("checkpoints", "heads", "layers", "ops", "pretraining", "tasks", "text",
-                "training", "export")
+                "training", "export", "generation")
 
 __all__ = sorted(_EXPORTS) + ["checkpoints"]
 

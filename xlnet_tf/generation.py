@@ -15,8 +15,8 @@ instead, Transformer-XL's `mems`, would re-project the whole context at every st
 on the base model, 5x slower at batch 1.) The relative position keys of a step are the same at
 every step, so they are projected once (`position_keys`).
 
-The cache is a window of fixed size C = T + N - 1 (the longest context the last prediction
-sees), right-aligned: new entries enter on the right and unfilled slots on the left are masked
+The cache is a window of fixed size C >= T + N - 1 (the longest context the last prediction
+sees; rounded up, see CACHE_BUCKET), right-aligned: new entries enter on the right and unfilled slots on the left are masked
 (`memory_mask`) exactly like the left padding of a short prompt. Fixed shapes mean one trace
 and one XLA compilation for all steps after the prompt; only distances between real tokens
 enter XLNet's relative attention, so the masked slots change nothing. `use_cache=False` runs
@@ -40,6 +40,7 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf.errors import UserInputError
 from xlnet_tf.heads.pretrainer import XLNetPretrainer
 
 # The default limit on prompt + new tokens: twice the released models' pretraining length
@@ -47,6 +48,11 @@ from xlnet_tf.heads.pretrainer import XLNetPretrainer
 DEFAULT_MAX_LENGTH = 1024
 # <pad> in the original vocabulary and in vocabularies of text.sentencepiece_training.
 DEFAULT_PAD_ID = 5
+# Prompts are left-padded to a multiple of PROMPT_BUCKET tokens and the cache to a multiple of
+# CACHE_BUCKET slots (masked like padding), so that prompts of nearby lengths share one trace
+# and one XLA compilation (about 10 s at base size) instead of compiling for every length.
+PROMPT_BUCKET = 8
+CACHE_BUCKET = 64
 
 
 def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
@@ -79,7 +85,7 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
     jit_compile: compile each step with XLA; default: when the model computes in float32
       (on CPU, XLA runs bfloat16 matmuls at the float32 rate).
 
-  Raises ValueError naming the argument for bad input or an unsupported model.
+  Raises UserInputError (a ValueError) naming the argument for bad input or an unsupported model.
   """
   config = _checked_model(model)
   _require(isinstance(use_cache, bool), "use_cache", "a bool", use_cache)
@@ -90,6 +96,9 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
            max_length)
   _require(_is_int(max_new_tokens) and max_new_tokens >= 0, "max_new_tokens",
            "an integer >= 0", max_new_tokens)
+  _require(length < max_length, "input_ids",
+           f"prompts shorter than max_length={max_length} tokens (raise max_length to cache "
+           "longer contexts)", f"length T = {length}")
   _require(length + max_new_tokens <= max_length, "max_new_tokens",
            f"at most max_length - T = {max_length} - {length} = {max_length - length} "
            "(raise max_length for longer sequences)", max_new_tokens)
@@ -113,9 +122,11 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
 
   step = _compiled_step(model, use_cache, float(temperature), int(top_k), float(top_p),
                         bool(jit_compile))
-  capacity = length + max_new_tokens - 1
+  padding = -length % PROMPT_BUCKET
+  new_ids = np.pad(input_ids, [(0, 0), (padding, 0)], constant_values=pad_id)
+  new_mask = np.pad(input_mask, [(0, 0), (padding, 0)])  # the first step feeds the prompt
+  capacity = _round_up(length + padding + max_new_tokens - 1, CACHE_BUCKET)
   state = _empty_window(model, use_cache, batch, capacity)
-  new_ids, new_mask = input_ids, input_mask  # the first step feeds the whole prompt
   generated = np.full([batch, max_new_tokens], pad_id, np.int32)
   stopped = np.zeros([batch], bool)
   for index in range(max_new_tokens):
@@ -127,6 +138,24 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
       break
     new_ids, new_mask = tokens[:, None], np.ones([batch, 1], np.float32)
   return tf.constant(np.concatenate([input_ids, generated], axis=1))
+
+
+def left_padded(prompts: Sequence[Sequence[int]], pad_id: int = DEFAULT_PAD_ID):
+  """(input_ids int32 [B, T], input_mask float32 [B, T]) of token-id lists of different
+  lengths, each padded on the left to the longest (what `generate` takes)."""
+  _require(len(prompts) > 0 and all(len(ids) > 0 for ids in prompts), "prompts",
+           "one or more non-empty token-id lists", [len(ids) for ids in prompts])
+  length = max(len(ids) for ids in prompts)
+  input_ids = np.full([len(prompts), length], pad_id, np.int32)
+  input_mask = np.zeros([len(prompts), length], np.float32)
+  for row, ids in enumerate(prompts):
+    input_ids[row, length - len(ids):] = ids
+    input_mask[row, length - len(ids):] = 1
+  return input_ids, input_mask
+
+
+def _round_up(value: int, multiple: int) -> int:
+  return -(-value // multiple) * multiple
 
 
 def filter_logits(logits, top_k: int = 0, top_p: float = 1.0):
@@ -318,4 +347,4 @@ def _is_int(value) -> bool:
 
 def _require(ok: bool, name: str, expected: str, got) -> None:
   if not ok:
-    raise ValueError(f"generate: {name} must be {expected}; got {got}")
+    raise UserInputError(f"generate: {name} must be {expected}; got {got}")
