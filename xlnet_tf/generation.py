@@ -19,9 +19,9 @@ The cache is a window of fixed size C >= T + N - 1 (the longest context the last
 sees; rounded up, see CACHE_BUCKET), right-aligned: new entries enter on the right and
 unfilled slots on the left are masked (`memory_mask`) exactly like the left padding of a short
 prompt. Fixed shapes mean one trace and one XLA compilation for all steps after the prompt;
-only distances between real tokens enter XLNet's relative attention, so the masked slots change nothing. `use_cache=False` runs
-the backbone over the whole window of tokens at every step instead: the reference, with the
-same greedy tokens.
+only distances between real tokens enter XLNet's relative attention, so the masked slots
+change nothing. `use_cache=False` runs the backbone over the whole window of tokens at every
+step instead: the reference, with the same greedy tokens.
 
 Settings refused rather than silently changed (load the model with overrides instead, as
 run/generate.py does: `checkpoints.load_pretrained(dir, bi_data=False, same_length=False)`):
