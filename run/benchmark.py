@@ -8,6 +8,13 @@ no query stream or target mapping to train the permutation LM with). It also mea
 machine's dense matmul rate to report model-FLOPs use, and the speed of the pretraining data
 stage (text -> TFRecords). --modes=serve (serve_xla) adds xlnet_tf's exported SavedModel (what
 TF Serving runs; with XLA-compiled regions), timed through its serve_ids signature.
+--modes=generate times greedy generation of --new_tokens tokens after prompts of seq_len tokens
+with the XLNet LM (bi attention, the query stream predicting the next token):
+xlnet_tf.generation.generate against Hugging Face's XLNetLMHeadModel.generate; tokens/s counts
+the new tokens.
+
+  python run/benchmark.py --modes=generate --shapes=1x128,8x128 --dtypes=float32 \
+      --dropout=false --data_copies=0 --repeats=2 --output=docs/benchmarks_generation
 
   python run/benchmark.py --sizes=base --shapes=4x128,2x512 --rounds=2 --output=docs/benchmarks
 
@@ -37,6 +44,7 @@ flags.DEFINE_list("implementations", ["xlnet_tf", "hf_torch", "keras_hub"],
 flags.DEFINE_bool("dropout", True, "Also time keras.layers.Dropout against FastDropout.")
 flags.DEFINE_integer("data_copies", 8, "Time the data stage on the Python documentation repeated "
                      "this many times (0: skip it).")
+flags.DEFINE_integer("new_tokens", 128, "--modes=generate: tokens generated per prompt.")
 flags.DEFINE_integer("repeats", 3, "Timed repetitions after one warm-up.")
 flags.DEFINE_integer("rounds", 1, "Measure every row this many times, the implementations "
                      "taking turns, and keep each row's best: this shared machine's speed "
@@ -114,6 +122,8 @@ def build_xlnet_tf_step(spec):
   ids, perm_mask, target_mapping = _inputs(batch, seq_len)
   inputs = {"input_ids": tf.constant(ids), "segment_ids": tf.zeros_like(ids),
             "input_mask": tf.ones([batch, seq_len])}
+  if spec["mode"] == "generate":
+    return _generation_step(spec)
   backbone = XLNetModel(config, fused=spec.get("fused", True))  # profile_step.py --nofused
   if spec["mode"] in ("serve", "serve_xla"):
     return _serving_step(backbone, inputs, seq_len, xla=spec["mode"] == "serve_xla")
@@ -141,6 +151,17 @@ def build_xlnet_tf_step(spec):
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     return loss
   return lambda: step(inputs).numpy()
+
+
+def _generation_step(spec):
+  """Greedy generation of spec["new_tokens"] tokens after random prompts [batch, seq_len] with
+  the XLNet LM (XLNetPretrainer, objective perm; bi_data off, as generation needs)."""
+  from xlnet_tf import XLNetConfig, XLNetModel, generation
+  from xlnet_tf.heads import XLNetPretrainer
+  config = XLNetConfig.preset(spec["size"], n_token=VOCAB, bi_data=False)
+  model = XLNetPretrainer(XLNetModel(config))
+  ids, _, _ = _inputs(spec["batch"], spec["seq_len"])
+  return lambda: generation.generate(model, ids, spec["new_tokens"]).numpy()
 
 
 def _serving_step(model, inputs, seq_len, xla):
@@ -180,7 +201,14 @@ def run_hf_torch(spec):
   common = dict(input_ids=ids, token_type_ids=torch.zeros_like(ids),
                 attention_mask=torch.ones(batch, seq_len))
   autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=spec["dtype"] == "bfloat16")
-  if spec["mode"] == "forward":
+  if spec["mode"] == "generate":  # its defaults: the hidden states of past tokens as 'mems'
+    model = transformers.XLNetLMHeadModel(config).eval()
+
+    def run():
+      with torch.no_grad(), autocast:
+        model.generate(ids, max_new_tokens=spec["new_tokens"], min_new_tokens=spec["new_tokens"],
+                       do_sample=False, pad_token_id=5, eos_token_id=None)
+  elif spec["mode"] == "forward":
     model = transformers.XLNetModel(config).eval()
 
     def run():
@@ -301,7 +329,7 @@ WORKERS = {"xlnet_tf": run_xlnet_tf, "hf_torch": run_hf_torch, "keras_hub": run_
            "matmul": run_matmul, "dropout": run_dropout, "data_stage": run_data_stage}
 MODES = {"forward": {"xlnet_tf", "hf_torch", "keras_hub"},
          "train": {"xlnet_tf", "hf_torch"},  # keras-hub's backbone has no permutation-LM path
-         "serve": {"xlnet_tf"}, "serve_xla": {"xlnet_tf"}}
+         "serve": {"xlnet_tf"}, "serve_xla": {"xlnet_tf"}, "generate": {"xlnet_tf", "hf_torch"}}
 flags.register_validator("modes", lambda modes: set(modes) <= set(MODES),
                          f"--modes: {', '.join(MODES)}")
 
@@ -362,16 +390,20 @@ def markdown(results, matmul):
                  p[k] == r[k] for k in ("size", "batch", "seq_len", "dtype"))]
     ratio = (f"{r['tokens_per_sec'] / max(peers):.2f}x" if peers and
              r["implementation"] == "xlnet_tf" else "")
-    lines.append(f"| {r['size']} | {r['batch']}x{r['seq_len']} | {r['dtype']} | {r['mode']} | "
-                 f"{r['implementation']} | {r['tokens_per_sec']:,.0f} | {ratio} | "
-                 f"{r['mfu']:.0%} | {r['peak_rss_gb']:.2f} |")
+    shape = f"{r['batch']}x{r['seq_len']}" + (f"+{r['new_tokens']}" if "new_tokens" in r else "")
+    mfu = f"{r['mfu']:.0%}" if "mfu" in r else ""
+    lines.append(f"| {r['size']} | {shape} | {r['dtype']} | {r['mode']} | "
+                 f"{r['implementation']} | {r['tokens_per_sec']:,.1f} | {ratio} | "
+                 f"{mfu} | {r['peak_rss_gb']:.2f} |")
   rates = ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in matmul.items())
   served = any(r["mode"].startswith("serve") for r in results)
   lines.append(f"\nDense matmul (2048x2048, TensorFlow, best round): {rates}. MFU = model "
                "matmul FLOPs / time / that rate at the run's precision."
                + (" serve: the exported SavedModel's serve_ids signature (xlnet_tf.export; "
                   "serve_xla: exported with xla=True), against the peers' forward."
-                  if served else ""))
+                  if served else "")
+               + (" generate: batch x prompt + new tokens, greedy; tokens/s of new tokens."
+                  if any(r["mode"] == "generate" for r in results) else ""))
   return "\n".join(lines)
 
 
@@ -386,9 +418,7 @@ def main(argv):
       saved = json.load(handle)
     for result in saved["results"]:
       if "error" not in result:
-        result["mfu"] = model_flops(result["size"], result["batch"], result["seq_len"],
-                                    result["mode"]) / result["seconds"] / 1e9 / saved[
-                                        "matmul_gflops"][result["dtype"]]
+        _add_rates(result, saved["matmul_gflops"])
     _write(saved["results"], saved["matmul_gflops"], saved.get("command", ""),
            saved.get("dropout", []), saved.get("data_stage"))
     return
@@ -409,8 +439,10 @@ def main(argv):
       batch, seq_len = (int(v) for v in shape.split("x"))
       for dtype in FLAGS.dtypes:
         for mode in FLAGS.modes:
+          extra = {"new_tokens": FLAGS.new_tokens} if mode == "generate" else {}
           specs.extend(dict(implementation=implementation, size=size, batch=batch,
-                            seq_len=seq_len, dtype=dtype, mode=mode, repeats=FLAGS.repeats)
+                            seq_len=seq_len, dtype=dtype, mode=mode, repeats=FLAGS.repeats,
+                            **extra)
                        for implementation in implementations
                        if implementation in MODES[mode])
   matmul, best = {}, [None] * len(specs)
@@ -428,12 +460,20 @@ def main(argv):
   results = []
   for result in best:
     if "error" not in result:
-      result["tokens_per_sec"] = result["batch"] * result["seq_len"] / result["seconds"]
-      flops = model_flops(result["size"], result["batch"], result["seq_len"], result["mode"])
-      result["mfu"] = flops / result["seconds"] / 1e9 / matmul[result["dtype"]]
+      _add_rates(result, matmul)
     results.append(result)
   _write(results, matmul, f"python run/benchmark.py {' '.join(sys.argv[1:])}", dropout,
          data_stage)
+
+
+def _add_rates(result, matmul):
+  """tokens/s (the new tokens for generate) and, but for generate, model-FLOPs use."""
+  if result["mode"] == "generate":
+    result["tokens_per_sec"] = result["batch"] * result["new_tokens"] / result["seconds"]
+    return
+  result["tokens_per_sec"] = result["batch"] * result["seq_len"] / result["seconds"]
+  flops = model_flops(result["size"], result["batch"], result["seq_len"], result["mode"])
+  result["mfu"] = flops / result["seconds"] / 1e9 / matmul[result["dtype"]]
 
 
 def _better(previous, result):

@@ -15,13 +15,14 @@ def test_benchmark_measures_and_reports(tmp_path):
   output = tmp_path / "bench"
   subprocess.run([sys.executable, os.path.join(ROOT, "run", "benchmark.py"), "--sizes=tiny",
                   "--shapes=2x16", "--dtypes=float32", "--implementations=xlnet_tf",
-                  "--modes=forward,train,serve,serve_xla",
+                  "--modes=forward,train,serve,serve_xla,generate", "--new_tokens=4",
                   "--repeats=1", "--rounds=2", "--data_copies=1", f"--output={output}"], check=True,
                  capture_output=True)
   report = json.loads((tmp_path / "bench.json").read_text())
   rows = report["results"]
-  assert [(r["mode"], "error" in r) for r in rows] == [("forward", False), ("train", False),
-                                                         ("serve", False), ("serve_xla", False)]
+  assert [(r["mode"], "error" in r) for r in rows] == [
+      ("forward", False), ("train", False), ("serve", False), ("serve_xla", False),
+      ("generate", False)]
   assert all(r["tokens_per_sec"] > 0 and r["peak_rss_gb"] > 0 for r in rows)
   assert all(len(r["round_seconds"]) == 2 and r["seconds"] == min(r["round_seconds"])
              for r in rows)  # each row is its best round
@@ -34,6 +35,8 @@ def test_benchmark_measures_and_reports(tmp_path):
   table = (tmp_path / "bench.md").read_text()
   assert "| tiny | 2x16 | float32 | train | xlnet_tf |" in table
   assert "| tiny | 2x16 | float32 | serve | xlnet_tf |" in table
+  assert "| tiny | 2x16+4 | float32 | generate | xlnet_tf |" in table
+  assert rows[-1]["tokens_per_sec"] == pytest.approx(2 * 4 / rows[-1]["seconds"])
   assert "corpus tokens/s" in table
 
 
