@@ -58,6 +58,17 @@ def relative_attention_probabilities(queries, keys, position_keys, r_w_bias, r_r
   return tf.nn.softmax(score, axis=-1)
 
 
+def _projected(equation, states, kernel):
+  """tf.einsum(equation, states [B, L, ...], kernel). A product with a single row (B = L = 1:
+  decoding one token) is computed on that row twice and one copy kept: XLA's CPU compiler turns
+  a one-row product with a [D, N, H] kernel into an element-wise loop 3-4x slower than the
+  matrix product it keeps for two rows (measured at base size: 6.7 ms against 2.1 ms for 12
+  768x768 projections)."""
+  if states.shape[0] == 1 and states.shape[1] == 1:
+    return tf.einsum(equation, tf.concat([states, states], axis=0), kernel)[:1]
+  return tf.einsum(equation, states, kernel)
+
+
 def _heads_first(tensor):
   """[B, L, N, H] -> [B, N, L, H]."""
   return tf.transpose(tensor, [0, 2, 1, 3])
@@ -113,8 +124,8 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
   def project_keys_values(self, states):
     """[B, L, D] -> (keys, values), each [B, N, L, H]: what attending to these states reads
     (a key/value cache holds them)."""
-    return (_heads_first(tf.einsum("bkd,dnh->bknh", states, self.key_kernel)),
-            _heads_first(tf.einsum("bkd,dnh->bknh", states, self.value_kernel)))
+    return (_heads_first(_projected("bkd,dnh->bknh", states, self.key_kernel)),
+            _heads_first(_projected("bkd,dnh->bknh", states, self.value_kernel)))
 
   def project_position_keys(self, position_encoding):
     """[1 or B, R, D] relative position encoding -> position keys [1 or B, N, R, H]."""
@@ -174,14 +185,14 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
                               seg_embed=seg_embed),
                   content_length=tf.shape(content)[1], training=training)
 
-    content_queries = _heads_first(tf.einsum("btd,dnh->btnh", content, query_kernel))
+    content_queries = _heads_first(_projected("btd,dnh->btnh", content, query_kernel))
     probability = attend(content_queries, mask=content_mask, mismatch=segment_mismatch,
                          positions=None, **shared)
     content_output = self._project_out(content, _weighted_values(probability, values),
                                        output_kernel, training)
     query_output = None
     if query is not None:
-      stream_queries = _heads_first(tf.einsum("bpd,dnh->bpnh", query, query_kernel))
+      stream_queries = _heads_first(_projected("bpd,dnh->bpnh", query, query_kernel))
       attended = _weighted_values(
           attend(stream_queries, mask=query_mask, mismatch=query_segment_mismatch,
                  positions=query_positions, **shared), values)
@@ -229,7 +240,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
 
   def _project_out(self, stream, attended, output_kernel, training):
     """LayerNorm(stream + dropout(attended . o)): [B, Q, N, H] -> [B, Q, D]."""
-    projected = tf.einsum("bqnh,dnh->bqd", attended, output_kernel)
+    projected = _projected("bqnh,dnh->bqd", attended, output_kernel)
     if not self.fused:
       dropped = self.output_dropout(projected, training=training)
       normalized = self.layer_norm(tf.cast(dropped, tf.float32) + tf.cast(stream, tf.float32))
