@@ -19,13 +19,10 @@ from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 from xlnet_tf import XLNetPretrainer, XLNetTokenizer, checkpoints
 from xlnet_tf.json_files import write_json
 from xlnet_tf.pretraining import default_data, lm_evaluation
-from xlnet_tf.pretraining.loop import LM_DIR
 
-flags.DEFINE_string("output_dir", "pretrain_output_clm", "What run/pretrain.py --objective=clm "
-                    "wrote; gives the defaults of the next three flags.")
-flags.DEFINE_string("model_dir", None, "The LM (default: --output_dir/model/lm).")
-flags.DEFINE_string("sp_path", None, "SentencePiece model (default: --output_dir/data/"
-                    "spiece.model).")
+import lm_flags
+
+lm_flags.define_lm_flags()
 flags.DEFINE_string("input_glob", None, "Held-out text, one sentence a line, a blank line "
                     "between documents (default: --output_dir/data/corpus/valid-*.txt).")
 flags.DEFINE_integer("eval_tgt_len", 32, "Tokens per segment.")
@@ -51,8 +48,7 @@ def _lengths(flag_name):
 
 def main(argv):
   del argv
-  model_dir = FLAGS.model_dir or os.path.join(FLAGS.output_dir, "model", LM_DIR)
-  sp_path = FLAGS.sp_path or os.path.join(FLAGS.output_dir, "data", "spiece.model")
+  model_dir, sp_path = lm_flags.lm_paths()
   pattern = FLAGS.input_glob or os.path.join(FLAGS.output_dir, "data", "corpus", "valid-*.txt")
   paths = sorted(glob.glob(pattern))
   if not paths:

@@ -8,7 +8,6 @@ Prompts of different lengths run as one left-padded batch; a key/value cache mak
 token one step over the context (--nouse_cache recomputes everything, the reference).
 """
 
-import os
 import time
 
 from absl import app
@@ -16,13 +15,10 @@ from absl import flags
 from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf import XLNetPretrainer, XLNetTokenizer, checkpoints, generation
-from xlnet_tf.pretraining.loop import LM_DIR
 
-flags.DEFINE_string("output_dir", "pretrain_output_clm", "What run/pretrain.py wrote; gives "
-                    "the defaults of --model_dir and --sp_path.")
-flags.DEFINE_string("model_dir", None, "The LM (default: --output_dir/model/lm).")
-flags.DEFINE_string("sp_path", None, "SentencePiece model (default: --output_dir/data/"
-                    "spiece.model).")
+import lm_flags
+
+lm_flags.define_lm_flags()
 flags.DEFINE_multi_string("prompt", ["The built-in function"], "A prompt (repeat the flag "
                           "for a batch).")
 flags.DEFINE_integer("max_new_tokens", 40, "Tokens generated after each prompt.")
@@ -42,8 +38,7 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  model_dir = FLAGS.model_dir or os.path.join(FLAGS.output_dir, "model", LM_DIR)
-  sp_path = FLAGS.sp_path or os.path.join(FLAGS.output_dir, "data", "spiece.model")
+  model_dir, sp_path = lm_flags.lm_paths()
   tokenizer = XLNetTokenizer(sp_path)
   special = tokenizer.special_ids
   prompts = []

@@ -129,6 +129,7 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
   state = _empty_window(model, use_cache, batch, capacity)
   generated = np.full([batch, max_new_tokens], pad_id, np.int32)
   stopped = np.zeros([batch], bool)
+  one_real_token = np.ones([batch, 1], np.float32)
   for index in range(max_new_tokens):
     tokens, state = step(state, new_ids, new_mask, tf.constant([seed % 2 ** 31, index]))
     tokens = np.where(stopped, pad_id, tokens.numpy())
@@ -136,7 +137,7 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
     stopped |= np.isin(tokens, stop_ids)
     if stopped.all():
       break
-    new_ids, new_mask = tokens[:, None], np.ones([batch, 1], np.float32)
+    new_ids, new_mask = tokens[:, None], one_real_token
   return tf.constant(np.concatenate([input_ids, generated], axis=1))
 
 

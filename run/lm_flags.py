@@ -1,0 +1,23 @@
+"""Flags the tools that read run/pretrain.py's LM share (evaluate_lm.py, generate.py): where
+the run's output is, and the LM and SentencePiece model under it by default."""
+
+import os
+
+from absl import flags
+
+from xlnet_tf.pretraining.loop import LM_DIR
+
+
+def define_lm_flags():
+  flags.DEFINE_string("output_dir", "pretrain_output_clm", "What run/pretrain.py wrote; gives "
+                      "the defaults of --model_dir, --sp_path and other paths under it.")
+  flags.DEFINE_string("model_dir", None, "The LM (default: --output_dir/model/lm).")
+  flags.DEFINE_string("sp_path", None, "SentencePiece model (default: --output_dir/data/"
+                      "spiece.model).")
+
+
+def lm_paths():
+  """(model_dir, sp_path) from the flags above."""
+  values = flags.FLAGS
+  return (values.model_dir or os.path.join(values.output_dir, "model", LM_DIR),
+          values.sp_path or os.path.join(values.output_dir, "data", "spiece.model"))
