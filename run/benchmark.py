@@ -20,15 +20,31 @@ the new tokens.
 
 With --rounds=N every row is measured N times, the implementations taking turns, and the table
 keeps each row's best (all rounds' times are in the JSON).
+
+--baseline=REV also measures every xlnet_tf row with the package as it was at git revision REV
+(checked out into a temporary worktree; the timing code is this revision's), taking turns with
+this revision, and prints this revision's speed as a ratio to it. Run it before landing a change
+to layers/, ops/, model.py, heads/ or the training loop (docs/performance.md):
+
+  python run/benchmark.py --baseline=main --sizes=base --shapes=4x128 --modes=forward,train \
+      --implementations=xlnet_tf --dropout=false --data_copies=0 --rounds=2
+
+The smoke row .ci/run prints (tiny model, 32k vocabulary, seconds; not a pass/fail check):
+
+  python run/benchmark.py --baseline=REV --sizes=tiny --shapes=4x128 --dtypes=float32 \
+      --modes=train --implementations=xlnet_tf --dropout=false --data_copies=0 --rounds=3
 """
 
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
+from absl import app
 from absl import flags
 from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
@@ -49,7 +65,14 @@ flags.DEFINE_integer("repeats", 3, "Timed repetitions after one warm-up.")
 flags.DEFINE_integer("rounds", 1, "Measure every row this many times, the implementations "
                      "taking turns, and keep each row's best: this shared machine's speed "
                      "drifts, and turns spread the drift over both sides of a ratio.")
+flags.DEFINE_enum("xla", "auto", ["auto", "true", "false"], "Compile xlnet_tf's step with XLA: "
+                  "auto = float32 only (XLA's CPU matmuls do not use the bfloat16 units).")
+flags.DEFINE_bool("keras_optimizer", False, "Train rows: Keras' own AdamW, the whole step "
+                  "(forward, backward and update) in one XLA function, as a user writes it; "
+                  "default: the project's optimizer and step as run/pretrain.py runs them.")
 flags.DEFINE_string("output", None, "Write OUTPUT.json and OUTPUT.md.")
+flags.DEFINE_string("baseline", None, "A git revision: also time xlnet_tf as it was there, "
+                    "taking turns with this revision, and print the ratio.")
 flags.DEFINE_string("worker", None, "Internal: run one measurement (JSON spec).")
 flags.DEFINE_string("report_only", None, "Rebuild OUTPUT.md from a saved JSON, no measuring.")
 FLAGS = flags.FLAGS
@@ -133,11 +156,23 @@ def build_xlnet_tf_step(spec):
                           jit_compile=jit)
     return lambda: forward(inputs).numpy()
   model = XLNetPretrainer(backbone)
-  optimizer = create_optimizer(model, 1e-4, 1000, 10)
   inputs.update(perm_mask=tf.constant(perm_mask), target_mapping=tf.constant(target_mapping))
   target = tf.gather(inputs["input_ids"], tf.argmax(target_mapping, -1, output_type=tf.int32),
                      batch_dims=1)
   mask = tf.ones(target.shape)
+  if spec.get("keras_optimizer"):
+    keras_adamw = keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6, clipnorm=1.0)
+    keras_adamw.build(model.trainable_variables)
+
+    @tf.function(jit_compile=jit)
+    def whole_step(x):
+      with tf.GradientTape() as tape:
+        loss = masked_lm_loss(model(x, training=True)["logits"], target, mask)
+      keras_adamw.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                      model.trainable_variables))
+      return loss
+    return lambda: whole_step(inputs).numpy()
+  optimizer = create_optimizer(model, 1e-4, 1000, 10)
 
   @tf.function(jit_compile=jit)
   def gradients(x):
@@ -337,12 +372,47 @@ flags.register_validator("modes", lambda modes: set(modes) <= set(MODES),
 # ---- orchestration ---------------------------------------------------------------------------
 
 def measure(spec):
+  """Runs one spec in a fresh process: its own peak RSS, and (for a --baseline row) its own
+  xlnet_tf package."""
   result = subprocess.run([sys.executable, __file__, f"--worker={json.dumps(spec)}"],
                           capture_output=True, text=True)
   lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
   if result.returncode != 0 or not lines:
     return dict(spec, error=(result.stderr.strip().splitlines() or ["failed"])[-1][:200])
   return json.loads(lines[-1][len("RESULT "):])
+
+
+def _baseline_worktree(revision):
+  """Checks `revision` out into a temporary git worktree: {"revision", "source"} for the
+  specs of its rows."""
+  repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  source = tempfile.mkdtemp(prefix="xlnet_tf_baseline_")
+  checkout = subprocess.run(["git", "-C", repository, "worktree", "add", "--detach", "--force",
+                             source, revision], capture_output=True, text=True)
+  if checkout.returncode != 0:
+    shutil.rmtree(source, ignore_errors=True)
+    raise app.UsageError(f"--baseline={revision}: git worktree add failed: "
+                         f"{checkout.stderr.strip().splitlines()[-1:]}")
+  commit = subprocess.run(["git", "-C", source, "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+  return {"revision": f"{revision} ({commit})" if commit and commit != revision else revision,
+          "source": source}
+
+
+def _remove_worktree(source):
+  repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  subprocess.run(["git", "-C", repository, "worktree", "remove", "--force", source],
+                 capture_output=True)
+  shutil.rmtree(source, ignore_errors=True)
+
+
+def _import_xlnet_tf_from(source):
+  """Makes `import xlnet_tf` load the package in `source` (a --baseline worktree). The modules
+  imported so far (cli, config: no TensorFlow yet) are dropped so none of this revision's
+  stays."""
+  for name in [name for name in sys.modules if name.split(".")[0] == "xlnet_tf"]:
+    del sys.modules[name]
+  sys.path.insert(0, source)
 
 
 def available(implementation):
@@ -375,13 +445,38 @@ def data_stage_markdown(data_stage):
           f"{d['example_tokens_per_sec']:,.0f} example tokens/s ({d['seconds']:.2f} s).")
 
 
+def _label(result):
+  return result["implementation"] + (f" @ {result['revision']}" if "revision" in result else "")
+
+
+def baseline_markdown(results):
+  """This revision's xlnet_tf rows against the --baseline revision's: tokens/s and the ratio."""
+  baseline = [r for r in results if "revision" in r]
+  if not baseline:
+    return ""
+  lines = [f"\n\n| size | batch x seq | dtype | mode | this revision (tokens/s) | "
+           f"{baseline[0]['revision']} (tokens/s) | ratio |", "|---|---|---|---|---:|---:|---:|"]
+  for old in baseline:
+    new = [r for r in results if r["implementation"] == "xlnet_tf" and "revision" not in r
+           and all(r[k] == old[k] for k in ("size", "batch", "seq_len", "dtype", "mode"))]
+    if not new or "error" in new[0] or "error" in old:
+      ratio, new_rate, old_rate = "error", "", ""
+    else:
+      new_rate, old_rate = new[0]["tokens_per_sec"], old["tokens_per_sec"]
+      ratio = f"**{new_rate / old_rate:.2f}x**"
+      new_rate, old_rate = f"{new_rate:,.1f}", f"{old_rate:,.1f}"
+    lines.append(f"| {old['size']} | {old['batch']}x{old['seq_len']} | {old['dtype']} | "
+                 f"{old['mode']} | {new_rate} | {old_rate} | {ratio} |")
+  return "\n".join(lines)
+
+
 def markdown(results, matmul):
   lines = ["| size | batch x seq | dtype | mode | implementation | tokens/s | vs fastest peer |"
            " MFU | peak RSS (GB) |", "|---|---|---|---|---|---:|---:|---:|---:|"]
   for r in results:
     if "error" in r:
       lines.append(f"| {r['size']} | {r['batch']}x{r['seq_len']} | {r['dtype']} | {r['mode']} |"
-                   f" {r['implementation']} | error: {r['error']} | | | |")
+                   f" {_label(r)} | error: {r['error']} | | | |")
       continue
     # A served SavedModel is compared with the peers' in-process forward.
     peer_mode = "forward" if r["mode"].startswith("serve") else r["mode"]
@@ -389,11 +484,11 @@ def markdown(results, matmul):
              and p["implementation"] != "xlnet_tf" and p["mode"] == peer_mode and all(
                  p[k] == r[k] for k in ("size", "batch", "seq_len", "dtype"))]
     ratio = (f"{r['tokens_per_sec'] / max(peers):.2f}x" if peers and
-             r["implementation"] == "xlnet_tf" else "")
+             r["implementation"] == "xlnet_tf" and "revision" not in r else "")
     shape = f"{r['batch']}x{r['seq_len']}" + (f"+{r['new_tokens']}" if "new_tokens" in r else "")
     mfu = f"{r['mfu']:.0%}" if "mfu" in r else ""
     lines.append(f"| {r['size']} | {shape} | {r['dtype']} | {r['mode']} | "
-                 f"{r['implementation']} | {r['tokens_per_sec']:,.1f} | {ratio} | "
+                 f"{_label(r)} | {r['tokens_per_sec']:,.1f} | {ratio} | "
                  f"{mfu} | {r['peak_rss_gb']:.2f} |")
   rates = ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in matmul.items())
   served = any(r["mode"].startswith("serve") for r in results)
@@ -411,6 +506,8 @@ def main(argv):
   del argv
   if FLAGS.worker:
     spec = json.loads(FLAGS.worker)
+    if "source" in spec:
+      _import_xlnet_tf_from(spec["source"])
     print("RESULT " + json.dumps(WORKERS[spec["implementation"]](spec)))
     return
   if FLAGS.report_only:
@@ -433,6 +530,15 @@ def main(argv):
     data_stage = measure({"implementation": "data_stage", "copies": FLAGS.data_copies,
                           "repeats": 2})
   implementations = [i for i in FLAGS.implementations if available(i)]
+  baseline = _baseline_worktree(FLAGS.baseline) if FLAGS.baseline else None
+  try:
+    _measure_all(implementations, baseline, dropout, data_stage)
+  finally:
+    if baseline:
+      _remove_worktree(baseline["source"])
+
+
+def _measure_all(implementations, baseline, dropout, data_stage):
   specs = []
   for size in FLAGS.sizes:
     for shape in FLAGS.shapes:
@@ -440,11 +546,16 @@ def main(argv):
       for dtype in FLAGS.dtypes:
         for mode in FLAGS.modes:
           extra = {"new_tokens": FLAGS.new_tokens} if mode == "generate" else {}
-          specs.extend(dict(implementation=implementation, size=size, batch=batch,
-                            seq_len=seq_len, dtype=dtype, mode=mode, repeats=FLAGS.repeats,
-                            **extra)
-                       for implementation in implementations
-                       if implementation in MODES[mode])
+          row = dict(size=size, batch=batch, seq_len=seq_len, dtype=dtype, mode=mode,
+                     repeats=FLAGS.repeats, **extra)
+          if FLAGS.xla != "auto":
+            row["jit"] = FLAGS.xla == "true"
+          if FLAGS.keras_optimizer and mode == "train":
+            row["keras_optimizer"] = True
+          specs.extend(dict(row, implementation=implementation) for implementation in
+                       implementations if implementation in MODES[mode])
+          if baseline and "xlnet_tf" in implementations and "xlnet_tf" in MODES[mode]:
+            specs.append(dict(row, implementation="xlnet_tf", **baseline))
   matmul, best = {}, [None] * len(specs)
   for _ in range(FLAGS.rounds):
     for dtype in FLAGS.dtypes:
@@ -491,7 +602,8 @@ def _better(previous, result):
 
 
 def _write(results, matmul, command, dropout=(), data_stage=None):
-  table = markdown(results, matmul) + dropout_markdown(dropout) + data_stage_markdown(data_stage)
+  table = (markdown(results, matmul) + baseline_markdown(results) + dropout_markdown(dropout)
+           + data_stage_markdown(data_stage))
   print(table)
   if FLAGS.output:
     os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)

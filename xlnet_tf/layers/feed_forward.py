@@ -11,6 +11,7 @@ import tensorflow as tf
 from xlnet_tf import numerics
 from xlnet_tf.layers.dropout import FastDropout
 from xlnet_tf.ops.bias_activation import fused_bias_activation_dropout
+from xlnet_tf.ops.flat_matmul import flat_matmul
 from xlnet_tf.ops.residual_layer_norm import fused_residual_layer_norm
 
 
@@ -27,13 +28,6 @@ def gelu_exact(x):
 
 
 ACTIVATIONS = {"gelu": gelu_tanh, "gelu_exact": gelu_exact, "relu": tf.nn.relu}
-
-
-def _dense(inputs, kernel):
-  """[..., In] x [In, Out] as one 2-D matmul in the inputs' dtype."""
-  flat = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
-  output = tf.matmul(flat, tf.cast(kernel, inputs.dtype))
-  return tf.reshape(output, tf.concat([tf.shape(inputs)[:-1], tf.shape(kernel)[-1:]], 0))
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -88,11 +82,11 @@ class PositionwiseFeedForward(keras.layers.Layer):
     gamma, beta = self.layer_norm.gamma.value, self.layer_norm.beta.value
     outputs = []
     for stream in streams:
-      hidden = _dense(stream, inner_kernel)  # [B, L, F]
+      hidden = flat_matmul(stream, inner_kernel)  # [B, L, F]
       hidden = fused_bias_activation_dropout(
           hidden, inner_bias, activation=ACTIVATIONS[self.activation],
           **self.inner_dropout.fused_arguments(training))
-      hidden = _dense(hidden, output_kernel)  # [B, L, D]
+      hidden = flat_matmul(hidden, output_kernel)  # [B, L, D]
       outputs.append(fused_residual_layer_norm(
           hidden, stream, gamma, beta, output_bias, epsilon=self.layer_norm.epsilon,
           keep_for_gradient=bool(training), **self.output_dropout.fused_arguments(training)))

@@ -8,9 +8,10 @@ the gain measured on this project's CPU. Nothing here imports from the layers ab
 from xlnet_tf.ops.attention_probabilities import fused_attention_probabilities
 from xlnet_tf.ops.bias_activation import fused_bias_activation_dropout
 from xlnet_tf.ops.compile import compiled, in_xla_context, without_xla
+from xlnet_tf.ops.flat_matmul import flat_matmul
 from xlnet_tf.ops.relative_shift import gather_relative_scores, rel_shift
 from xlnet_tf.ops.residual_layer_norm import fused_residual_layer_norm
 
-__all__ = ["compiled", "fused_attention_probabilities", "fused_bias_activation_dropout",
-           "fused_residual_layer_norm", "gather_relative_scores", "in_xla_context", "rel_shift",
-           "without_xla"]
+__all__ = ["compiled", "flat_matmul", "fused_attention_probabilities",
+           "fused_bias_activation_dropout", "fused_residual_layer_norm", "gather_relative_scores",
+           "in_xla_context", "rel_shift", "without_xla"]
