@@ -35,6 +35,7 @@ The smoke row .ci/run prints (tiny model, 32k vocabulary, seconds; not a pass/fa
       --modes=train --implementations=xlnet_tf --dropout=false --data_copies=0 --rounds=3
 """
 
+import itertools
 import json
 import os
 import resource
@@ -53,6 +54,7 @@ from xlnet_tf.config import SIZE_PRESETS
 flags.DEFINE_list("sizes", ["base"], "Model sizes: base, large.")
 flags.DEFINE_list("shapes", ["4x128", "2x512"], "batch x seq_len pairs.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Precisions.")
+flags.DEFINE_list("vocab_sizes", ["32000"], "Vocabulary sizes (the LM head's width).")
 flags.DEFINE_list("modes", ["forward", "train"], "What to time: forward, train, serve / "
                   "serve_xla (xlnet_tf's exported SavedModel, regions plain / XLA-compiled).")
 flags.DEFINE_list("implementations", ["xlnet_tf", "hf_torch", "keras_hub"],
@@ -65,7 +67,7 @@ flags.DEFINE_integer("repeats", 3, "Timed repetitions after one warm-up.")
 flags.DEFINE_integer("rounds", 1, "Measure every row this many times, the implementations "
                      "taking turns, and keep each row's best: this shared machine's speed "
                      "drifts, and turns spread the drift over both sides of a ratio.")
-flags.DEFINE_enum("xla", "auto", ["auto", "true", "false"], "Compile xlnet_tf's step with XLA: "
+flags.DEFINE_enum("jit_compile", "auto", ["auto", "true", "false"], "Compile xlnet_tf's step with XLA: "
                   "auto = float32 only (XLA's CPU matmuls do not use the bfloat16 units).")
 flags.DEFINE_bool("keras_optimizer", False, "Train rows: Keras' own AdamW, the whole step "
                   "(forward, backward and update) in one XLA function, as a user writes it; "
@@ -77,11 +79,11 @@ flags.DEFINE_string("worker", None, "Internal: run one measurement (JSON spec)."
 flags.DEFINE_string("report_only", None, "Rebuild OUTPUT.md from a saved JSON, no measuring.")
 FLAGS = flags.FLAGS
 
-VOCAB = 32000
-SIZES = {name: SIZE_PRESETS[name] for name in ("tiny", "base", "large")}  # tiny: for tests
+VOCAB = 32000  # the released models'; --vocab_sizes for others
+SIZES = {name: SIZE_PRESETS[name] for name in ("tiny", "demo", "base", "large")}
 
 
-def model_flops(size, batch, seq_len, mode):
+def model_flops(size, batch, seq_len, mode, vocab=VOCAB):
   """Matmul FLOPs of one forward (x3 for a train step).
 
   Per layer: q, k, v, o projections (4 d^2 per token) and the FFN (2 d d_inner per token); the
@@ -98,19 +100,19 @@ def model_flops(size, batch, seq_len, mode):
   if mode == "train":
     predictions = batch * max(seq_len // 6, 1)
     forward += layers * 2 * predictions * (2 * d * d + 2 * d * inner + 4 * seq_len * d)
-    forward += 2 * predictions * d * VOCAB
+    forward += 2 * predictions * d * vocab
     return 3 * forward
   return forward
 
 
 # ---- workers ---------------------------------------------------------------------------------
 
-def _inputs(batch, seq_len, seed=0):
+def _inputs(batch, seq_len, seed=0, vocab=VOCAB):
   """Random ids; per row seq_len/6 targets in a random order (the original's mask semantics)."""
   import numpy as np
   rng = np.random.default_rng(seed)
   predictions = max(seq_len // 6, 1)
-  ids = rng.integers(10, VOCAB, size=[batch, seq_len]).astype(np.int32)
+  ids = rng.integers(10, vocab, size=[batch, seq_len]).astype(np.int32)
   perm_mask = np.zeros([batch, seq_len, seq_len], np.float32)
   target_mapping = np.zeros([batch, predictions, seq_len], np.float32)
   for row in range(batch):
@@ -140,9 +142,10 @@ def build_xlnet_tf_step(spec):
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
   jit = spec.get("jit")
   jit = spec["dtype"] == "float32" if jit is None else jit
-  config = XLNetConfig.preset(spec["size"], n_token=VOCAB, dropout=0.1, dropatt=0.1)
+  vocab = spec.get("vocab", VOCAB)
+  config = XLNetConfig.preset(spec["size"], n_token=vocab, dropout=0.1, dropatt=0.1)
   batch, seq_len = spec["batch"], spec["seq_len"]
-  ids, perm_mask, target_mapping = _inputs(batch, seq_len)
+  ids, perm_mask, target_mapping = _inputs(batch, seq_len, vocab=vocab)
   inputs = {"input_ids": tf.constant(ids), "segment_ids": tf.zeros_like(ids),
             "input_mask": tf.ones([batch, seq_len])}
   if spec["mode"] == "generate":
@@ -227,11 +230,12 @@ def run_hf_torch(spec):
   import transformers
   torch.manual_seed(0)
   s = SIZES[spec["size"]]
-  config = transformers.XLNetConfig(vocab_size=VOCAB, d_model=s["d_model"], n_layer=s["n_layer"],
+  vocab = spec.get("vocab", VOCAB)
+  config = transformers.XLNetConfig(vocab_size=vocab, d_model=s["d_model"], n_layer=s["n_layer"],
                                     n_head=s["n_head"], d_inner=s["d_inner"],
                                     ff_activation="gelu_new")
   batch, seq_len = spec["batch"], spec["seq_len"]
-  ids, perm_mask, target_mapping = _inputs(batch, seq_len)
+  ids, perm_mask, target_mapping = _inputs(batch, seq_len, vocab=vocab)
   ids = torch.tensor(ids, dtype=torch.long)
   common = dict(input_ids=ids, token_type_ids=torch.zeros_like(ids),
                 attention_mask=torch.ones(batch, seq_len))
@@ -445,6 +449,16 @@ def data_stage_markdown(data_stage):
           f"{d['example_tokens_per_sec']:,.0f} example tokens/s ({d['seconds']:.2f} s).")
 
 
+def _same_shape(a, b, keys):
+  return all(a[k] == b[k] for k in keys) and a.get("vocab", VOCAB) == b.get("vocab", VOCAB)
+
+
+def _size(result):
+  """The size column: the preset, and the vocabulary when it is not the released 32,000."""
+  vocab = result.get("vocab", VOCAB)
+  return result["size"] + (f" (V {vocab:,})" if vocab != VOCAB else "")
+
+
 def _label(result):
   return result["implementation"] + (f" @ {result['revision']}" if "revision" in result else "")
 
@@ -458,14 +472,14 @@ def baseline_markdown(results):
            f"{baseline[0]['revision']} (tokens/s) | ratio |", "|---|---|---|---|---:|---:|---:|"]
   for old in baseline:
     new = [r for r in results if r["implementation"] == "xlnet_tf" and "revision" not in r
-           and all(r[k] == old[k] for k in ("size", "batch", "seq_len", "dtype", "mode"))]
+           and _same_shape(r, old, ("size", "batch", "seq_len", "dtype", "mode"))]
     if not new or "error" in new[0] or "error" in old:
       ratio, new_rate, old_rate = "error", "", ""
     else:
       new_rate, old_rate = new[0]["tokens_per_sec"], old["tokens_per_sec"]
       ratio = f"**{new_rate / old_rate:.2f}x**"
       new_rate, old_rate = f"{new_rate:,.1f}", f"{old_rate:,.1f}"
-    lines.append(f"| {old['size']} | {old['batch']}x{old['seq_len']} | {old['dtype']} | "
+    lines.append(f"| {_size(old)} | {old['batch']}x{old['seq_len']} | {old['dtype']} | "
                  f"{old['mode']} | {new_rate} | {old_rate} | {ratio} |")
   return "\n".join(lines)
 
@@ -475,19 +489,19 @@ def markdown(results, matmul):
            " MFU | peak RSS (GB) |", "|---|---|---|---|---|---:|---:|---:|---:|"]
   for r in results:
     if "error" in r:
-      lines.append(f"| {r['size']} | {r['batch']}x{r['seq_len']} | {r['dtype']} | {r['mode']} |"
+      lines.append(f"| {_size(r)} | {r['batch']}x{r['seq_len']} | {r['dtype']} | {r['mode']} |"
                    f" {_label(r)} | error: {r['error']} | | | |")
       continue
     # A served SavedModel is compared with the peers' in-process forward.
     peer_mode = "forward" if r["mode"].startswith("serve") else r["mode"]
     peers = [p["tokens_per_sec"] for p in results if "error" not in p
-             and p["implementation"] != "xlnet_tf" and p["mode"] == peer_mode and all(
-                 p[k] == r[k] for k in ("size", "batch", "seq_len", "dtype"))]
+             and p["implementation"] != "xlnet_tf" and p["mode"] == peer_mode
+             and _same_shape(p, r, ("size", "batch", "seq_len", "dtype"))]
     ratio = (f"{r['tokens_per_sec'] / max(peers):.2f}x" if peers and
              r["implementation"] == "xlnet_tf" and "revision" not in r else "")
     shape = f"{r['batch']}x{r['seq_len']}" + (f"+{r['new_tokens']}" if "new_tokens" in r else "")
     mfu = f"{r['mfu']:.0%}" if "mfu" in r else ""
-    lines.append(f"| {r['size']} | {shape} | {r['dtype']} | {r['mode']} | "
+    lines.append(f"| {_size(r)} | {shape} | {r['dtype']} | {r['mode']} | "
                  f"{_label(r)} | {r['tokens_per_sec']:,.1f} | {ratio} | "
                  f"{mfu} | {r['peak_rss_gb']:.2f} |")
   rates = ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in matmul.items())
@@ -543,19 +557,21 @@ def _measure_all(implementations, baseline, dropout, data_stage):
   for size in FLAGS.sizes:
     for shape in FLAGS.shapes:
       batch, seq_len = (int(v) for v in shape.split("x"))
-      for dtype in FLAGS.dtypes:
-        for mode in FLAGS.modes:
-          extra = {"new_tokens": FLAGS.new_tokens} if mode == "generate" else {}
-          row = dict(size=size, batch=batch, seq_len=seq_len, dtype=dtype, mode=mode,
-                     repeats=FLAGS.repeats, **extra)
-          if FLAGS.xla != "auto":
-            row["jit"] = FLAGS.xla == "true"
-          if FLAGS.keras_optimizer and mode == "train":
-            row["keras_optimizer"] = True
-          specs.extend(dict(row, implementation=implementation) for implementation in
-                       implementations if implementation in MODES[mode])
-          if baseline and "xlnet_tf" in implementations and "xlnet_tf" in MODES[mode]:
-            specs.append(dict(row, implementation="xlnet_tf", **baseline))
+      for dtype, mode, vocab in itertools.product(FLAGS.dtypes, FLAGS.modes,
+                                                  map(int, FLAGS.vocab_sizes)):
+        extra = {"new_tokens": FLAGS.new_tokens} if mode == "generate" else {}
+        if vocab != VOCAB:
+          extra["vocab"] = vocab
+        row = dict(size=size, batch=batch, seq_len=seq_len, dtype=dtype, mode=mode,
+                   repeats=FLAGS.repeats, **extra)
+        if FLAGS.jit_compile != "auto":
+          row["jit"] = FLAGS.jit_compile == "true"
+        if FLAGS.keras_optimizer and mode == "train":
+          row["keras_optimizer"] = True
+        specs.extend(dict(row, implementation=implementation) for implementation in
+                     implementations if implementation in MODES[mode])
+        if baseline and "xlnet_tf" in implementations and "xlnet_tf" in MODES[mode]:
+          specs.append(dict(row, implementation="xlnet_tf", **baseline))
   matmul, best = {}, [None] * len(specs)
   for _ in range(FLAGS.rounds):
     for dtype in FLAGS.dtypes:
@@ -583,7 +599,8 @@ def _add_rates(result, matmul):
     result["tokens_per_sec"] = result["batch"] * result["new_tokens"] / result["seconds"]
     return
   result["tokens_per_sec"] = result["batch"] * result["seq_len"] / result["seconds"]
-  flops = model_flops(result["size"], result["batch"], result["seq_len"], result["mode"])
+  flops = model_flops(result["size"], result["batch"], result["seq_len"], result["mode"],
+                      result.get("vocab", VOCAB))
   result["mfu"] = flops / result["seconds"] / 1e9 / matmul[result["dtype"]]
 
 
