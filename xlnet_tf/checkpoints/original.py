@@ -57,13 +57,24 @@ def load_original_checkpoint(model_or_head, prefix: str) -> LoadReport:
   try:
     reader = tf.train.load_checkpoint(prefix)
     shapes = reader.get_variable_to_shape_map()
-    # Every tensor is read before the first is assigned, so a damaged file changes nothing.
-    return assign_by_original_name(model_or_head, shapes, reader.get_tensor, source=prefix)
   except tf.errors.OpError as error:
-    reason = error.message.strip().splitlines()[0] if error.message.strip() else \
-        type(error).__name__
-    raise UserInputError(f"{prefix}: unreadable TF checkpoint ({reason}); damaged or cut "
-                         "short while copying?") from None
+    raise _damaged(prefix, error) from None
+
+  def read(name):
+    try:
+      return reader.get_tensor(name)
+    except (tf.errors.OpError, IndexError) as error:  # IndexError: a .data file cut short
+      raise _damaged(prefix, error, name) from None
+
+  # Every tensor is read before the first is assigned, so a damaged file changes nothing.
+  return assign_by_original_name(model_or_head, shapes, read, source=prefix)
+
+
+def _damaged(prefix: str, error: Exception, variable: str = "") -> UserInputError:
+  reason = str(getattr(error, "message", error)).strip()
+  reason = reason.splitlines()[0] if reason else type(error).__name__
+  what = f"cannot read {variable}" if variable else "unreadable TF checkpoint"
+  return UserInputError(f"{prefix}: {what} ({reason}); damaged or cut short while copying?")
 
 
 def save_original_checkpoint(model_or_head, prefix: str) -> str:
