@@ -14,6 +14,7 @@ import zipfile
 import h5py
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from checkpoint_files import (huggingface_tensors, huggingface_tf_weights, original_weights,
                               pickle_bytes, write_huggingface_config, write_keras_h5,
@@ -238,6 +239,8 @@ def test_copied_original_directory_loads_its_own_weights(tmp_path):
   shutil.copytree(tmp_path / "converted", tmp_path / "copy")
   shutil.rmtree(tmp_path / "converted")
   shutil.rmtree(source)
+  assert tf.train.latest_checkpoint(str(tmp_path / "copy")) == str(tmp_path / "copy" /
+                                                                   "xlnet_model.ckpt")
   model = XLNetModel(CONFIG)
   report = checkpoints.load_original_checkpoint(model, str(tmp_path / "copy"))
   assert report.source == str(tmp_path / "copy" / "xlnet_model.ckpt")
@@ -268,6 +271,20 @@ def test_failed_conversion_leaves_no_output(tmp_path, monkeypatch):
   with pytest.raises(RuntimeError, match="verification interrupted"):
     convert.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "out"), "original")
   assert sorted(os.listdir(tmp_path)) == ["own"]
+
+
+def test_conversion_into_an_existing_directory_replaces_its_files(tmp_path):
+  for seed in (1, 2):
+    model = XLNetModel(CONFIG)
+    model.word_embedding.assign(original_weights(CONFIG, seed=seed)[
+        "model/transformer/word_embedding/lookup_table"])
+    checkpoints.save_pretrained(model, str(tmp_path / f"own{seed}"))
+    convert.convert_checkpoint(str(tmp_path / f"own{seed}"), "own", str(tmp_path / "out"),
+                               "original")
+  assert sorted(os.listdir(tmp_path)) == ["out", "own1", "own2"]
+  reloaded = XLNetModel(CONFIG)
+  checkpoints.load_original_checkpoint(reloaded, str(tmp_path / "out"))
+  np.testing.assert_array_equal(reloaded.word_embedding.numpy(), model.word_embedding.numpy())
 
 
 CLI_CASES = {

@@ -51,7 +51,12 @@ _HEAD_PREFIXES = ("sequence_summary.", "logits_proj.", "qa_outputs.", "start_log
                   "end_logits.", "answer_class.")
 
 def config_from_huggingface(values: Dict, source: str = "config.json", **overrides) -> XLNetConfig:
-  """XLNetConfig from the fields of a Hugging Face XLNetConfig."""
+  """XLNetConfig from the fields of a Hugging Face XLNetConfig.
+
+  The sizes (vocab_size n_layer d_model n_head d_inner) must be there; a field transformers
+  itself defaults when config.json lacks it (d_head = d_model / n_head, ff_activation, untie_r,
+  ...) takes that default, so the model is the one transformers would build.
+  """
   try:
     n_head, d_model = values["n_head"], values["d_model"]
     activation = values.get("ff_activation", "gelu")

@@ -51,7 +51,7 @@ def read_keras_h5_weights(path: str) -> Dict[str, np.ndarray]:
     layer_names = _string_list_attribute(handle, "layer_names")
     if not layer_names:
       raise UserInputError(f"{path}: no 'layer_names' attribute; not a Keras 2 / Hugging Face "
-                       "TF weights file (a Keras 3 .weights.h5 is not read here)")
+                           "TF weights file (a Keras 3 .weights.h5 is not read here)")
     for layer_name in layer_names:
       if layer_name not in handle:
         raise UserInputError(f"{path}: layer_names lists {layer_name!r}, which is not in the file")
@@ -63,13 +63,13 @@ def read_keras_h5_weights(path: str) -> Dict[str, np.ndarray]:
                    for full in _string_list_attribute(node, "weight_names")]
       for name, stored_name, group in entries:
         if not isinstance(group.get(stored_name), h5py.Dataset):
-          raise UserInputError(f"{path}: {layer_name} lists the weight {stored_name!r}, which it "
-                           "does not hold")
+          raise UserInputError(f"{path}: {layer_name} lists the weight {stored_name!r}, which "
+                               "it does not hold")
         value = np.asarray(group[stored_name])
         if name in weights:
           if not np.array_equal(weights[name], value):
             raise UserInputError(f"{path}: {name} is stored under both {found_in[name]} and "
-                             f"{layer_name} with different values")
+                                 f"{layer_name} with different values")
           continue
         weights[name], found_in[name] = value, layer_name
   return weights

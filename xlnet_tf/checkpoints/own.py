@@ -90,7 +90,7 @@ def _load_weights_strictly(model_or_head, weights_path: str) -> None:
   """
   with open_hdf5(weights_path):  # a damaged file fails here, before anything is assigned
     pass
-  before = [(variable, variable.numpy()) for variable in model_or_head.weights]
+  before = [(variable, variable.numpy()) for variable in model_or_head.weights]  # host copy
   try:
     model_or_head.load_weights(weights_path)
   except (ValueError, KeyError, OSError) as error:
