@@ -1,7 +1,10 @@
 """Converts XLNet checkpoints: original TF1 / Hugging Face / own format -> own or original.
 
 A Hugging Face directory may hold model.safetensors, pytorch_model.bin (read without torch, by
-a weights-only unpickler) or tf_model.h5 (read with h5py); the report names the file read.
+a weights-only unpickler) or tf_model.h5 (read with h5py); the report names the file read. The
+output is written beside --output and moved there only once reloading it gave identical
+outputs, so a failed run leaves no partial directory; a damaged input file ends the run with
+one line naming it.
 
   python run/convert_checkpoint.py --input=xlnet_cased_L-12_H-768_A-12/xlnet_model.ckpt \
       --input_format=original --output=converted/ --output_format=own

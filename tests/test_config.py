@@ -3,6 +3,8 @@ import json
 import pytest
 
 from xlnet_tf import XLNetConfig
+from xlnet_tf.config import ARCHITECTURE_KEYS
+from xlnet_tf.errors import UserInputError
 
 ORIGINAL_BASE = {"d_head": 64, "d_inner": 3072, "d_model": 768, "ff_activation": "gelu",
                  "n_head": 12, "n_layer": 12, "n_token": 32000, "untie_r": True}
@@ -45,3 +47,29 @@ def test_presets():
   assert XLNetConfig.preset("tiny").d_model == 32
   with pytest.raises(ValueError, match="preset"):
     XLNetConfig.preset("huge")
+
+
+@pytest.mark.parametrize("missing", [("d_model",), ("n_layer", "untie_r"), ARCHITECTURE_KEYS])
+def test_config_file_without_an_architecture_key_names_the_file_and_keys(tmp_path, missing):
+  path = tmp_path / "xlnet_config.json"
+  path.write_text(json.dumps({key: value for key, value in ORIGINAL_BASE.items()
+                              if key not in missing}))
+  expected = [key for key in ARCHITECTURE_KEYS if key in missing]
+  with pytest.raises(UserInputError) as raised:
+    XLNetConfig.from_json_file(str(path), mem_len=384)
+  assert str(raised.value).startswith(
+      f"{path}: missing the XLNet config key(s) {expected}; a config must name every "
+      "architecture key (n_layer d_model n_head d_head d_inner ff_activation untie_r n_token)")
+  with pytest.raises(UserInputError, match=r"^model.get_config\(\): missing .*'d_model'"):
+    XLNetConfig.from_dict({"n_token": 50}, source="model.get_config()")
+
+
+def test_run_time_keys_default_and_sizes_come_from_a_preset_only_when_named(tmp_path):
+  path = tmp_path / "xlnet_config.json"
+  path.write_text(json.dumps(ORIGINAL_BASE))
+  assert XLNetConfig.from_json_file(str(path)).dropout == XLNetConfig().dropout
+  # An override names the key as the file would.
+  partial = {key: value for key, value in ORIGINAL_BASE.items() if key != "n_token"}
+  assert XLNetConfig.from_dict(partial, n_token=7).n_token == 7
+  XLNetConfig.preset("tiny").to_json_file(str(path))
+  assert XLNetConfig.from_json_file(str(path)) == XLNetConfig.preset("tiny")

@@ -5,14 +5,18 @@ The original release splits settings in two: `xlnet_config.json` holds the archi
 scripts take the rest as flags (mem_len, reuse_len, bi_data, clamp_len, same_length, ...). Here
 one dataclass holds both; `to_json_file(..., original_keys_only=True)` writes a file the original
 code reads, and `from_json_file` reads either kind.
+
+A file or dict must name every architecture key: a size silently taken from the defaults (a
+config without d_model building a d_model 768 model) would train or load the wrong model. The
+released sizes are reached by name, `XLNetConfig.preset("base")`; keyword construction in Python
+keeps the dataclass defaults.
 """
 
 import dataclasses
-import json
 from typing import Any, Dict
 
 from xlnet_tf.errors import UserInputError
-from xlnet_tf.json_files import write_json
+from xlnet_tf.json_files import read_json_object, write_json
 
 ARCHITECTURE_KEYS = ("n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation",
                      "untie_r", "n_token")
@@ -99,11 +103,19 @@ class XLNetConfig:
 
   @classmethod
   def from_dict(cls, values: Dict[str, Any], source: str = "config", **overrides) -> "XLNetConfig":
+    """A config from `values`, which must name every architecture key (ARCHITECTURE_KEYS) unless
+    `overrides` sets it; other keys take their defaults. Raises UserInputError naming `source`
+    and the missing or unknown keys."""
     known = {field.name for field in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
     if unknown:
       raise UserInputError(f"{source}: unknown XLNet config key(s) {unknown}; known keys are "
                            f"{sorted(known)}.")
+    missing = [key for key in ARCHITECTURE_KEYS if key not in values and key not in overrides]
+    if missing:
+      raise UserInputError(f"{source}: missing the XLNet config key(s) {missing}; a config "
+                           f"must name every architecture key ({' '.join(ARCHITECTURE_KEYS)}) "
+                           "(a released size's file: XLNetConfig.preset('base').to_json_file)")
     try:
       return cls(**{**values, **overrides})
     except ValueError as error:
@@ -113,15 +125,10 @@ class XLNetConfig:
   def from_json_file(cls, path: str, **overrides) -> "XLNetConfig":
     """Reads an original `xlnet_config.json` (or one written by `to_json_file`).
 
-    Keys the file lacks take their defaults; `overrides` set run-time options (mem_len, ...).
+    The file must name every architecture key (see `from_dict`); run-time keys it lacks take
+    their defaults; `overrides` set run-time options (mem_len, ...).
     """
-    with open(path, encoding="utf-8") as handle:
-      try:
-        values = json.load(handle)
-      except json.JSONDecodeError as error:
-        raise UserInputError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(values, dict):
-      raise UserInputError(f"{path}: expected a JSON object of config keys")
+    values = read_json_object(path, expected="a JSON object of config keys")
     return cls.from_dict(values, source=path, **overrides)
 
   def to_json_file(self, path: str, original_keys_only: bool = False) -> None:

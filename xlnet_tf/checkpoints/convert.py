@@ -1,6 +1,8 @@
 """Conversion between the original TF1, Hugging Face and own checkpoint formats, verified."""
 
 import os
+import shutil
+import tempfile
 from typing import Dict, Optional
 
 import numpy as np
@@ -52,20 +54,45 @@ def verification_batch(config: XLNetConfig, seed: int = 0) -> Dict[str, np.ndarr
 
 def convert_checkpoint(input_path: str, input_format: str, output_dir: str,
                        output_format: str = "own", config_file: Optional[str] = None) -> str:
-  """Converts and then reloads the output to check it gives the same outputs. Returns a report."""
-  model, load_summary = load_any(input_path, input_format, config_file)
-  if output_format == "own":
-    save_pretrained(model, output_dir)
-  elif output_format == "original":
-    save_original_checkpoint(model, os.path.join(output_dir, ORIGINAL_CHECKPOINT_NAME))
-    model.config.to_json_file(os.path.join(output_dir, CONFIG_FILE), original_keys_only=True)
-  else:
+  """Converts, reloads the output to check it gives the same outputs, and only then moves it to
+  `output_dir`: a failed conversion leaves nothing there. Returns a report."""
+  if output_format not in OUTPUT_FORMATS:
     raise ValueError(f"output_format must be one of {OUTPUT_FORMATS}; got {output_format!r}")
-  reloaded, _ = load_any(output_dir, output_format)
-  batch = verification_batch(model.config)
-  difference = float(np.max(np.abs(model(batch)["sequence_output"].numpy()
-                                   - reloaded(batch)["sequence_output"].numpy())))
-  if difference != 0.0:
-    raise RuntimeError(f"Conversion check failed: outputs differ by {difference} after reload")
+  output_dir = os.path.abspath(output_dir)
+  if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+    raise NotADirectoryError(f"{output_dir}: exists and is not a directory")
+  model, load_summary = load_any(input_path, input_format, config_file)
+  parent = os.path.dirname(output_dir)
+  os.makedirs(parent, exist_ok=True)
+  staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.partial-", dir=parent)
+  try:
+    _write(model, staging, output_format)
+    reloaded, _ = load_any(staging, output_format)
+    batch = verification_batch(model.config)
+    difference = float(np.max(np.abs(model(batch)["sequence_output"].numpy()
+                                     - reloaded(batch)["sequence_output"].numpy())))
+    if difference != 0.0:
+      raise RuntimeError(f"Conversion check failed: outputs differ by {difference} after reload")
+    _move_into(staging, output_dir)
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)
   return (f"{load_summary}\nWrote {output_format} checkpoint to {output_dir}; reloaded it: "
           f"outputs identical on a verification batch (max |diff| = {difference}).")
+
+
+def _write(model, directory: str, output_format: str) -> None:
+  if output_format == "own":
+    save_pretrained(model, directory)
+  else:
+    save_original_checkpoint(model, os.path.join(directory, ORIGINAL_CHECKPOINT_NAME))
+    model.config.to_json_file(os.path.join(directory, CONFIG_FILE), original_keys_only=True)
+
+
+def _move_into(staging: str, output_dir: str) -> None:
+  """The verified files to `output_dir`: the directory itself when it does not exist yet, else
+  file by file, replacing same-named files (the files name each other relatively)."""
+  if not os.path.exists(output_dir):
+    os.rename(staging, output_dir)
+    return
+  for name in os.listdir(staging):
+    os.replace(os.path.join(staging, name), os.path.join(output_dir, name))

@@ -8,7 +8,6 @@ same values.
 """
 
 import dataclasses
-import json
 import os
 import re
 from typing import Dict, List, Optional, Tuple
@@ -24,6 +23,7 @@ from xlnet_tf.checkpoints.naming import BACKBONE_SCOPE, backbone_of, original_va
 from xlnet_tf.checkpoints.pytorch_bin_io import read_pytorch_bin
 from xlnet_tf.checkpoints.safetensors_io import read_safetensors
 from xlnet_tf.config import XLNetConfig
+from xlnet_tf.json_files import read_json_object
 
 # HF's "gelu" is the erf form, but the released XLNet weights were trained with the tanh
 # approximation (the original's gelu): both map to it here.
@@ -51,7 +51,12 @@ _HEAD_PREFIXES = ("sequence_summary.", "logits_proj.", "qa_outputs.", "start_log
                   "end_logits.", "answer_class.")
 
 def config_from_huggingface(values: Dict, source: str = "config.json", **overrides) -> XLNetConfig:
-  """XLNetConfig from the fields of a Hugging Face XLNetConfig."""
+  """XLNetConfig from the fields of a Hugging Face XLNetConfig.
+
+  The sizes (vocab_size n_layer d_model n_head d_inner) must be there; a field transformers
+  itself defaults when config.json lacks it (d_head = d_model / n_head, ff_activation, untie_r,
+  ...) takes that default, so the model is the one transformers would build.
+  """
   try:
     n_head, d_model = values["n_head"], values["d_model"]
     activation = values.get("ff_activation", "gelu")
@@ -133,8 +138,10 @@ def huggingface_weight_files(path: str) -> Tuple[List[str], str]:
     if os.path.exists(single):
       found.append(([single], single))
     elif os.path.exists(shard_index):
-      with open(shard_index, encoding="utf-8") as handle:
-        weight_map = json.load(handle)["weight_map"]
+      weight_map = read_json_object(shard_index).get("weight_map")
+      if not isinstance(weight_map, dict):
+        raise UserInputError(f"{shard_index}: no 'weight_map' object; not a sharded-weights "
+                             "index")
       found.append(([os.path.join(path, name) for name in sorted(set(weight_map.values()))],
                     shard_index))
   if not found:
@@ -151,8 +158,8 @@ def read_huggingface_weights(path: str) -> HuggingfaceWeights:
   files, source = huggingface_weight_files(path)
   suffix = os.path.splitext(files[0])[1]
   if suffix not in READERS:
-    raise ValueError(f"{files[0]}: not one of {sorted(READERS)}; pass a Hugging Face directory "
-                     "or its weights file")
+    raise UserInputError(f"{files[0]}: not one of {sorted(READERS)}; pass a Hugging Face "
+                         "directory or its weights file")
   tensors = {}
   for file in files:
     tensors.update(READERS[suffix](file))
@@ -169,8 +176,7 @@ def read_huggingface_config(path: str) -> Dict:
   config_path = huggingface_config_path(path)
   if not os.path.exists(config_path):
     return {}
-  with open(config_path, encoding="utf-8") as handle:
-    return json.load(handle)
+  return read_json_object(config_path)
 
 
 def huggingface_to_original(tensors: Dict[str, np.ndarray], n_layer: int, untie_r: bool,

@@ -11,9 +11,12 @@ Hugging Face's sharded files (`tf_model-0000k-of-0000n.h5`) instead list the alr
 names in the root `layer_names`, each a dataset at that path.
 """
 
+import os
 from typing import Dict, List
 
 import numpy as np
+
+from xlnet_tf.errors import UserInputError
 
 
 def _string_list_attribute(node, name: str) -> List[str]:
@@ -28,18 +31,30 @@ def _string_list_attribute(node, name: str) -> List[str]:
   return [value.decode("utf8") if isinstance(value, bytes) else str(value) for value in values]
 
 
+def open_hdf5(path: str):
+  """h5py.File(path, "r"), a file h5py cannot open (cut short, not HDF5) a UserInputError."""
+  import h5py
+  try:
+    return h5py.File(path, "r")
+  except OSError as error:
+    if not os.path.exists(path):
+      raise FileNotFoundError(f"{path}: no such file") from None
+    raise UserInputError(f"{path}: not a readable HDF5 file ({error}); damaged or cut short "
+                         "while copying? save or fetch it again") from None
+
+
 def read_keras_h5_weights(path: str) -> Dict[str, np.ndarray]:
   """{variable name without the model's name, e.g. 'transformer/mask_emb:0': array}."""
   import h5py
   weights, found_in = {}, {}
-  with h5py.File(path, "r") as handle:
+  with open_hdf5(path) as handle:
     layer_names = _string_list_attribute(handle, "layer_names")
     if not layer_names:
-      raise ValueError(f"{path}: no 'layer_names' attribute; not a Keras 2 / Hugging Face "
-                       "TF weights file (a Keras 3 .weights.h5 is not read here)")
+      raise UserInputError(f"{path}: no 'layer_names' attribute; not a Keras 2 / Hugging Face "
+                           "TF weights file (a Keras 3 .weights.h5 is not read here)")
     for layer_name in layer_names:
       if layer_name not in handle:
-        raise ValueError(f"{path}: layer_names lists {layer_name!r}, which is not in the file")
+        raise UserInputError(f"{path}: layer_names lists {layer_name!r}, which is not in the file")
       node = handle[layer_name]
       if isinstance(node, h5py.Dataset):  # a sharded file: the name is already shortened
         entries = [(layer_name, layer_name, handle)]
@@ -48,13 +63,13 @@ def read_keras_h5_weights(path: str) -> Dict[str, np.ndarray]:
                    for full in _string_list_attribute(node, "weight_names")]
       for name, stored_name, group in entries:
         if not isinstance(group.get(stored_name), h5py.Dataset):
-          raise ValueError(f"{path}: {layer_name} lists the weight {stored_name!r}, which it "
-                           "does not hold")
+          raise UserInputError(f"{path}: {layer_name} lists the weight {stored_name!r}, which "
+                               "it does not hold")
         value = np.asarray(group[stored_name])
         if name in weights:
           if not np.array_equal(weights[name], value):
-            raise ValueError(f"{path}: {name} is stored under both {found_in[name]} and "
-                             f"{layer_name} with different values")
+            raise UserInputError(f"{path}: {name} is stored under both {found_in[name]} and "
+                                 f"{layer_name} with different values")
           continue
         weights[name], found_in[name] = value, layer_name
   return weights

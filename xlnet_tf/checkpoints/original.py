@@ -6,24 +6,44 @@ import tensorflow as tf
 
 from xlnet_tf.checkpoints.assign import LoadReport, assign_by_original_name
 from xlnet_tf.checkpoints.naming import original_variable_map
+from xlnet_tf.errors import UserInputError
+
+
+CHECKPOINT_STATE_FILE = "checkpoint"
 
 
 def resolve_prefix(path: str) -> str:
   """A checkpoint prefix, or a directory whose latest checkpoint is wanted."""
   if os.path.isdir(path):
-    latest = tf.train.latest_checkpoint(path)
-    if latest is None:
-      candidates = sorted(name[:-len(".index")] for name in os.listdir(path)
-                          if name.endswith(".index"))
-      if len(candidates) != 1:
-        raise FileNotFoundError(f"{path}: a directory without a 'checkpoint' file and with "
-                                f"{len(candidates)} '*.index' files; pass the checkpoint prefix")
-      latest = os.path.join(path, candidates[0])
-    return latest
+    return _prefix_in_directory(path)
   if not os.path.exists(path + ".index"):
     raise FileNotFoundError(f"No TF checkpoint at {path!r} (expected {path}.index and "
                             f"{path}.data-*; pass the prefix, e.g. dir/xlnet_model.ckpt)")
   return path
+
+
+def _prefix_in_directory(directory: str) -> str:
+  """The checkpoint the directory's `checkpoint` file names, looked up in the directory itself,
+  or the directory's only `*.index` checkpoint when there is no such file.
+
+  The name is looked up by its base name: TF1's Saver writes an absolute path there, which in
+  a copied or moved directory still names the original's weights.
+  """
+  state = tf.train.get_checkpoint_state(directory)
+  if state is not None and state.model_checkpoint_path:
+    prefix = os.path.join(directory, os.path.basename(state.model_checkpoint_path))
+    if not os.path.exists(prefix + ".index"):
+      raise FileNotFoundError(
+          f"{os.path.join(directory, CHECKPOINT_STATE_FILE)}: names the checkpoint "
+          f"{state.model_checkpoint_path!r}, but {prefix}.index is not there; pass the "
+          "checkpoint prefix")
+    return prefix
+  candidates = sorted(name[:-len(".index")] for name in os.listdir(directory)
+                      if name.endswith(".index"))
+  if len(candidates) != 1:
+    raise FileNotFoundError(f"{directory}: a directory without a 'checkpoint' file and with "
+                            f"{len(candidates)} '*.index' files; pass the checkpoint prefix")
+  return os.path.join(directory, candidates[0])
 
 
 def load_original_checkpoint(model_or_head, prefix: str) -> LoadReport:
@@ -34,9 +54,27 @@ def load_original_checkpoint(model_or_head, prefix: str) -> LoadReport:
   `CheckpointMismatchError` naming the variables. Nothing is assigned unless all match.
   """
   prefix = resolve_prefix(prefix)
-  reader = tf.train.load_checkpoint(prefix)
-  shapes = reader.get_variable_to_shape_map()
-  return assign_by_original_name(model_or_head, shapes, reader.get_tensor, source=prefix)
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    shapes = reader.get_variable_to_shape_map()
+  except tf.errors.OpError as error:
+    raise _damaged(prefix, error) from None
+
+  def read(name):
+    try:
+      return reader.get_tensor(name)
+    except (tf.errors.OpError, IndexError) as error:  # IndexError: a .data file cut short
+      raise _damaged(prefix, error, name) from None
+
+  # Every tensor is read before the first is assigned, so a damaged file changes nothing.
+  return assign_by_original_name(model_or_head, shapes, read, source=prefix)
+
+
+def _damaged(prefix: str, error: Exception, variable: str = "") -> UserInputError:
+  reason = str(getattr(error, "message", error)).strip()
+  reason = reason.splitlines()[0] if reason else type(error).__name__
+  what = f"cannot read {variable}" if variable else "unreadable TF checkpoint"
+  return UserInputError(f"{prefix}: {what} ({reason}); damaged or cut short while copying?")
 
 
 def save_original_checkpoint(model_or_head, prefix: str) -> str:
@@ -51,5 +89,19 @@ def save_original_checkpoint(model_or_head, prefix: str) -> str:
   names = sorted(variables)
   tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
                     tensors=[tf.convert_to_tensor(variables[name]) for name in names])
-  tf.compat.v1.train.update_checkpoint_state(directory, os.path.abspath(prefix))
+  _write_checkpoint_state(directory, os.path.basename(prefix))
   return prefix
+
+
+def _write_checkpoint_state(directory: str, checkpoint_name: str) -> str:
+  """Writes `directory/checkpoint` naming `checkpoint_name` relative to the directory.
+
+  Relative, so a copied or moved directory reads its own weights: TF's
+  update_checkpoint_state would write an absolute path (or one relative to the working
+  directory). TF resolves a relative name against the directory, as the original scripts do.
+  """
+  quoted = checkpoint_name.replace("\\", "\\\\").replace('"', '\\"')
+  path = os.path.join(directory, CHECKPOINT_STATE_FILE)
+  with open(path, "w", encoding="utf-8") as handle:
+    handle.write(f'model_checkpoint_path: "{quoted}"\nall_model_checkpoint_paths: "{quoted}"\n')
+  return path

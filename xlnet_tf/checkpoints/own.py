@@ -1,12 +1,13 @@
 """The project's own format: a directory with the full config JSON and a Keras weights file
 (and, for a head, head.json: its class and constructor arguments)."""
 
-import json
 import os
 
 from xlnet_tf.checkpoints.assign import CheckpointMismatchError
+from xlnet_tf.checkpoints.keras_h5_io import open_hdf5
 from xlnet_tf.checkpoints.naming import backbone_of
 from xlnet_tf.config import ARCHITECTURE_KEYS, XLNetConfig
+from xlnet_tf.json_files import read_json_object
 
 CONFIG_FILE = "xlnet_config.json"
 WEIGHTS_FILE = "model.weights.h5"
@@ -53,8 +54,7 @@ def load_pretrained_head(directory: str, head_class, **config_overrides):
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path}: missing; {directory} holds no head (a backbone only?). "
                             f"Expected a {head_class.__name__} saved with save_pretrained")
-  with open(path, encoding="utf-8") as handle:
-    arguments = json.load(handle)
+  arguments = read_json_object(path, expected="a JSON object: the head's class and arguments")
   stored_class = arguments.pop("class", None)
   if stored_class != head_class.__name__:
     raise CheckpointMismatchError(f"{path}: holds a {stored_class}, not a {head_class.__name__}")
@@ -79,4 +79,28 @@ def load_own_checkpoint(model_or_head, directory: str) -> None:
   if differences:
     raise CheckpointMismatchError(f"{directory}: the stored config does not match the model:\n  "
                                   + "\n  ".join(differences))
-  model_or_head.load_weights(weights_path)
+  _load_weights_strictly(model_or_head, weights_path)
+
+
+def _load_weights_strictly(model_or_head, weights_path: str) -> None:
+  """Keras' load_weights, all or nothing, its errors one line naming the file.
+
+  Keras assigns layer by layer and raises at the first layer whose weights do not fit, so the
+  values from before are put back: a failed load leaves the model as it was.
+  """
+  with open_hdf5(weights_path):  # a damaged file fails here, before anything is assigned
+    pass
+  before = [(variable, variable.numpy()) for variable in model_or_head.weights]  # host copy
+  try:
+    model_or_head.load_weights(weights_path)
+  except (ValueError, KeyError, OSError) as error:
+    for variable, value in before:
+      variable.assign(value)
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    # Keras' first line only counts the failures ("A total of 3 objects could not be
+    # loaded. Example error message for object ...:"); the next one says what did not fit.
+    detail = lines[1] if len(lines) > 1 and lines[0].startswith("A total of") else \
+        (lines[0] if lines else type(error).__name__)
+    raise CheckpointMismatchError(
+        f"{weights_path}: does not hold the weights of {type(model_or_head).__name__} "
+        f"'{model_or_head.name}' ({detail}); nothing was loaded") from None

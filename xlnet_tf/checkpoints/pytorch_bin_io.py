@@ -11,18 +11,22 @@ resolves only the few globals a state dict needs, each to our own stand-in (neve
 to the named object), and refuses any other global by name before it is looked up. Pickle
 reaches callables only through `find_class` (GLOBAL, STACK_GLOBAL, INST, EXT*) and
 `persistent_load`, so nothing else the file names can run.
+
+Every problem of the file raises a UserInputError naming it: a zip archive cut short or damaged
+(told apart from the legacy non-zip format by the first bytes), a missing storage record, a
+pickle that is incomplete or describes no state dict.
 """
 
 import collections
 import os
 import pickle
 import zipfile
+import zlib
 from typing import Dict
 
 import numpy as np
 
 from xlnet_tf.checkpoints.safetensors_io import bfloat16_to_float32
-
 from xlnet_tf.errors import UserInputError
 
 # torch storage type -> little-endian NumPy dtype ("bfloat16" is widened to float32 exactly).
@@ -31,14 +35,18 @@ STORAGE_DTYPES = {"FloatStorage": "<f4", "HalfStorage": "<f2", "BFloat16Storage"
                   "ShortStorage": "<i2", "CharStorage": "i1", "ByteStorage": "u1",
                   "BoolStorage": "?"}
 
+# A zip archive starts with a local file header (or, empty, with its end record); a legacy
+# `torch.save` file is a sequence of pickles, each starting with the PROTO opcode.
+ZIP_SIGNATURES = (b"PK\x03\x04", b"PK\x05\x06")
+PICKLE_PROTOCOL_OPCODE = b"\x80"
+
 LEGACY_FORMAT_MESSAGE = (
-    "{path}: not a zip archive, so not a torch >= 1.6 `torch.save` file (the legacy format, or "
-    "not a PyTorch file at all); xlnet_tf reads only the zip format. Re-save it once where torch "
-    "and transformers are installed:\n"
-    "  python -c \"from transformers import AutoModel; import sys; "
+    "{path}: not a zip archive but a pickle: the legacy (torch < 1.6) `torch.save` format, "
+    "which xlnet_tf does not read; re-save it once where torch and transformers are installed, "
+    "python -c \"from transformers import AutoModel; import sys; "
     "AutoModel.from_pretrained(sys.argv[1]).save_pretrained(sys.argv[1], "
-    "safe_serialization=True)\" {path_directory}\n"
-    "then load the model.safetensors it writes.")
+    "safe_serialization=True)\" {path_directory} , and load the model.safetensors it writes")
+DAMAGED_ZIP_MESSAGE = "{path}: a damaged zip archive ({reason}); download or copy it again"
 
 
 
@@ -114,7 +122,7 @@ def _rebuild_tensor(storage, storage_offset, size, stride, requires_grad, backwa
     return _Tensor(np.zeros(size, values.dtype))
   last = storage_offset + sum((extent - 1) * step for extent, step in zip(size, stride))
   if last >= values.size:
-    raise ValueError(f"storage {storage.key}: tensor of size {list(size)}, stride "
+    raise UserInputError(f"storage {storage.key}: tensor of size {list(size)}, stride "
                      f"{list(stride)} at offset {storage_offset} reads past its "
                      f"{values.size} elements")
   return _Tensor(np.lib.stride_tricks.as_strided(
@@ -146,10 +154,9 @@ _ALLOWED_CALLABLES = {
 class _WeightsOnlyUnpickler(pickle.Unpickler):
   """Resolves only tensor-rebuilding globals and storage ids; refuses everything else."""
 
-  def __init__(self, file, read_storage, source):
+  def __init__(self, file, read_storage):
     super().__init__(file)
     self._read_storage = read_storage
-    self._source = source
     self._storages = {}
 
   def find_class(self, module, name):
@@ -158,15 +165,15 @@ class _WeightsOnlyUnpickler(pickle.Unpickler):
     if module == "torch" and name in STORAGE_DTYPES:
       return _StorageType(name)
     raise UnsafeCheckpointError(
-        f"{self._source}: refused the pickled global {module}.{name}: a weights-only file holds "
-        "tensors only (nothing of the file was run)")
+        f"refused the pickled global {module}.{name}: a weights-only file holds tensors only "
+        "(nothing of the file was run)")
 
   def persistent_load(self, pid):
     if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
             and isinstance(pid[1], _StorageType) and isinstance(pid[2], str)
             and type(pid[4]) is int):
-      raise UnsafeCheckpointError(f"{self._source}: refused the persistent id {pid!r}: only "
-                                  "tensor storages are read")
+      raise UnsafeCheckpointError(f"refused the persistent id {pid!r}: only tensor storages "
+                                  "are read")
     _, storage_type, key, _, numel = pid
     if key not in self._storages:
       self._storages[key] = _Storage(key, self._read_storage(key, storage_type.name, numel))
@@ -178,45 +185,73 @@ def read_pytorch_bin(path: str) -> Dict[str, np.ndarray]:
   (exactly).
 
   Raises UnsafeCheckpointError, naming it, if the pickle holds any global other than the
-  tensor-rebuilding ones, and ValueError for the legacy (non-zip) format.
+  tensor-rebuilding ones, and UserInputError naming the file for the legacy (non-zip) format,
+  a damaged or truncated archive, or a pickle that is not a complete state dict.
   """
   if not zipfile.is_zipfile(path):
-    raise ValueError(LEGACY_FORMAT_MESSAGE.format(path=path,
-                                                  path_directory=os.path.dirname(path) or "."))
-  with zipfile.ZipFile(path) as archive:
-    pickles = [name for name in archive.namelist()
-               if name.count("/") == 1 and name.endswith("/data.pkl")]
-    if len(pickles) != 1:
-      raise ValueError(f"{path}: a zip archive without exactly one <folder>/data.pkl "
-                       f"(found {pickles}); not a torch.save file")
-    folder = pickles[0][:-len("data.pkl")]
-    records = set(archive.namelist())
-    big_endian = f"{folder}byteorder" in records and \
-        archive.read(f"{folder}byteorder").strip() == b"big"
-
-    def read_storage(key, storage_type, numel):
-      record = f"{folder}data/{key}"
-      if record not in records:
-        raise ValueError(f"{path}: the pickle refers to storage {key!r}, but {record} is missing")
-      raw = archive.read(record)
-      dtype = STORAGE_DTYPES[storage_type]
-      itemsize = 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
-      if len(raw) != numel * itemsize:
-        raise ValueError(f"{path}: {record} holds {len(raw)} bytes; the pickle says {numel} "
-                         f"elements of torch.{storage_type} ({numel * itemsize} bytes)")
-      byte_order = ">" if big_endian else "<"
-      if dtype == "bfloat16":
-        return bfloat16_to_float32(raw, byte_order)
-      return np.frombuffer(raw, np.dtype(dtype).newbyteorder(byte_order))
-
-    with archive.open(pickles[0]) as handle:
-      state = _WeightsOnlyUnpickler(handle, read_storage, source=path).load()
+    with open(path, "rb") as handle:
+      start = handle.read(4)
+    if start.startswith(ZIP_SIGNATURES):
+      raise UserInputError(DAMAGED_ZIP_MESSAGE.format(
+          path=path, reason="no end-of-central-directory record: cut short while downloading or "
+          "copying?"))
+    if start.startswith(PICKLE_PROTOCOL_OPCODE):
+      raise UserInputError(LEGACY_FORMAT_MESSAGE.format(
+          path=path, path_directory=os.path.dirname(path) or "."))
+    raise UserInputError(f"{path}: neither a zip archive nor a pickle, so not a PyTorch "
+                         f"`torch.save` file (it starts with {start!r})")
+  try:
+    with zipfile.ZipFile(path) as archive:
+      state = _read_state_dict(archive, path)
+  except (zipfile.BadZipFile, zlib.error, EOFError) as error:
+    raise UserInputError(DAMAGED_ZIP_MESSAGE.format(path=path, reason=error)) from None
   if not isinstance(state, dict):
-    raise ValueError(f"{path}: holds a {type(state).__name__}, not a state dict {{name: tensor}}")
+    raise UserInputError(f"{path}: holds a {type(state).__name__}, not a state dict "
+                         "{name: tensor}")
   tensors = {}
   for name, value in state.items():
     if not isinstance(name, str) or not isinstance(value, _Tensor):
-      raise ValueError(f"{path}: entry {name!r} is a {type(value).__name__}, not a tensor "
-                       "(a state dict nested in another object?)")
+      raise UserInputError(f"{path}: entry {name!r} is a {type(value).__name__}, not a tensor "
+                           "(a state dict nested in another object?)")
     tensors[name] = value.array
   return tensors
+
+
+def _read_state_dict(archive: zipfile.ZipFile, path: str):
+  """The object data.pkl holds, its storages read from the archive's data/ records."""
+  pickles = [name for name in archive.namelist()
+             if name.count("/") == 1 and name.endswith("/data.pkl")]
+  if len(pickles) != 1:
+    raise UserInputError(f"{path}: a zip archive without exactly one <folder>/data.pkl "
+                         f"(found {pickles}); not a torch.save file")
+  folder = pickles[0][:-len("data.pkl")]
+  records = set(archive.namelist())
+  big_endian = f"{folder}byteorder" in records and \
+      archive.read(f"{folder}byteorder").strip() == b"big"
+
+  def read_storage(key, storage_type, numel):
+    record = f"{folder}data/{key}"
+    if record not in records:
+      raise UserInputError(f"the pickle refers to storage {key!r}, but the archive has no "
+                           f"record {record}")
+    raw = archive.read(record)
+    dtype = STORAGE_DTYPES[storage_type]
+    itemsize = 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
+    if len(raw) != numel * itemsize:
+      raise UserInputError(f"{record} holds {len(raw)} bytes; the pickle says {numel} "
+                           f"elements of torch.{storage_type} ({numel * itemsize} bytes)")
+    byte_order = ">" if big_endian else "<"
+    if dtype == "bfloat16":
+      return bfloat16_to_float32(raw, byte_order)
+    return np.frombuffer(raw, np.dtype(dtype).newbyteorder(byte_order))
+
+  try:
+    with archive.open(pickles[0]) as handle:
+      return _WeightsOnlyUnpickler(handle, read_storage).load()
+  except UserInputError as error:  # raised while unpickling, without the file's name
+    raise type(error)(f"{path}: {error}") from None
+  except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError,
+          IndexError) as error:
+    # The pickle is the file's content: whatever the unpickler trips on is a fault of the file.
+    raise UserInputError(f"{path}: {pickles[0]} is not a complete state-dict pickle "
+                         f"({type(error).__name__}: {error})") from None

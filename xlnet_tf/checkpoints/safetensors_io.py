@@ -35,11 +35,15 @@ def read_safetensors(path: str) -> Dict[str, np.ndarray]:
     header = json.loads(raw[8:8 + header_size])
   except (UnicodeDecodeError, json.JSONDecodeError) as error:
     raise UserInputError(f"{path}: unreadable safetensors header ({error})") from None
+  if not isinstance(header, dict):
+    raise UserInputError(f"{path}: the safetensors header is not a JSON object")
   data = memoryview(raw)[8 + header_size:]
   tensors = {}
   for name, info in header.items():
     if name == "__metadata__":
       continue
+    if not isinstance(info, dict):
+      raise UserInputError(f"{path}: tensor {name!r} has no {{dtype, shape, data_offsets}} entry")
     dtype, shape = info.get("dtype"), tuple(info.get("shape", ()))
     begin, end = info.get("data_offsets", (0, -1))
     if not 0 <= begin <= end <= len(data):
