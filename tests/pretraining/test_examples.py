@@ -7,6 +7,7 @@ from xlnet_tf.pretraining.examples import (ExampleBuilder, PretrainingSettings, 
                                            batch_count, batchify, is_backward_row,
                                            split_a_and_b, stream_rows, token_stream,
                                            trim_to_total)
+from xlnet_tf.pretraining.token_files import SortedBoundaries
 
 
 def literal_trim(a_len, b_len, total):
@@ -77,7 +78,8 @@ def test_bi_data_rows_are_reversed_per_core():
 def windowed_row(ids, sentence_ids, begin, end, nearby):
   """A row that holds [begin, end) and reads anything else `nearby` positions at a time, as
   the stage's rows over a token stream on disk do."""
-  row = StreamRow(len(ids), lambda b, e: (ids[b:e], sentence_ids[b:e]))
+  row = StreamRow(lambda b, e: (ids[b:e], sentence_ids[b:e]),
+                  SortedBoundaries.of_flags(sentence_ids), 0, len(ids))
   row.NEARBY = nearby
   row.load(begin, end)
   return row

@@ -26,7 +26,11 @@ def test_same_text_same_model_bytes_wherever_it_is_trained(corpus_files, tmp_pat
   monkeypatch.setattr(sentencepiece_training, "_clear_training_paths", lambda path: None)
   raw = model_proto(train_sentencepiece(corpus_files[:1], str(tmp_path / "c" / "spiece"),
                                         vocab_size=300))
-  assert raw.trainer_spec.model_prefix == str(tmp_path / "c" / "spiece")
+  # (trained in a temporary folder beside the model, then moved into place)
+  work_prefix = raw.trainer_spec.model_prefix
+  assert work_prefix.startswith(str(tmp_path / "c" / sentencepiece_training.WORK_FOLDER_PREFIX))
+  assert os.path.basename(work_prefix) == "spiece"
+  assert sorted(os.listdir(tmp_path / "c")) == ["spiece.model", "spiece.vocab"]
   assert len(raw.trainer_spec.input) == 1 and str(tmp_path / "c") in raw.trainer_spec.input[0]
   assert len(raw.pieces) > 200
   raw.trainer_spec.ClearField("input")

@@ -11,7 +11,6 @@ The prediction targets are the same for both objectives: whole-word spans (the p
 span-based prediction) or, with `span_prediction=False`, single tokens (Table 6's ablation).
 """
 
-import bisect
 import dataclasses
 import random
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -23,6 +22,7 @@ from xlnet_tf.pretraining.lm_streams import lm_batch_count
 from xlnet_tf.pretraining.masked_lm import draw_replacements
 from xlnet_tf.pretraining.permutation import factorization_ranks
 from xlnet_tf.pretraining.spans import sample_tokens, sample_word_spans
+from xlnet_tf.pretraining.token_files import BoundaryIndex, SortedBoundaries
 
 FUNCTIONAL_TOKENS = 3  # <sep> after A, <sep> after B, <cls>
 # perm: XLNet's permutation LM (query stream); mlm: BERT's masked LM (content stream);
@@ -158,25 +158,18 @@ def batchify(ids, sentence_ids, settings: PretrainingSettings):
   return arrange(forward_ids), arrange(forward_sentences), dropped
 
 
-def stream_rows(read, length: int, settings: PretrainingSettings):
+def stream_rows(read, length: int, settings: PretrainingSettings,
+                boundaries: Optional[BoundaryIndex] = None):
   """The rows of a token stream that is read piece by piece, laid out as `batchify` lays out
   arrays. `read(begin, end)` gives (ids, sentence flags) of positions [begin, end) of the
-  stream of `length` tokens. Returns (rows: StreamRow, dropped)."""
+  stream of `length` tokens; `boundaries` searches its sentence boundaries (a `TokenStream`;
+  default: found by reading the whole stream). Returns (rows: StreamRow, dropped)."""
   streams = stream_count(settings)
   row_len = length // streams
-
-  def row(stream, backward):
-    offset = stream * row_len
-    if not backward:
-      return StreamRow(row_len, lambda begin, end: read(offset + begin, offset + end))
-
-    def read_reversed(begin, end):
-      ids, flags = read(offset + row_len - end, offset + row_len - begin)
-      return ids[::-1], flags[::-1]
-    return StreamRow(row_len, read_reversed)
-
-  return ([row(stream, backward) for stream, backward in row_layout(settings)],
-          length - row_len * streams)
+  if boundaries is None:
+    boundaries = SortedBoundaries.of_flags(read(0, length)[1])
+  return ([StreamRow(read, boundaries, stream * row_len, row_len, backward)
+           for stream, backward in row_layout(settings)], length - row_len * streams)
 
 
 def is_backward_row(row: int, settings: PretrainingSettings) -> bool:
@@ -199,43 +192,59 @@ def row_step(settings: PretrainingSettings) -> int:
 
 
 class _Window:
-  """Positions [begin, end) of a row in memory: ids and the sorted boundaries among them."""
-  __slots__ = ("begin", "end", "ids", "boundaries")
+  """Positions [begin, end) of a row in memory."""
+  __slots__ = ("begin", "end", "ids")
 
   def __init__(self, read, begin: int, end: int):
     self.begin, self.end = begin, end
-    ids, flags = read(max(begin - 1, 0), end)  # one more before: is `begin` a boundary?
-    self.ids = ids[1:] if begin else ids
-    self.boundaries = (np.nonzero(flags[1:] != flags[:-1])[0] + max(begin, 1)).tolist()
+    self.ids = read(begin, end)[0]
 
   def holds(self, begin: int, end: int) -> bool:
     return self.begin <= begin and end <= self.end
 
 
 class StreamRow:
-  """One row of the token stream: ids by slice, and the sentence boundaries (positions whose
-  sentence id differs from the previous position's) near any position.
+  """One row of the token stream: positions [offset, offset + length) of the stream, read
+  forward or backward (bi_data). Gives ids by slice, and the sentence boundaries (positions
+  whose sentence id differs from the previous position's) near any position.
 
   The stage keeps the positions of its batches in memory (`load`), reads other positions
-  through `read(begin, end) -> (ids, sentence flags)` from disk a few hundred at a time (a
-  random B segment: one read), and so never holds a whole row, which can span gigabytes.
+  through the stream's `read(begin, end) -> (ids, sentence flags)` from disk a few hundred at a
+  time (a random B segment: one read), and so never holds a whole row, which can span
+  gigabytes. Boundaries come from the stream's sorted index (`BoundaryIndex`): finding the
+  nearest one costs the same however far it is (on a long line, it can be the row's end).
   """
 
   NEARBY = 256  # positions read on each side of a position outside the loaded ones
 
-  def __init__(self, length: int, read):
+  def __init__(self, read, boundaries: BoundaryIndex, offset: int, length: int,
+               backward: bool = False):
     self.length = length
-    self._read = read
-    self._loaded = self._nearby = _Window(read, 0, 0)
+    self._stream_read, self._index = read, boundaries
+    self._offset, self._backward = offset, backward
+    self._loaded = self._nearby = _Window(self._read, 0, 0)
 
   @classmethod
   def in_memory(cls, ids, sentence_ids) -> "StreamRow":
-    row = cls(len(ids), lambda begin, end: (ids[begin:end], sentence_ids[begin:end]))
+    row = cls(lambda begin, end: (ids[begin:end], sentence_ids[begin:end]),
+              SortedBoundaries.of_flags(sentence_ids), 0, len(ids))
     row.load(0, len(ids))
     return row
 
   def __len__(self) -> int:
     return self.length
+
+  def _read(self, begin: int, end: int):
+    """(ids, sentence flags) of row positions [begin, end)."""
+    if not self._backward:
+      return self._stream_read(self._offset + begin, self._offset + end)
+    ids, flags = self._stream_read(self._to_stream(end), self._to_stream(begin))
+    return ids[::-1], flags[::-1]
+
+  def _to_stream(self, position: int) -> int:
+    """The stream position of a row boundary or slice end: a backward row's boundary at q is
+    the forward boundary at length - q."""
+    return self._offset + (self.length - position if self._backward else position)
 
   def load(self, begin: int, end: int) -> None:
     """Keeps positions [begin, end) in memory (nothing to do if they already are)."""
@@ -258,31 +267,37 @@ class StreamRow:
     return window.ids[span.start - window.begin:span.stop - window.begin]
 
   def boundaries_between(self, low: int, high: int) -> List[int]:
-    """Boundaries b with low < b < high."""
+    """Boundaries b with low < b < high (a row's boundaries lie in (0, length))."""
+    low, high = max(low, 0), min(high, self.length)
     if low + 1 >= high:
       return []
-    bounds = self._window(low + 1, high).boundaries
-    return bounds[bisect.bisect_right(bounds, low):bisect.bisect_left(bounds, high)]
+    if not self._backward:
+      return [b - self._offset for b in self._index.between(self._to_stream(low),
+                                                            self._to_stream(high))]
+    found = self._index.between(self._to_stream(high), self._to_stream(low))
+    return [self._offset + self.length - b for b in reversed(found)]
+
+  def _forward_at_or_after(self, position: int) -> int:
+    """In forward positions of the row: the first boundary >= position, or length."""
+    start = self._offset
+    return self._index.at_or_after(start + max(position, 1), start + self.length) - start
+
+  def _forward_at_or_before(self, position: int) -> int:
+    """In forward positions of the row: the last boundary <= position, or 0."""
+    start = self._offset
+    return self._index.at_or_before(start + min(position, self.length - 1), start) - start
 
   def boundary_at_or_after(self, position: int) -> int:
     """The first boundary >= position, or the row's length if there is none."""
-    while position < self.length:
-      window = self._window(position, position + 1)
-      index = bisect.bisect_left(window.boundaries, position)
-      if index < len(window.boundaries):
-        return window.boundaries[index]
-      position = window.end
-    return self.length
+    if self._backward:
+      return self.length - self._forward_at_or_before(self.length - position)
+    return self._forward_at_or_after(position)
 
   def boundary_at_or_before(self, position: int) -> int:
     """The last boundary <= position, or 0 if there is none."""
-    while position >= 1:
-      window = self._window(position, position + 1)
-      index = bisect.bisect_right(window.boundaries, position)
-      if index:
-        return window.boundaries[index - 1]
-      position = window.begin - 1
-    return 0
+    if self._backward:
+      return self.length - self._forward_at_or_after(self.length - position)
+    return self._forward_at_or_before(position)
 
 
 def trim_to_total(a_len: int, b_len: int, total: int) -> Tuple[int, int]:

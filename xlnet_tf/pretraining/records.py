@@ -9,12 +9,16 @@ take 76 KB. The reader rebuilds every model input with a few comparisons per bat
 objective and a reader asked for another one refuses the data.
 """
 
+import dataclasses
 import json
 import os
+import re
+import struct
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf.message import DecodeError as _ProtoDecodeError
 
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.json_files import write_json
@@ -76,21 +80,139 @@ def write_record_info(directory: str, settings: PretrainingSettings, files: List
 
 
 def load_record_info(path: str) -> Dict[str, Any]:
+  """The record info of a data directory (or of its record_info.json), checked against the
+  files it lists: its fields, each file's size (as written by the stage) and the lengths in the
+  first record. Costs a stat per file and one record: a file cut short (even at a record
+  boundary), replaced, or described by another record info is an error naming it, before any
+  training."""
   if os.path.isdir(path):
     path = os.path.join(path, RECORD_INFO_FILE)
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path}: no record info; pretraining data is made by "
                             "data/create_pretraining_data.py, which writes it beside the files")
-  with open(path, encoding="utf-8") as handle:
-    info = json.load(handle)
-  if info.get("format_version") != FORMAT_VERSION:
-    raise UserInputError(f"{path}: record format {info.get('format_version')} is not "
-                         f"{FORMAT_VERSION}; recreate the data")
+  try:
+    with open(path, encoding="utf-8") as handle:
+      info = json.load(handle)
+  except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
+    raise UserInputError(f"{path}: not a valid record info JSON file ({error}); recreate the "
+                         "data with data/create_pretraining_data.py") from None
+  if not isinstance(info, dict) or info.get("format_version") != FORMAT_VERSION:
+    version = info.get("format_version") if isinstance(info, dict) else None
+    raise UserInputError(f"{path}: record format {version} is not {FORMAT_VERSION}; recreate "
+                         "the data")
+  _check_fields(info, path)
   info["directory"] = os.path.dirname(os.path.abspath(path))
-  # Data written before the objectives existed are permutation-LM data with span targets.
-  info["settings"].setdefault("objective", "perm")
-  info["settings"].setdefault("span_prediction", True)
+  check_record_files(info)
   return info
+
+
+_REQUIRED_FIELDS = {"settings": dict, "tokenizer": dict, "files": list, "num_batch": int}
+
+
+def _check_fields(info: Dict[str, Any], path: str) -> None:
+  """The fields readers use, with their types; the settings as the stage validates them."""
+  def fail(problem):
+    raise UserInputError(f"{path}: {problem}; recreate the data with "
+                         "data/create_pretraining_data.py")
+  for field, kind in _REQUIRED_FIELDS.items():
+    if not isinstance(info.get(field), kind):
+      fail(f"field {field!r} is missing or not a {kind.__name__}")
+  for index, entry in enumerate(info["files"]):
+    if not (isinstance(entry, dict) and isinstance(entry.get("name"), str)
+            and isinstance(entry.get("num_batch"), int) and entry["num_batch"] >= 0):
+      fail(f"files[{index}] needs a name and a num_batch >= 0")
+  if sum(entry["num_batch"] for entry in info["files"]) != info["num_batch"]:
+    fail(f"num_batch {info['num_batch']} is not the sum of the files' num_batch")
+  if info["tokenizer"].get("ids_dtype") not in ("uint16", "int32"):
+    fail("tokenizer.ids_dtype must be 'uint16' or 'int32'")
+  stored = info["settings"]
+  # Data written before the objectives existed are permutation-LM data with span targets.
+  stored.setdefault("objective", "perm")
+  stored.setdefault("span_prediction", True)
+  known = {field.name for field in dataclasses.fields(PretrainingSettings)}
+  try:
+    PretrainingSettings(**{key: value for key, value in stored.items() if key in known})
+  except (UserInputError, TypeError) as error:
+    fail(f"settings: {error}")
+
+
+def check_record_files(info: Dict[str, Any]) -> None:
+  """Every listed file with batches exists and has the size the stage wrote (data written
+  before sizes were recorded: not checked), and the first record has the settings' lengths."""
+  files = [os.path.join(info["directory"], entry["name"]) for entry in info["files"]
+           if entry["num_batch"]]
+  for entry, path in zip([e for e in info["files"] if e["num_batch"]], files):
+    if not os.path.exists(path):
+      raise FileNotFoundError(f"{path}: listed in {RECORD_INFO_FILE} but missing")
+    size = os.path.getsize(path)
+    if "bytes" in entry and size != entry["bytes"]:
+      raise UserInputError(f"{path}: {size:,} bytes, but {RECORD_INFO_FILE} says "
+                           f"{entry['bytes']:,} ({entry['num_batch']:,} batches): the file was cut "
+                           "short or replaced; recreate the data")
+  if files:
+    _check_first_record(files[0], info)
+
+
+def _read_first_record(path: str) -> bytes:
+  """The payload of the file's first TFRecord (length, length CRC, payload, payload CRC)."""
+  with open(path, "rb") as handle:
+    header = handle.read(12)
+    if len(header) < 12:
+      raise UserInputError(f"{path}: not a TFRecord file (shorter than a record header)")
+    (length,) = struct.unpack("<Q", header[:8])
+    payload = handle.read(length) if length <= os.path.getsize(path) else b""
+  if len(payload) != length:
+    raise UserInputError(f"{path}: not a TFRecord file (its first record's length {length:,} "
+                         "exceeds the file)")
+  return payload
+
+
+def _check_first_record(path: str, info: Dict[str, Any]) -> None:
+  """The byte lengths of the first example's features against those the settings give."""
+  settings = info["settings"]
+  seq_len, num_predict = settings["seq_len"], settings["num_predict"]
+  id_bytes = np.dtype(info["tokenizer"]["ids_dtype"]).itemsize
+  if settings["objective"] == "clm":
+    expected = {"input_ids": ((seq_len + 1) * id_bytes, "seq_len + 1 ids")}
+  else:
+    expected = {"input_ids": (seq_len * id_bytes, "seq_len ids"),
+                "segment_ids": (seq_len, "seq_len segment ids"),
+                "target_positions": (num_predict * 2, "num_predict positions")}
+    if settings["objective"] == "mlm":
+      expected["replacements"] = (num_predict * id_bytes, "num_predict replacements")
+    else:
+      expected["ranks"] = (seq_len * 2, "seq_len ranks")
+  try:
+    features = tf.train.Example.FromString(_read_first_record(path)).features.feature
+  except _ProtoDecodeError:
+    raise UserInputError(f"{path}: its first record is not a tf.train.Example; recreate the "
+                         "data") from None
+  for name, (length, meaning) in expected.items():
+    values = features[name].bytes_list.value if name in features else []
+    found = len(values[0]) if len(values) == 1 else None
+    if found != length:
+      raise UserInputError(
+          f"{path}: the first record's {name} holds {found} bytes, not the {length} of "
+          f"{meaning} (seq_len={seq_len}, num_predict={num_predict}, objective="
+          f"{settings['objective']}, ids {info['tokenizer']['ids_dtype']}) that "
+          f"{RECORD_INFO_FILE} says; the record info does not describe this file")
+
+
+def explain_data_loss(record_info_path: str, error: Exception) -> UserInputError:
+  """The one-line error for a DataLossError met while reading the data (a record whose
+  checksum fails: TensorFlow's message names no file): reads the files one by one to name the
+  first one that is corrupt. Only for after the fact: it reads all the data."""
+  info = load_record_info(record_info_path)
+  for entry in info["files"]:
+    path = os.path.join(info["directory"], entry["name"])
+    try:
+      for _ in tf.data.TFRecordDataset(path, buffer_size=1 << 20):
+        pass
+    except tf.errors.DataLossError as file_error:
+      reason = re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:.*", "", file_error.message)
+      return UserInputError(f"{path}: a corrupt record ({reason}); recreate the data")
+  return UserInputError(f"{info['directory']}: reading the data failed ({error}); the files now "
+                        "read without error")
 
 
 def check_settings(info: Dict[str, Any], **expected) -> None:
@@ -140,9 +262,6 @@ def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
       raise UserInputError(f"{info['directory']}: {len(files)} data files cannot be sharded over "
                            f"{pipelines} input pipelines; create the data with more shards")
     files = files[input_context.input_pipeline_id::pipelines]
-  missing = [f for f in files if not os.path.exists(f)]
-  if missing:
-    raise FileNotFoundError(f"Data files listed in the record info are missing: {missing[:3]}")
   seq_len, num_predict = settings["seq_len"], settings["num_predict"]
   reuse_len = settings["reuse_len"]
   masked_lm = settings["objective"] == "mlm"

@@ -18,7 +18,6 @@ import hashlib
 import multiprocessing
 import os
 import shutil
-import tempfile
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -28,6 +27,7 @@ from xlnet_tf.pretraining.examples import (ExampleBuilder, PretrainingSettings, 
                                            row_step, stream_count, stream_rows, token_stream)
 from xlnet_tf.pretraining.lm_streams import lm_segment_batches
 from xlnet_tf.pretraining.token_files import StreamPart, TokenStream, write_part
+from xlnet_tf.temporary_folders import temporary_folder
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 
 TFRECORD_SUFFIX = ".tfrecords"
@@ -38,6 +38,7 @@ RANGE_BYTES_MIN, RANGE_BYTES_MAX = 256 << 10, 8 << 20
 # The output does not depend on it either (each batch has its own seed).
 EXAMPLES_PER_BLOCK = 2048
 PROGRESS_SECONDS = 30.0
+WORK_FOLDER_PREFIX = ".stage-"  # in save_dir; see temporary_folders
 
 
 @dataclasses.dataclass
@@ -160,7 +161,7 @@ def _build_block(job):
   ids_dtype = id_dtype(tokenizer.vocab_size)
   written = 0
   with TokenStream(parts) as stream, tf.io.TFRecordWriter(part_path) as writer:
-    rows, _ = stream_rows(stream.read, len(stream), settings)
+    rows, _ = stream_rows(stream.read, len(stream), settings, boundaries=stream)
     for batch in builder.batches(rows, first, stop, seed):
       for example in batch:
         writer.write(serialize_example(example, ids_dtype))
@@ -174,7 +175,7 @@ def _build_lm_block(parts, first, stop, part_path, ids_dtype, settings) -> int:
   from xlnet_tf.pretraining.records import serialize_lm_segment
   written = 0
   with TokenStream(parts) as stream, tf.io.TFRecordWriter(part_path) as writer:
-    rows, _ = stream_rows(stream.read, len(stream), settings)
+    rows, _ = stream_rows(stream.read, len(stream), settings, boundaries=stream)
     for row in rows:
       row.load(first * settings.seq_len, stop * settings.seq_len + 1)
     for batch in lm_segment_batches(rows, settings.seq_len, first, stop):
@@ -227,41 +228,54 @@ def create_pretraining_data(input_files: Sequence[str], sp_path: str, save_dir: 
   if not 0 <= task < num_task:
     raise UserInputError(f"task must be in [0, num_task={num_task}); got {task}")
   files = files[task::num_task]
-  os.makedirs(save_dir, exist_ok=True)
-  outputs = [os.path.join(save_dir, f"{split}-{task}-{index:05d}{TFRECORD_SUFFIX}")
-             for index in range(len(files))]
+  names = [f"{split}-{task}-{index:05d}{TFRECORD_SUFFIX}" for index in range(len(files))]
   workers = max(1, num_workers or os.cpu_count() or 1)
   tracker = Progress(progress)
-  work_dir = tempfile.mkdtemp(prefix=".stage-", dir=save_dir)  # stream and record parts
-  try:
+  # Everything is built in a temporary folder (stream parts, record parts, the outputs) and
+  # moved into save_dir only when complete: a failed or killed run leaves no partial output.
+  with temporary_folder(save_dir, WORK_FOLDER_PREFIX) as work_dir:
+    outputs = [os.path.join(work_dir, name) for name in names]
     with _parallel_map(workers) as parallel_map:
       parts, file_stats = _tokenize_files(files, sp_path, settings, work_dir, workers,
                                           parallel_map, tracker)
       results = _write_examples(files, outputs, parts, file_stats, sp_path, settings,
                                 (seed, task), work_dir, parallel_map, tracker)
-  finally:
-    shutil.rmtree(work_dir, ignore_errors=True)
-  stats = ReadStats()
-  for result in results:
-    stats.merge(result.stats)
-  if sum(r.num_batch for r in results) == 0:
-    detail = "; ".join(f"{k}: {v}" for k, v in stats.skipped.items()) or "inputs too short"
-    raise UserInputError(f"No example could be written ({detail}). {stats.files} files, "
-                         f"{sum(r.tokens_read for r in results)} tokens; bsz_per_host="
-                         f"{settings.bsz_per_host} rows of seq_len={settings.seq_len} need more "
-                         "text")
-  files_info = [{"name": r.name, "num_batch": r.num_batch, "num_examples": r.num_examples}
-                for r in results]
-  tokenizer_info = {"sp_path": os.path.abspath(sp_path), "sp_sha256": _sha256(sp_path),
-                    "vocab_size": tokenizer.vocab_size, "special_ids":
-                    tokenizer.special_ids.as_dict(), "ids_dtype": id_dtype(tokenizer.vocab_size)}
-  extra = {"split": split, "task": task, "num_task": num_task, "seed": seed,
-           "inputs": [os.path.basename(p) for p in files],
-           "stats": {"documents": stats.documents, "lines": stats.lines,
-                     "tokens_read": sum(r.tokens_read for r in results),
-                     "skipped": dict(stats.skipped)}}
-  info_path = write_record_info(save_dir, settings, files_info, tokenizer_info, extra)
-  return StageSummary(info_path, settings, results, stats, time.perf_counter() - start)
+    stats = ReadStats()
+    for result in results:
+      stats.merge(result.stats)
+    if sum(r.num_batch for r in results) == 0:
+      detail = "; ".join(f"{k}: {v}" for k, v in stats.skipped.items()) or "inputs too short"
+      raise UserInputError(f"No example could be written ({detail}). {stats.files} files, "
+                           f"{sum(r.tokens_read for r in results)} tokens; bsz_per_host="
+                           f"{settings.bsz_per_host} rows of seq_len={settings.seq_len} need "
+                           "more text")
+    # Sizes let a reader find a file cut short or replaced without reading it (records.py).
+    files_info = [{"name": r.name, "num_batch": r.num_batch, "num_examples": r.num_examples,
+                   "bytes": os.path.getsize(path)} for r, path in zip(results, outputs)]
+    tokenizer_info = {"sp_path": os.path.abspath(sp_path), "sp_sha256": _sha256(sp_path),
+                      "vocab_size": tokenizer.vocab_size, "special_ids":
+                      tokenizer.special_ids.as_dict(), "ids_dtype": id_dtype(tokenizer.vocab_size)}
+    extra = {"split": split, "task": task, "num_task": num_task, "seed": seed,
+             "inputs": [os.path.basename(p) for p in files],
+             "stats": {"documents": stats.documents, "lines": stats.lines,
+                       "tokens_read": sum(r.tokens_read for r in results),
+                       "skipped": dict(stats.skipped)}}
+    info_path = write_record_info(work_dir, settings, files_info, tokenizer_info, extra)
+    _publish(outputs, info_path, save_dir)
+  return StageSummary(os.path.join(save_dir, os.path.basename(info_path)), settings, results,
+                      stats, time.perf_counter() - start)
+
+
+def _publish(outputs: Sequence[str], info_path: str, save_dir: str) -> None:
+  """Moves the complete outputs into save_dir, the record info last. The old record info goes
+  first: until the new one is in place, a reader finds none rather than one that does not
+  describe the files beside it."""
+  final_info = os.path.join(save_dir, os.path.basename(info_path))
+  if os.path.exists(final_info):
+    os.remove(final_info)
+  for path in outputs:
+    os.replace(path, os.path.join(save_dir, os.path.basename(path)))
+  os.replace(info_path, final_info)
 
 
 def _tokenize_files(files, sp_path, settings, work_dir, workers, parallel_map, tracker):

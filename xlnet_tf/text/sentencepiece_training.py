@@ -6,55 +6,120 @@ punctuation pieces, and was trained with character_coverage 0.99995.
 """
 
 import os
-import tempfile
-from typing import Sequence
+import re
+from typing import Callable, Iterator, List, Sequence
 
 import sentencepiece as spm
+from absl import logging
 
 from xlnet_tf.errors import UserInputError
+from xlnet_tf.temporary_folders import temporary_folder
 from xlnet_tf.text.tokenizer import preprocess_text
 
 CONTROL_SYMBOLS = ("<cls>", "<sep>", "<pad>", "<mask>", "<eod>")
 USER_DEFINED_SYMBOLS = ("<eop>", ".", "(", ")", '"', "-", "\u2013", "\u00a3", "\u20ac")
+# SentencePiece's trainer drops longer sentences without a word (and fails when all are).
+MAX_SENTENCE_BYTES = 4192
+WORK_FOLDER_PREFIX = ".sentencepiece-"  # beside the model; see temporary_folders
 
 
 def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_size: int = 32000,
                         uncased: bool = False, keep_accents: bool = False,
                         character_coverage: float = 0.99995,
-                        input_sentence_size: int = 10_000_000, seed: int = 0) -> str:
+                        input_sentence_size: int = 10_000_000, seed: int = 0,
+                        report: Callable[[str], None] = logging.warning) -> str:
   """Trains on the text as XLNetTokenizer will see it (the same preprocessing). Returns the
-  .model path."""
+  .model path.
+
+  Lines that are not valid UTF-8 are skipped (counted in a line to `report`); a file with a NUL
+  byte is not text (an error naming it). Lines longer than MAX_SENTENCE_BYTES are cut at
+  spaces, which no piece crosses, so that the trainer sees them. The vocabulary limit is soft
+  (hard_vocab_limit=False): a text too small for `vocab_size` pieces gets the largest vocabulary
+  it supports, and `report` gets a line saying how many pieces it got. The .model and .vocab
+  files appear only when complete (built in a temporary folder beside them).
+  """
   if not input_files:
     raise UserInputError("train_sentencepiece: no input files")
   directory = os.path.dirname(os.path.abspath(model_prefix))
-  os.makedirs(directory, exist_ok=True)
-  with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8", dir=directory,
-                                   delete=False) as text:
-    lines = 0
-    for path in input_files:
-      with open(path, encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-          cleaned = preprocess_text(line, lower=uncased, keep_accents=keep_accents)
-          if cleaned:
-            text.write(cleaned + "\n")
-            lines += 1
-  try:
-    if lines == 0:
-      raise UserInputError(f"train_sentencepiece: the input files {list(input_files)[:3]} hold no "
-                           "text")
+  with temporary_folder(directory, WORK_FOLDER_PREFIX, report) as work_dir:
+    text_path = os.path.join(work_dir, "text.txt")
+    skipped = _write_training_text(input_files, text_path, uncased, keep_accents)
+    if skipped:
+      report(f"Skipped {len(skipped)} lines that are not valid UTF-8, e.g. "
+             f"{', '.join(skipped[:3])}")
+    if os.path.getsize(text_path) == 0:
+      raise UserInputError(f"train_sentencepiece: the input files {list(input_files)[:3]} hold "
+                           "no text")
+    work_prefix = os.path.join(work_dir, os.path.basename(model_prefix))
     spm.set_random_generator_seed(seed)  # with one thread, training is reproducible
-    spm.SentencePieceTrainer.train(
-        input=text.name, model_prefix=model_prefix, vocab_size=vocab_size,
-        model_type="unigram", character_coverage=character_coverage,
-        control_symbols=list(CONTROL_SYMBOLS), user_defined_symbols=list(USER_DEFINED_SYMBOLS),
-        shuffle_input_sentence=True, input_sentence_size=input_sentence_size,
-        hard_vocab_limit=False,  # a small corpus gets the largest vocabulary it supports
-        num_threads=1, minloglevel=2)
-  finally:
-    os.remove(text.name)
+    try:
+      spm.SentencePieceTrainer.train(
+          input=text_path, model_prefix=work_prefix, vocab_size=vocab_size,
+          model_type="unigram", character_coverage=character_coverage,
+          control_symbols=list(CONTROL_SYMBOLS), user_defined_symbols=list(USER_DEFINED_SYMBOLS),
+          shuffle_input_sentence=True, input_sentence_size=input_sentence_size,
+          max_sentence_length=MAX_SENTENCE_BYTES,
+          hard_vocab_limit=False,  # a small corpus gets the largest vocabulary it supports
+          num_threads=1, minloglevel=2)
+    except RuntimeError as error:  # SentencePiece's message, without its source location
+      reason = re.sub(r"^\S+: \S+\(\d+\) \[.*?\] ", "", str(error).strip())
+      raise UserInputError(f"SentencePiece cannot train on {list(input_files)[:3]} with "
+                           f"vocab_size={vocab_size:,}: {reason}") from None
+    _clear_training_paths(work_prefix + ".model")
+    pieces = spm.SentencePieceProcessor(model_file=work_prefix + ".model").GetPieceSize()
+    for suffix in (".vocab", ".model"):  # the model last: it is what tools look for
+      os.replace(work_prefix + suffix, model_prefix + suffix)
   model_path = model_prefix + ".model"
-  _clear_training_paths(model_path)
+  if pieces < vocab_size:
+    report(f"{model_path}: {pieces:,} pieces, fewer than the {vocab_size:,} asked (vocab_size): "
+           "the text supports no more; train on more text for a larger vocabulary")
   return model_path
+
+
+def _write_training_text(input_files: Sequence[str], text_path: str, uncased: bool,
+                         keep_accents: bool) -> List[str]:
+  """Writes the preprocessed lines, long ones cut (`_sentences`); returns the `path:line` of
+  the lines skipped as not UTF-8."""
+  skipped = []
+  with open(text_path, "w", encoding="utf-8") as text:
+    for path in input_files:
+      with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+          if b"\0" in raw:
+            raise UserInputError(f"{path}:{number}: a NUL byte: not a text file (train on UTF-8 "
+                                 "text, one sentence per line)")
+          try:
+            line = raw.decode("utf-8")
+          except UnicodeDecodeError:
+            skipped.append(f"{path}:{number}")
+            continue
+          cleaned = preprocess_text(line, lower=uncased, keep_accents=keep_accents)
+          for sentence in _sentences(cleaned, MAX_SENTENCE_BYTES):
+            text.write(sentence + "\n")
+  return skipped
+
+
+def _sentences(text: str, max_bytes: int) -> Iterator[str]:
+  """`text` (words separated by single spaces) in pieces of at most max_bytes UTF-8 bytes, cut
+  at spaces; a longer word every max_bytes // 4 characters."""
+  if len(text.encode("utf-8")) <= max_bytes:
+    if text:
+      yield text
+    return
+  words, size = [], 0
+  for word in text.split(" "):
+    length = len(word.encode("utf-8")) + 1
+    if words and size + length > max_bytes:
+      yield " ".join(words)
+      words, size = [], 0
+    if length > max_bytes:
+      step = max_bytes // 4  # a character is at most 4 bytes
+      yield from (word[start:start + step] for start in range(0, len(word), step))
+      continue
+    words.append(word)
+    size += length
+  if words:
+    yield " ".join(words)
 
 
 def _clear_training_paths(model_path: str) -> None:
