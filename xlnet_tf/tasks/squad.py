@@ -111,7 +111,8 @@ def build_features(tokenizer, examples: Sequence[SquadExample], max_seq_length: 
     pieces, char_start, char_end = piece_character_spans(
         tokenizer, ContextWords.of(example.context), example.context)
     if len(question) > max_query_length and report is not None:
-      report.skip(f"question cut to max_query_length={max_query_length}", example.where)
+      report.note(f"with the question cut to max_query_length={max_query_length}",
+                  example.where)
     question = question[:max_query_length]
     room = max_seq_length - len(question) - 3
     if room < 1:

@@ -77,8 +77,8 @@ def encode_tagged(tokenizer, sentences: Sequence[TaggedSentence], max_seq_length
       piece_words.extend([position] + [IGNORED] * (len(ids) - 1))
     room = max_seq_length - 2
     if len(pieces) > room:
-      report.skip("sentence truncated to max_seq_length (its last words get no prediction)",
-                  sentence.where)
+      report.note(f"truncated to max_seq_length={max_seq_length} (the last words get no "
+                  "prediction)", sentence.where)
       pieces, piece_labels, piece_words = pieces[:room], piece_labels[:room], piece_words[:room]
     tokens = pieces + [sep, cls]
     start = max_seq_length - len(tokens)
