@@ -12,7 +12,6 @@ import keras
 import numpy as np
 
 from xlnet_tf.errors import UserInputError
-from xlnet_tf import checkpoints
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.model import XLNetModel
@@ -416,7 +415,8 @@ def build_classifier(config: XLNetConfig, task: TaskData, summary_type: str = "l
   """A classifier whose backbone starts from `init_checkpoint` (pretrained weights)."""
   backbone = XLNetModel(config)
   if init_checkpoint:
-    report = checkpoints.LOADERS[init_checkpoint_format](backbone, init_checkpoint)
+    report = finetuning.load_pretrained_weights(backbone, init_checkpoint,
+                                                init_checkpoint_format)
     logging.info("Backbone from %s%s", init_checkpoint,
                  "" if report is None else f": {report.summary()}")
   num_classes = 1 if task.labels is None else len(task.labels)
@@ -434,8 +434,6 @@ def train_classifier(model: XLNetClassifier, task: TaskData,
   metric; returns the dev history and the best result. The label order is saved beside the
   best weights (finetuning.save_labels), for predict-only runs and exports."""
   regression = task.labels is None
-  if best_dir and not regression:
-    finetuning.save_labels(best_dir, task.labels)
   loss = (keras.losses.MeanSquaredError() if regression else
           keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   metric = "pearson" if regression else task.metric
@@ -448,8 +446,11 @@ def train_classifier(model: XLNetClassifier, task: TaskData,
   train = finetuning.feature_dataset(task.splits["train"], options.batch_size,
                                      label_key="label", shuffle=True, seed=options.seed,
                                      repeat=True)
-  return finetuning.finetune(model, train, options, evaluate=evaluate if dev else None,
-                             metric=metric, best_dir=best_dir, loss=loss)
+  result = finetuning.finetune(model, train, options, evaluate=evaluate if dev else None,
+                               metric=metric, best_dir=best_dir, loss=loss)
+  if best_dir and not regression:  # after training: a failed run leaves no best_dir behind
+    finetuning.save_labels(best_dir, task.labels)
+  return result
 
 
 def write_predictions(path: str, task: TaskData, logits: np.ndarray) -> None:

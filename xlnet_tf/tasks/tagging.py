@@ -10,6 +10,7 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 
 from xlnet_tf.errors import UserInputError
+from xlnet_tf.tasks.text_files import read_utf8_lines
 from xlnet_tf.text.packing import SEG_A, SEG_CLS, SEG_PAD
 from xlnet_tf.text.read_report import ReadReport
 
@@ -26,18 +27,17 @@ class TaggedSentence:
 def read_conll(path: str, report: ReadReport, tag_column: int = -1) -> List[TaggedSentence]:
   """CoNLL files: `word ... tag` per line, blank lines between sentences, -DOCSTART- skipped."""
   sentences, words, tags, start = [], [], [], 1
-  with open(path, encoding="utf-8") as handle:
-    for number, line in enumerate(handle, start=1):
-      fields = line.split()
-      if not fields or fields[0] == "-DOCSTART-":
-        if words:
-          sentences.append(TaggedSentence(words, tags, f"{path}:{start}"))
-        words, tags, start = [], [], number + 1
-        continue
-      if len(fields) < 2:
-        raise UserInputError(f"{path}:{number}: expected 'word ... tag', got {line.strip()!r}")
-      words.append(fields[0])
-      tags.append(fields[tag_column])
+  for number, line in enumerate(read_utf8_lines(path), start=1):
+    fields = line.split()
+    if not fields or fields[0] == "-DOCSTART-":
+      if words:
+        sentences.append(TaggedSentence(words, tags, f"{path}:{start}"))
+      words, tags, start = [], [], number + 1
+      continue
+    if len(fields) < 2:
+      raise UserInputError(f"{path}:{number}: expected 'word ... tag', got {line.strip()!r}")
+    words.append(fields[0])
+    tags.append(fields[tag_column])
   if words:
     sentences.append(TaggedSentence(words, tags, f"{path}:{start}"))
   report.read += len(sentences)
