@@ -72,7 +72,7 @@ def pretrained_backbone(config):
 
 
 def finetuning_setup(config_path=None, examples_per_row=1, **config_overrides):
-  """(strategy, tokenizer, backbone config, options) of a fine-tuning run; creates --output_dir.
+  """(strategy, tokenizer, backbone config, options) of a fine-tuning run.
 
   Every flag a run could not use is refused first, before anything is read or written: no
   --do_* flag, the optimisation flags (FinetuningOptions), a --max_seq_length too long for the
@@ -91,9 +91,8 @@ def finetuning_setup(config_path=None, examples_per_row=1, **config_overrides):
                                    values.train_batch_size * examples_per_row)
   tokenizer = XLNetTokenizer(values.sp_path, lower=values.uncased)
   check_vocabulary(tokenizer, config, config_path)
-  strategy = runtime_strategy()
-  os.makedirs(values.output_dir, exist_ok=True)
-  return strategy, tokenizer, config, options
+  # --output_dir is made by what writes there first: a run that fails before leaves nothing.
+  return runtime_strategy(), tokenizer, config, options
 
 
 def require_files(file_of_action) -> None:

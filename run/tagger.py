@@ -86,6 +86,7 @@ def run(model, data, labels, options):
     sentences, _ = data["test"]
     _, predicted = evaluate(model, data["test"], labels)
     path = os.path.join(FLAGS.output_dir, "test_predictions.conll")
+    os.makedirs(FLAGS.output_dir, exist_ok=True)
     with open(path, "w", encoding="utf-8") as handle:
       for sentence, tags in zip(sentences, predicted):
         for word, gold, tag in zip(sentence.words, sentence.tags, tags):

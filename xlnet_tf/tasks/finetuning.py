@@ -211,8 +211,8 @@ def load_pretrained_weights(backbone, path: str, checkpoint_format: str = "own")
   except (OSError, ValueError) as error:  # h5py, safetensors, TensorFlow's checkpoint reader
     where = (os.path.join(path, checkpoints.own.WEIGHTS_FILE) if checkpoint_format == "own"
              else path)
-    raise UserInputError(f"{where}: cannot be read as a {checkpoint_format}-format checkpoint "
-                         f"(--init_checkpoint): {error}") from None
+    raise UserInputError(f"{where}: not a readable checkpoint (--init_checkpoint, format "
+                         f"{checkpoint_format}): {error}") from None
 
 
 def restore_best(model, best_dir: Optional[str]) -> bool:
