@@ -13,10 +13,8 @@ from absl import app
 from absl import flags
 from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
-from xlnet_tf import XLNetConfig
 from xlnet_tf.json_files import write_json
 from xlnet_tf.tasks import classification, finetuning
-from xlnet_tf.text.tokenizer import XLNetTokenizer
 
 import common_flags
 
@@ -50,14 +48,12 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  strategy = common_flags.runtime_strategy()
   config_path = FLAGS.model_config or (os.path.join(FLAGS.init_checkpoint, "xlnet_config.json")
                                        if FLAGS.init_checkpoint else None)
   if not config_path:
     raise app.UsageError("--model_config (or an own-format --init_checkpoint) is required")
-  config = XLNetConfig.from_json_file(config_path, dropout=FLAGS.dropout, dropatt=FLAGS.dropatt,
-                                      mem_len=0, reuse_len=0, bi_data=False)
-  tokenizer = XLNetTokenizer(FLAGS.sp_path, lower=FLAGS.uncased)
+  strategy, tokenizer, config, options = common_flags.finetuning_setup(
+      config_path, dropout=FLAGS.dropout, dropatt=FLAGS.dropatt)
   # Training evaluates on dev when there is one (a generic task may have no dev file).
   has_dev = FLAGS.task_name != "generic" or FLAGS.dev_file
   splits = [s for s, wanted in (("train", FLAGS.do_train), ("dev", FLAGS.do_eval or (
@@ -76,7 +72,6 @@ def main(argv):
     model = classification.build_classifier(config, task, FLAGS.summary_type,
                                             FLAGS.init_checkpoint, FLAGS.init_checkpoint_format)
     if FLAGS.do_train:
-      options = common_flags.finetuning_options(FLAGS.jit_compile)
       result = classification.train_classifier(model, task, options, best_dir)
       write_json(os.path.join(FLAGS.output_dir, "train_history.json"), result)
       if result["best"]:

@@ -2,13 +2,14 @@
 
 import os
 
+from absl import app
 from absl import flags
 import keras
 
-from xlnet_tf import XLNetConfig, XLNetModel, checkpoints
+from xlnet_tf import XLNetConfig, XLNetModel
 from xlnet_tf.tasks import finetuning
 from xlnet_tf.tasks.progress import PROGRESS_MODES
-from xlnet_tf.text.tokenizer import XLNetTokenizer
+from xlnet_tf.text.tokenizer import XLNetTokenizer, check_vocabulary
 from xlnet_tf.training import strategy as strategy_lib
 
 
@@ -65,28 +66,54 @@ def pretrained_backbone(config):
   values = flags.FLAGS
   backbone = XLNetModel(config)
   if values.init_checkpoint:
-    checkpoints.LOADERS[values.init_checkpoint_format](backbone, values.init_checkpoint)
+    finetuning.load_pretrained_weights(backbone, values.init_checkpoint,
+                                       values.init_checkpoint_format)
   return backbone
 
 
-def finetuning_setup():
-  """(strategy, tokenizer, backbone config) of a fine-tuning run; creates --output_dir."""
+def finetuning_setup(config_path=None, examples_per_row=1, **config_overrides):
+  """(strategy, tokenizer, backbone config, options) of a fine-tuning run.
+
+  Every flag a run could not use is refused first, before anything is read or written: no
+  --do_* flag, the optimisation flags (FinetuningOptions), a --max_seq_length too long for the
+  batch (`examples_per_row`: sequences per example, e.g. a multiple-choice question's
+  options), a SentencePiece model larger than the config's vocabulary.
+  `config_path` (default --model_config) and `config_overrides` give the backbone config.
+  """
   values = flags.FLAGS
-  strategy = runtime_strategy()
-  os.makedirs(values.output_dir, exist_ok=True)
+  if not (values.do_train or values.do_eval or values.do_predict):
+    raise app.UsageError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
+  options = finetuning_options()
+  config_path = config_path or values.model_config
+  config = XLNetConfig.from_json_file(config_path, **{
+      "mem_len": 0, "reuse_len": 0, "bi_data": False, **config_overrides})
+  finetuning.check_sequence_length(config, values.max_seq_length,
+                                   values.train_batch_size * examples_per_row)
   tokenizer = XLNetTokenizer(values.sp_path, lower=values.uncased)
-  config = XLNetConfig.from_json_file(values.model_config, mem_len=0, reuse_len=0, bi_data=False)
-  return strategy, tokenizer, config
+  check_vocabulary(tokenizer, config, config_path)
+  # --output_dir is made by what writes there first: a run that fails before leaves nothing.
+  return runtime_strategy(), tokenizer, config, options
 
 
-def finetuning_options(jit_compile="auto") -> finetuning.FinetuningOptions:
+def require_files(file_of_action) -> None:
+  """Each --do_* flag given needs its file flag: {"do_train": "train_file", ...}."""
+  values = flags.FLAGS
+  for action, file_flag in file_of_action.items():
+    if values[action].value and not values[file_flag].value:
+      raise app.UsageError(f"--{action} needs --{file_flag}")
+
+
+def finetuning_options() -> finetuning.FinetuningOptions:
+  """The optimisation flags (checked by FinetuningOptions); XLA as --jit_compile says where a
+  CLI has that flag."""
   values = flags.FLAGS
   return finetuning.FinetuningOptions(
       train_steps=values.train_steps, batch_size=values.train_batch_size,
       learning_rate=values.learning_rate, warmup_steps=values.warmup_steps,
       weight_decay=getattr(values, "weight_decay", 0.0),
       lr_layer_decay_rate=values.lr_layer_decay_rate, eval_every=values.eval_every,
-      seed=values.seed, jit_compile=jit_compile, progress=values.progress)
+      seed=values.seed, jit_compile=getattr(values, "jit_compile", "auto"),
+      progress=values.progress)
 
 
 def best_dir() -> str:

@@ -19,6 +19,7 @@ from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 from xlnet_tf import XLNetPretrainer, XLNetTokenizer, checkpoints
 from xlnet_tf.json_files import write_json
 from xlnet_tf.pretraining import default_data, lm_evaluation
+from xlnet_tf.text.tokenizer import check_vocabulary
 
 import lm_flags
 
@@ -56,6 +57,8 @@ def main(argv):
   memory_lengths, speed_lengths = _lengths("eval_mem_len"), _lengths("speed_lengths")
   model = checkpoints.load_pretrained_head(model_dir, XLNetPretrainer)
   tokenizer = XLNetTokenizer(sp_path)
+  check_vocabulary(tokenizer, model.backbone.config,
+                   os.path.join(model_dir, checkpoints.own.CONFIG_FILE))
   ids, characters = lm_evaluation.text_stream(default_data.read_text_files(paths), tokenizer)
   print(f"Held-out text: {len(paths)} file(s), {len(ids):,} tokens, {characters:,} characters;"
         f" segments of {FLAGS.eval_tgt_len} tokens, {FLAGS.eval_batch_size} stream(s).")

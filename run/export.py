@@ -3,33 +3,30 @@
   python run/export.py --model_dir=out/sst-2/best --head=classifier \
       --sp_path=spiece.model --export_base=serving --model_name=sst2 --max_seq_length=128
 
-A classifier's or tagger's class count comes from the labels.json the fine-tuning run saved
-beside the weights (copied into the SavedModel's assets: predicted_label indexes it).
+A head's construction (class count, pooling, ...) comes from the head.json the fine-tuning run
+saved beside the weights; the labels.json saved there is copied into the SavedModel's assets
+(predicted_label indexes it). Directories without head.json take --num_classes (default: the
+labels.json count, else 2), --summary_type and --task_name.
 
 --dtype=bfloat16 serves in bfloat16 (float32 outputs), for CPUs with bfloat16 matmuls.
 """
 
-from absl import app
 from absl import flags
 from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 import keras
 
-from xlnet_tf import XLNetConfig, XLNetModel, checkpoints
-from xlnet_tf.export import export_saved_model
-from xlnet_tf.heads.classifier import XLNetClassifier
-from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
-from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
-from xlnet_tf.heads.token_classifier import XLNetTokenClassifier
-from xlnet_tf.tasks import finetuning
+from xlnet_tf.export import HEAD_CLASSES, export_saved_model, load_exportable_model
 
 flags.DEFINE_string("model_dir", None, "Own-format directory (xlnet_config.json + weights).")
-flags.DEFINE_enum("head", "classifier", ["classifier", "regression", "multiple_choice",
-                                         "question_answering", "token_classifier", "backbone"],
+flags.DEFINE_enum("head", "classifier", sorted(HEAD_CLASSES) + ["backbone"],
                   "What the weights are.")
 flags.DEFINE_integer("num_classes", None, "Classes of a classifier (labels of a token "
-                     "classifier). Default: the labels in --model_dir/labels.json, else 2.")
-flags.DEFINE_string("summary_type", "last", "Pooling of a classifier.")
-flags.DEFINE_string("task_name", "task", "Task name of a classifier (original names).")
+                     "classifier). Default: head.json's, else the labels in "
+                     "--model_dir/labels.json, else 2.")
+flags.DEFINE_string("summary_type", None, "Pooling of a classifier. Default: head.json's, "
+                    "else last.")
+flags.DEFINE_string("task_name", None, "Task name of a classifier (original names). Default: "
+                    "head.json's, else task.")
 flags.DEFINE_string("sp_path", None, "SentencePiece model (copied into the assets).")
 flags.DEFINE_bool("uncased", False, "Lower-case the text.")
 flags.DEFINE_bool("text_pairs", False, "serving_default takes text and text_b.")
@@ -50,28 +47,11 @@ def main(argv):
   del argv
   if FLAGS.dtype != "float32":
     keras.mixed_precision.set_global_policy(f"mixed_{FLAGS.dtype}")
-  config = XLNetConfig.from_json_file(f"{FLAGS.model_dir}/xlnet_config.json", dropout=0.0,
-                                      dropatt=0.0, mem_len=0, reuse_len=0, bi_data=False)
-  backbone = XLNetModel(config)
-  labels = finetuning.saved_labels(FLAGS.model_dir)
-  if labels is not None and FLAGS.num_classes not in (None, len(labels)):
-    raise app.UsageError(f"--num_classes={FLAGS.num_classes}, but {FLAGS.model_dir}/"
-                         f"{finetuning.LABELS_FILE} lists {len(labels)} labels")
-  num_classes = FLAGS.num_classes or (len(labels) if labels else 2)
-  model = {"classifier": lambda: XLNetClassifier(backbone, num_classes,
-                                                 FLAGS.summary_type, FLAGS.task_name),
-           "regression": lambda: XLNetClassifier(backbone, 1, FLAGS.summary_type,
-                                                 FLAGS.task_name),
-           "multiple_choice": lambda: XLNetMultipleChoice(backbone, FLAGS.summary_type),
-           "question_answering": lambda: XLNetQuestionAnswering(backbone),
-           "token_classifier": lambda: XLNetTokenClassifier(backbone, num_classes),
-           "backbone": lambda: backbone}[FLAGS.head]()
-  checkpoints.load_own_checkpoint(model, FLAGS.model_dir)
+  model, labels = load_exportable_model(FLAGS.model_dir, FLAGS.head, FLAGS.num_classes,
+                                        FLAGS.summary_type, FLAGS.task_name, FLAGS.sp_path)
   path = export_saved_model(model, FLAGS.sp_path, FLAGS.export_base, FLAGS.model_name,
                             FLAGS.max_seq_length, FLAGS.version, FLAGS.text_pairs, FLAGS.uncased,
-                            xla=FLAGS.xla,
-                            labels=labels if FLAGS.head in ("classifier", "token_classifier")
-                            else None)
+                            xla=FLAGS.xla, labels=labels)
   print(f"Wrote {path}")
 
 

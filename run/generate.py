@@ -8,6 +8,7 @@ Prompts of different lengths run as one left-padded batch; a key/value cache mak
 token one step over the context (--nouse_cache recomputes everything, the reference).
 """
 
+import os
 import time
 
 from absl import app
@@ -15,6 +16,7 @@ from absl import flags
 from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf import XLNetPretrainer, XLNetTokenizer, checkpoints, generation
+from xlnet_tf.text.tokenizer import check_vocabulary
 
 import lm_flags
 
@@ -50,6 +52,8 @@ def main(argv):
   # Generation reads left to right only: bi_data and same_length are training settings.
   model = checkpoints.load_pretrained_head(model_dir, XLNetPretrainer, bi_data=False,
                                            same_length=False)
+  check_vocabulary(tokenizer, model.backbone.config,
+                   os.path.join(model_dir, checkpoints.own.CONFIG_FILE))
   input_ids, input_mask = generation.left_padded(prompts, special.pad)
   stop_ids = (special.eos, special.eod) if FLAGS.stop_at_end else ()
   start = time.perf_counter()

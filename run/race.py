@@ -37,7 +37,7 @@ def load(tokenizer, split):
 
 def main(argv):
   del argv
-  strategy, tokenizer, config = common_flags.finetuning_setup()
+  strategy, tokenizer, config, options = common_flags.finetuning_setup(examples_per_row=4)
   best_dir = common_flags.best_dir()
   dev = load(tokenizer, "dev")[1] if FLAGS.do_eval or FLAGS.do_train else None
   with strategy.scope():
@@ -48,7 +48,7 @@ def main(argv):
       dataset = finetuning.feature_dataset(train, FLAGS.train_batch_size, label_key="label",
                                            shuffle=True, seed=FLAGS.seed, repeat=True)
       result = finetuning.finetune(
-          model, dataset, common_flags.finetuning_options(), evaluate=evaluate,
+          model, dataset, options, evaluate=evaluate,
           metric="accuracy", best_dir=best_dir,
           loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
       write_json(os.path.join(FLAGS.output_dir, "train_history.json"), result)

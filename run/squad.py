@@ -53,7 +53,9 @@ def predict_and_score(model, examples, arrays, windows, threshold=None):
 
 def main(argv):
   del argv
-  strategy, tokenizer, config = common_flags.finetuning_setup()
+  common_flags.require_files({"do_train": "train_file", "do_eval": "predict_file",
+                              "do_predict": "predict_file"})
+  strategy, tokenizer, config, options = common_flags.finetuning_setup()
   best_dir = common_flags.best_dir()
   predict_data = (features_for(tokenizer, FLAGS.predict_file, training=False)
                   if FLAGS.predict_file else None)
@@ -69,7 +71,7 @@ def main(argv):
           arrays, FLAGS.train_batch_size, shuffle=True, seed=FLAGS.seed, repeat=True,
           extra_keys=XLNetQuestionAnswering.extra_inputs
           + XLNetQuestionAnswering.training_targets)
-      result = finetuning.finetune(model, train, common_flags.finetuning_options(),
+      result = finetuning.finetune(model, train, options,
                                    evaluate=evaluate, metric="f1", best_dir=best_dir)
       write_json(os.path.join(FLAGS.output_dir, "train_history.json"), result)
       if result["best"]:

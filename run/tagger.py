@@ -31,7 +31,9 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  strategy, tokenizer, config = common_flags.finetuning_setup()
+  common_flags.require_files({"do_train": "train_file", "do_eval": "dev_file",
+                              "do_predict": "test_file"})
+  strategy, tokenizer, config, options = common_flags.finetuning_setup()
   best_dir = common_flags.best_dir()
   data = {}
   for split, path in (("train", FLAGS.train_file), ("dev", FLAGS.dev_file),
@@ -39,9 +41,8 @@ def main(argv):
     if path:
       report = ReadReport()
       data[split] = [read_conll(path, report, FLAGS.tag_column), report]
-  if "train" in data:
-    labels = label_list(data["train"][0])
-    finetuning.save_labels(best_dir, labels)
+  if FLAGS.do_train:
+    labels = label_list(data["train"][0])  # saved beside the best weights after training
   else:
     labels = finetuning.saved_labels(best_dir)
     if labels is None:
@@ -52,7 +53,7 @@ def main(argv):
     print(f"{split}: {report.summary()}")
   with strategy.scope():
     model = XLNetTokenClassifier(common_flags.pretrained_backbone(config), len(labels))
-    run(model, data, labels)
+    run(model, data, labels, options)
 
 
 def evaluate(model, split_data, labels):
@@ -61,16 +62,17 @@ def evaluate(model, split_data, labels):
   return tagging_scores(logits, features, sentences, labels)
 
 
-def run(model, data, labels):
+def run(model, data, labels, options):
   best_dir = common_flags.best_dir()
   if FLAGS.do_train:
     features = data["train"][1]
     dataset = finetuning.feature_dataset(features, FLAGS.train_batch_size, label_key="label_ids",
                                          shuffle=True, seed=FLAGS.seed, repeat=True)
     result = finetuning.finetune(
-        model, dataset, common_flags.finetuning_options(),
+        model, dataset, options,
         evaluate=(lambda: evaluate(model, data["dev"], labels)[0]) if "dev" in data else None,
         metric="f1", best_dir=best_dir)
+    finetuning.save_labels(best_dir, labels)
     write_json(os.path.join(FLAGS.output_dir, "train_history.json"), result["history"])
     if result["best"]:
       print(f"Best dev entity F1: {result['best']['f1']:.4f} at step {result['best']['step']}")
@@ -84,6 +86,7 @@ def run(model, data, labels):
     sentences, _ = data["test"]
     _, predicted = evaluate(model, data["test"], labels)
     path = os.path.join(FLAGS.output_dir, "test_predictions.conll")
+    os.makedirs(FLAGS.output_dir, exist_ok=True)
     with open(path, "w", encoding="utf-8") as handle:
       for sentence, tags in zip(sentences, predicted):
         for word, gold, tag in zip(sentence.words, sentence.tags, tags):

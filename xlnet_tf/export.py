@@ -24,13 +24,106 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf.json_files import write_json
+from xlnet_tf import checkpoints
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.errors import UserInputError
+from xlnet_tf.heads.classifier import XLNetClassifier
+from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
+from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
+from xlnet_tf.heads.token_classifier import XLNetTokenClassifier
+from xlnet_tf.json_files import read_json, write_json
+from xlnet_tf.model import XLNetModel
 from xlnet_tf.ops import compile as compile_ops
-from xlnet_tf.tasks.finetuning import LABELS_FILE
+from xlnet_tf.tasks.finetuning import LABELS_FILE, saved_labels
 from xlnet_tf.text.in_graph_tokenizer import InGraphTokenizer
 from xlnet_tf.text.packing import TextPacker
+from xlnet_tf.text.tokenizer import check_vocabulary
 
 WARMUP_FILE = "tf_serving_warmup_requests"
+# The model class of each exportable head ("backbone": XLNetModel itself), and the name of its
+# class-count argument.
+HEAD_CLASSES = {"classifier": XLNetClassifier, "regression": XLNetClassifier,
+                "multiple_choice": XLNetMultipleChoice,
+                "question_answering": XLNetQuestionAnswering,
+                "token_classifier": XLNetTokenClassifier}
+CLASS_COUNT = {"classifier": "num_classes", "regression": "num_classes",
+               "token_classifier": "num_labels"}
+# Without head.json: the pooling arguments of each head, and their defaults.
+POOLING_ARGUMENTS = {"classifier": ("summary_type", "task_name"),
+                     "regression": ("summary_type", "task_name"),
+                     "multiple_choice": ("summary_type",)}
+HEAD_DEFAULTS = {"summary_type": "last", "task_name": "task"}
+
+
+def load_exportable_model(model_dir: str, head: str = "classifier",
+                          num_classes: Optional[int] = None, summary_type: Optional[str] = None,
+                          task_name: Optional[str] = None, sp_path: Optional[str] = None):
+  """(model, labels or None) to export from an own-format directory a fine-tuning run wrote.
+
+  The head is built as its head.json says (class count, pooling, ...); `num_classes`,
+  `summary_type` and `task_name` fill in for a directory without head.json (defaults: the
+  labels.json count else 2, "last", "task") and must agree with head.json when both are given.
+  labels.json, when there, must count the head's classes. `sp_path`, when given, is checked
+  against the config's n_token first. Dropout off, no memory.
+  """
+  config_path = os.path.join(model_dir, checkpoints.own.CONFIG_FILE)
+  config = XLNetConfig.from_json_file(config_path, dropout=0.0, dropatt=0.0, mem_len=0,
+                                      reuse_len=0, bi_data=False)
+  if sp_path:
+    check_vocabulary(sp_path, config, config_path)
+  labels = saved_labels(model_dir)
+  backbone = XLNetModel(config)
+  if head == "backbone":
+    model = backbone
+  else:
+    given = {CLASS_COUNT.get(head, "num_classes"): num_classes, "summary_type": summary_type,
+             "task_name": task_name}
+    arguments = _head_arguments(model_dir, head, {k: v for k, v in given.items() if v is not None},
+                                labels)
+    model = HEAD_CLASSES[head](backbone, **arguments)
+  checkpoints.load_own_checkpoint(model, model_dir)
+  return model, labels if head in ("classifier", "token_classifier") else None
+
+
+def _head_arguments(model_dir, head, given, labels):
+  """The head's constructor arguments: head.json's, checked against `given` and labels.json."""
+  count_key = CLASS_COUNT.get(head)
+  path = os.path.join(model_dir, checkpoints.own.HEAD_FILE)
+  if os.path.exists(path):
+    arguments = _stored_head_arguments(path, head)
+    for key, value in given.items():
+      if key in arguments and arguments[key] != value:
+        raise UserInputError(f"{path}: {key} is {arguments[key]!r}, not {value!r} as given "
+                             f"(--{'num_classes' if key == count_key else key})")
+    source = path
+  else:
+    arguments = {key: given.get(key, HEAD_DEFAULTS[key]) for key in POOLING_ARGUMENTS.get(head, ())}
+    if count_key:
+      arguments[count_key] = 1 if head == "regression" else given.get(
+          count_key, len(labels) if labels else 2)
+    source = "--num_classes"
+  count = arguments.get(count_key)
+  if labels is not None and count is not None and count != len(labels):
+    raise UserInputError(f"{source}: {count} classes, but {os.path.join(model_dir, LABELS_FILE)} "
+                         f"lists {len(labels)} labels")
+  return arguments
+
+
+def _stored_head_arguments(path, head):
+  head_class = HEAD_CLASSES[head]
+  try:
+    arguments = read_json(path)
+  except ValueError as error:
+    raise UserInputError(f"{path}: not valid JSON ({error})") from None
+  stored_class = arguments.pop("class", None) if isinstance(arguments, dict) else None
+  if stored_class != head_class.__name__:
+    raise UserInputError(f"{path}: the head is {stored_class}, not the {head_class.__name__} "
+                         f"of --head={head}")
+  count = arguments.get("num_classes")
+  if head_class is XLNetClassifier and (count == 1) != (head == "regression"):
+    kind = "regression" if count == 1 else "classifier"
+    raise UserInputError(f"{path}: num_classes {count} makes a {kind} head, not --head={head}")
+  return arguments
 
 
 def _pack_texts(packer, names, strings):

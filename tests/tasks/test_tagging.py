@@ -61,7 +61,7 @@ def test_labels_go_to_first_pieces(sp_model):
   logits[0, start, 1] = 5.0  # first piece of "Python" -> B-X
   assert word_predictions(logits, out["word_index"], [sentence], labels) == [["B-X", "O", "O"]]
   short = encode_tagged(tokenizer, [sentence], 4, labels, report)
-  assert "sentence truncated" in next(iter(report.skipped))
+  assert "truncated to max_seq_length=4" in next(iter(report.noted)) and not report.skipped
   assert short["input_mask"][0].all()
   with pytest.raises(ValueError, match=r"s:1: tag 'B-X' is not in the label set"):
     encode_tagged(tokenizer, [sentence], 24, ["O"], ReadReport())

@@ -12,12 +12,12 @@ import keras
 import numpy as np
 
 from xlnet_tf.errors import UserInputError
-from xlnet_tf import checkpoints
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.model import XLNetModel
 from xlnet_tf.tasks import finetuning
 from xlnet_tf.tasks.classification_metrics import classification_metrics
+from xlnet_tf.tasks.text_files import read_utf8_lines
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 from xlnet_tf.text.packing import SEG_A, SEG_CLS, SEG_PAD, pack_texts
 from xlnet_tf.text.read_report import ReadReport
@@ -73,23 +73,28 @@ def read_glue(task: str, data_dir: str, split: str, report: ReadReport) -> List[
   text_a = spec.text_a if labeled else spec.test_text_a
   text_b = spec.text_b if labeled else spec.test_text_b
   examples = []
-  with open(path, encoding="utf-8", newline="") as handle:
-    rows = csv.reader(handle, delimiter="\t", quotechar=None)
-    for number, row in enumerate(rows, start=1):
-      where = f"{path}:{number}"
-      if number == 1 and (spec.header or not labeled):
-        continue
-      needed = max(text_a, text_b or 0) + 1
-      if labeled:  # a label at -1 is the column after the texts
-        needed = max(needed, spec.label + 1 if spec.label >= 0 else needed + 1)
-      if len(row) < needed:
-        report.skip(f"row has {len(row)} columns, {spec.name} needs {needed}", where)
-        continue
-      label = row[spec.label].strip() if labeled else None
-      examples.append(TextExample(row[text_a], row[text_b] if text_b is not None else None,
-                                  label, where))
+  rows = csv.reader(read_utf8_lines(path), delimiter="\t", quotechar=None)
+  for number, row in enumerate(rows, start=1):
+    where = f"{path}:{number}"
+    if number == 1 and (spec.header or not labeled):
+      continue
+    needed = max(text_a, text_b or 0) + 1
+    if labeled:  # a label at -1 is the column after the texts
+      needed = max(needed, spec.label + 1 if spec.label >= 0 else needed + 1)
+    if len(row) < needed:
+      report.skip(f"row has {len(row)} columns, {spec.name} needs {needed}", where)
+      continue
+    label = label_text(row[spec.label]) if labeled else None
+    examples.append(TextExample(row[text_a], row[text_b] if text_b is not None else None,
+                                label, where))
   report.read += len(examples)
   return examples
+
+
+def label_text(value) -> Optional[str]:
+  """A label as read from a file; None when there is none (missing, null, empty)."""
+  text = "" if value is None else str(value).strip()
+  return text or None
 
 
 IMDB_LABELS = ("neg", "pos")
@@ -152,7 +157,13 @@ def find_text_columns(names: Sequence[str], where: str,
 def read_generic(path: str, report: ReadReport, text_columns: Optional[Sequence[str]] = None
                  ) -> List[TextExample]:
   """CSV/TSV with a header, or JSONL: the text column(s) (find_text_columns) and `label`
-  (optional: unlabelled test data). An empty second text is a single-text example."""
+  (optional: unlabelled test data; an empty or null label is no label: see label_ids). An
+  empty second text is a single-text example.
+
+  A CSV/TSV row with more or fewer fields than the header is a counted skip (file:line of the
+  row's first line); broken quoting (a quote never closed, text after a closing quote) is an
+  error naming the line where the row starts, as a quote left open swallows the rows after it.
+  """
   if text_columns is not None and not 1 <= len(text_columns) <= 2:
     raise UserInputError(f"text_columns names one or two columns (text_a[,text_b]); got "
                          f"{list(text_columns)}")
@@ -161,35 +172,59 @@ def read_generic(path: str, report: ReadReport, text_columns: Optional[Sequence[
   def add(record, columns, where):
     text_a, text_b = columns
     second = record.get(text_b) if text_b else None
-    label = record.get(LABEL_COLUMN)
     examples.append(TextExample(str(record[text_a]), None if second in (None, "") else str(second),
-                                None if label is None else str(label), where))
+                                label_text(record.get(LABEL_COLUMN)), where))
 
   if path.endswith(".jsonl"):
-    with open(path, encoding="utf-8") as handle:
-      for number, line in enumerate(handle, start=1):
-        where = f"{path}:{number}"
-        if not line.strip():
-          continue
-        try:
-          record = json.loads(line)
-        except json.JSONDecodeError as error:
-          raise UserInputError(f"{where}: not valid JSON ({error.msg})") from None
-        if not isinstance(record, dict):
-          raise UserInputError(f"{where}: a JSON object is expected")
-        add(record, find_text_columns(list(record), where, text_columns), where)
+    for number, line in enumerate(read_utf8_lines(path), start=1):
+      where = f"{path}:{number}"
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError as error:
+        raise UserInputError(f"{where}: not valid JSON ({error.msg})") from None
+      if not isinstance(record, dict):
+        raise UserInputError(f"{where}: a JSON object is expected")
+      add(record, find_text_columns(list(record), where, text_columns), where)
   else:
-    delimiter = "\t" if path.endswith(".tsv") else ","
-    with open(path, encoding="utf-8", newline="") as handle:
-      reader = csv.DictReader(handle, delimiter=delimiter)
-      columns = find_text_columns(reader.fieldnames or [], f"{path}:1", text_columns)
-      for number, row in enumerate(reader, start=2):
-        if row.get(columns[0]) is None or None in row:
-          report.skip("wrong number of columns", f"{path}:{number}")
-          continue
-        add(row, columns, f"{path}:{number}")
+    rows = _csv_rows(path, "\t" if path.endswith(".tsv") else ",", report)
+    header = next(rows)
+    columns = find_text_columns(header, f"{path}:1", text_columns)
+    for fields, where in rows:
+      add(dict(zip(header, fields)), columns, where)
   report.read += len(examples)
   return examples
+
+
+def _csv_rows(path: str, delimiter: str, report: ReadReport):
+  """The header of a CSV/TSV file, then (fields, "file:line") of each data row; blank lines
+  are no rows, rows with another field count than the header are skipped (see read_generic)."""
+  reader = csv.reader(read_utf8_lines(path), delimiter=delimiter, strict=True)
+  header, start = None, 1
+  try:
+    for row in reader:
+      first, last = start, reader.line_num
+      start = last + 1
+      if not row:
+        continue
+      if header is None:
+        header = row
+        yield header
+      elif len(row) == len(header):
+        yield row, f"{path}:{first}"
+      else:
+        spans = f"; one quoted field runs over lines {first}-{last}" if last > first else ""
+        report.skip(f"fields not as in the header{spans}", f"{path}:{first}")
+  except csv.Error as error:
+    if "end of data" in str(error):
+      raise UserInputError(f"{path}:{start}: a quote opened in this row is never closed (the "
+                           "rest of the file would be one field)") from None
+    raise UserInputError(f"{path}:{reader.line_num}: malformed quoting ({error}); a field that "
+                         "starts with a quote must end with one (double the quotes inside)"
+                         ) from None
+  if header is None:
+    raise UserInputError(f"{path}: empty file (a header line naming the columns is expected)")
 
 
 def training_labels(examples: Sequence[TextExample], path: str) -> List[str]:
@@ -207,14 +242,18 @@ def training_labels(examples: Sequence[TextExample], path: str) -> List[str]:
 
 
 def label_ids(examples: Sequence[TextExample], labels: Optional[Sequence[str]],
-              report: ReadReport, label_origin: Optional[str] = None
-              ) -> Tuple[List[TextExample], np.ndarray]:
+              report: ReadReport, label_origin: Optional[str] = None,
+              labels_required: bool = False) -> Tuple[List[TextExample], np.ndarray]:
   """Label indices; regression labels (labels None) must parse as floats. A label outside
   `labels` is a counted skip, or an error when the set was inferred from data (`label_origin`
-  says from where, e.g. the training file): the model could never predict it."""
+  says from where, e.g. the training file): the model could never predict it. An example
+  without a label is a counted skip when `labels_required` (training, evaluation), else kept
+  with the label -1 (NaN for regression), which nothing reads."""
   kept, values = [], []
   for example in examples:
-    if example.label is None:
+    if example.label is None and labels_required:
+      report.skip("no label", example.where)
+    elif example.label is None:
       kept.append(example)
       values.append(-1 if labels is not None else np.nan)
     elif labels is None:
@@ -289,6 +328,10 @@ class TaskData:
   label_origin: Optional[str] = None
 
 
+# The splits whose every example needs a label, and what reads them (for messages).
+LABELED_SPLITS = {"train": "training", "dev": "evaluation (--do_eval, or --do_train with dev data)"}
+
+
 def load_task(task_name: str, tokenizer: XLNetTokenizer, max_seq_length: int,
               data_dir: Optional[str] = None, files: Optional[Dict[str, str]] = None,
               labels: Optional[Sequence[str]] = None, regression: bool = False,
@@ -329,19 +372,25 @@ def load_task(task_name: str, tokenizer: XLNetTokenizer, max_seq_length: int,
                          "generic")
   reports = {split: ReadReport() for split in splits}
   examples = {split: read(split, reports[split]) for split in splits}
+  for split in (split for split in splits if split in LABELED_SPLITS):
+    if examples[split] and all(example.label is None for example in examples[split]):
+      source = examples[split][0].where.rsplit(":", 1)[0]
+      raise UserInputError(f"{source}: no row has a label; {LABELED_SPLITS[split]} needs one in "
+                           "every row (data without labels is read for --do_predict only)")
   if task_name == "generic" and not regression and not labels:
     task_labels, inferred_from = _inferred_labels(files, examples, model_dir)
     label_origin = inferred_from
   encoded = {}
   for split in splits:
     report = reports[split]
-    kept, values = label_ids(examples[split], task_labels, report, inferred_from)
+    kept, values = label_ids(examples[split], task_labels, report, inferred_from,
+                             labels_required=split in LABELED_SPLITS)
+    report.read = len(kept)  # the examples used: label_ids may have skipped some
     if not kept:
       raise UserInputError(f"{task_name} {split}: no usable example ({report.summary()})")
     features = encode_examples(tokenizer, kept, max_seq_length, report)
     features["label"] = values
     encoded[split] = features
-    logging.info("%s %s: %s", task_name, split, report.summary())
   return TaskData(task_name, None if task_labels is None else list(task_labels), metric,
                   encoded, reports, None if task_labels is None else label_origin)
 
@@ -366,7 +415,8 @@ def build_classifier(config: XLNetConfig, task: TaskData, summary_type: str = "l
   """A classifier whose backbone starts from `init_checkpoint` (pretrained weights)."""
   backbone = XLNetModel(config)
   if init_checkpoint:
-    report = checkpoints.LOADERS[init_checkpoint_format](backbone, init_checkpoint)
+    report = finetuning.load_pretrained_weights(backbone, init_checkpoint,
+                                                init_checkpoint_format)
     logging.info("Backbone from %s%s", init_checkpoint,
                  "" if report is None else f": {report.summary()}")
   num_classes = 1 if task.labels is None else len(task.labels)
@@ -384,8 +434,6 @@ def train_classifier(model: XLNetClassifier, task: TaskData,
   metric; returns the dev history and the best result. The label order is saved beside the
   best weights (finetuning.save_labels), for predict-only runs and exports."""
   regression = task.labels is None
-  if best_dir and not regression:
-    finetuning.save_labels(best_dir, task.labels)
   loss = (keras.losses.MeanSquaredError() if regression else
           keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   metric = "pearson" if regression else task.metric
@@ -398,8 +446,11 @@ def train_classifier(model: XLNetClassifier, task: TaskData,
   train = finetuning.feature_dataset(task.splits["train"], options.batch_size,
                                      label_key="label", shuffle=True, seed=options.seed,
                                      repeat=True)
-  return finetuning.finetune(model, train, options, evaluate=evaluate if dev else None,
-                             metric=metric, best_dir=best_dir, loss=loss)
+  result = finetuning.finetune(model, train, options, evaluate=evaluate if dev else None,
+                               metric=metric, best_dir=best_dir, loss=loss)
+  if best_dir and not regression:  # after training: a failed run leaves no best_dir behind
+    finetuning.save_labels(best_dir, task.labels)
+  return result
 
 
 def write_predictions(path: str, task: TaskData, logits: np.ndarray) -> None:

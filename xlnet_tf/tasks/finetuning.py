@@ -9,7 +9,9 @@ One machine: one device or mirrored replicas (Model.fit).
 """
 
 import dataclasses
+import math
 import os
+import shutil
 from typing import Callable, Dict, List, Optional, Sequence, TextIO, Union
 
 from absl import logging
@@ -29,6 +31,11 @@ BEST_DIR = "best"  # under the output directory: the kept weights (own format)
 LABELS_FILE = "labels.json"
 
 
+class NonFiniteTrainingError(UserInputError):
+  """The training loss or the weights became NaN or infinite (too high a learning rate, bad
+  data): a run ends with it, one line, and keeps none of its weights."""
+
+
 @dataclasses.dataclass
 class FinetuningOptions:
   train_steps: int
@@ -44,6 +51,32 @@ class FinetuningOptions:
 
   def __post_init__(self):
     check_progress_mode(self.progress)
+    # Named as the CLIs' flags (train_batch_size is batch_size here).
+    for flag, value, smallest in (("train_steps", self.train_steps, 1),
+                                  ("train_batch_size", self.batch_size, 1),
+                                  ("warmup_steps", self.warmup_steps, 0),
+                                  ("eval_every", self.eval_every or 1, 1)):
+      if value < smallest:
+        raise UserInputError(f"--{flag}={value}: must be at least {smallest}")
+    if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
+      raise UserInputError(f"--learning_rate={self.learning_rate}: must be a positive number")
+
+
+# TensorFlow's kernels index a tensor with 32-bit integers in places (a reshape of the attention
+# scores fails with an overflow past this).
+MAX_TENSOR_ELEMENTS = 2**31 - 1
+
+
+def check_sequence_length(config, max_seq_length: int, batch_size: int) -> None:
+  """Refuses a --max_seq_length whose attention scores of one batch [B, N, T, T] would hold more
+  values than TensorFlow can index (the run would fail inside the model)."""
+  scores = batch_size * config.n_head * max_seq_length ** 2
+  if scores > MAX_TENSOR_ELEMENTS:
+    raise UserInputError(
+        f"--max_seq_length={max_seq_length}: the attention scores of a batch (batch "
+        f"{batch_size} x n_head {config.n_head} x {max_seq_length}^2 = {scores:.3g} values) "
+        "exceed 2^31 - 1, the most one tensor can index; use a shorter --max_seq_length or a "
+        "smaller batch")
 
 
 def feature_dataset(features: Dict[str, np.ndarray], batch_size: int, *,
@@ -85,7 +118,13 @@ class _Finetuning(keras.callbacks.Callback):
 
   def on_train_batch_end(self, batch, logs=None):
     self.steps_done += 1
-    self.display.step(self.steps_done, (logs or {}).get("loss"))
+    loss = (logs or {}).get("loss")
+    # Keras' loss is the mean over the period so far: once a step's loss is NaN or inf, so is it.
+    if loss is not None and not math.isfinite(float(loss)):
+      raise NonFiniteTrainingError(f"fine-tuning stopped at step {self.steps_done}: the training "
+                                   f"loss is {float(loss)}; no weights of this run are kept (a "
+                                   "lower --learning_rate may help)")
+    self.display.step(self.steps_done, loss)
     if self.steps_done >= self.train_steps:
       self.model.stop_training = True
 
@@ -112,8 +151,16 @@ class _Finetuning(keras.callbacks.Callback):
     self.display.end()
 
   def _save(self):
-    if self.directory:
-      checkpoints.save_pretrained(self.model, self.directory)
+    if not self.directory:
+      return
+    # A finite loss can still leave non-finite weights behind (the last update of the period).
+    if not all(np.isfinite(weight).all() for weight in self.model.get_weights()):
+      step = int(self.model.optimizer.iterations.numpy())
+      raise NonFiniteTrainingError(f"fine-tuning stopped at step {step}: the weights are no "
+                                   "longer finite; no weights of this run are kept (a lower "
+                                   "--learning_rate may help)")
+    checkpoints.save_pretrained(self.model, self.directory)
+
 
 
 def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, *,
@@ -124,8 +171,10 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
 
   Every eval_every steps (and after the last step) `evaluate()` scores dev; the weights with
   the best `metric` are saved to `best_dir` and loaded back into `model` at the end (without
-  `evaluate`, the last weights). `loss`: a Keras loss of (labels, outputs), or None when the
-  model computes its own (`compute_loss`). Progress goes to `progress_stream` (default stdout)
+  `evaluate`, the last weights). A non-finite loss or weights end the run with
+  NonFiniteTrainingError naming the step; a run that fails removes the `best_dir` it created.
+  `loss`: a Keras loss of (labels, outputs), or None when the model computes its own
+  (`compute_loss`). Progress goes to `progress_stream` (default stdout)
   as options.progress says (progress.ProgressDisplay). Returns {"history": [dev scores +
   step], "best": scores, "metric"}.
   """
@@ -139,10 +188,31 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
   display = ProgressDisplay(options.progress, options.train_steps,
                             every if evaluate is not None else None, progress_stream)
   driver = _Finetuning(evaluate, metric, best_dir, options.train_steps, display)
-  model.fit(train_dataset, steps_per_epoch=every, epochs=-(-options.train_steps // every),
-            verbose=0, callbacks=[driver])
+  new_best_dir = bool(best_dir) and not os.path.exists(best_dir)
+  try:
+    model.fit(train_dataset, steps_per_epoch=every, epochs=-(-options.train_steps // every),
+              verbose=0, callbacks=[driver])
+  except BaseException:
+    # Nothing of a failed run is left behind (a directory that was there before is the user's).
+    if new_best_dir and os.path.exists(best_dir):
+      shutil.rmtree(best_dir)
+    raise
   restore_best(model, best_dir)
   return {"history": driver.history, "best": driver.best, "metric": metric}
+
+
+def load_pretrained_weights(backbone, path: str, checkpoint_format: str = "own"):
+  """Loads a pretrained checkpoint (--init_checkpoint) into `backbone`; returns the loader's
+  report. A damaged file is a user error naming it, not a reader's traceback."""
+  try:
+    return checkpoints.LOADERS[checkpoint_format](backbone, path)
+  except (UserInputError, FileNotFoundError):
+    raise
+  except (OSError, ValueError) as error:  # h5py, safetensors, TensorFlow's checkpoint reader
+    where = (os.path.join(path, checkpoints.own.WEIGHTS_FILE) if checkpoint_format == "own"
+             else path)
+    raise UserInputError(f"{where}: not a readable checkpoint (--init_checkpoint, format "
+                         f"{checkpoint_format}): {error}") from None
 
 
 def restore_best(model, best_dir: Optional[str]) -> bool:

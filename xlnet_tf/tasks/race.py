@@ -31,7 +31,10 @@ class RaceQuestion:
 
 def read_race(data_dir: str, split: str, report: ReadReport,
               levels: Sequence[str] = ("middle", "high")) -> List[RaceQuestion]:
+  """The questions of data_dir/split/{middle,high}/*.txt. Outside the test split every question
+  needs its answer (A-D): a question without one is a counted skip, never an answer -1."""
   questions = []
+  answers_required = split != "test"
   for level in levels:
     files = sorted(glob.glob(os.path.join(data_dir, split, level, "*.txt")))
     if not files:
@@ -40,18 +43,22 @@ def read_race(data_dir: str, split: str, report: ReadReport,
       try:
         with open(path, encoding="utf-8") as handle:
           record = json.load(handle)
-      except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        pairs = list(zip(record["questions"], record["options"]))
+        article = record["article"]
+      except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
         report.skip(f"not a RACE JSON file ({type(error).__name__})", path)
         continue
-      for index, (question, options) in enumerate(zip(record["questions"], record["options"])):
+      answers = record.get("answers") or []
+      for index, (question, options) in enumerate(pairs):
         where = f"{path}#{index}"
-        answers = record.get("answers") or []
-        answer = ANSWERS.index(answers[index]) if index < len(answers) else -1
+        letter = str(answers[index]) if index < len(answers) else ""
+        answer = ANSWERS.find(letter) if len(letter) == 1 else -1
         if len(options) != 4:
           report.skip(f"{len(options)} options instead of 4", where)
-          continue
-        questions.append(RaceQuestion(record["article"], question, list(options), answer,
-                                      level, where))
+        elif answer < 0 and answers_required:
+          report.skip("no answer (one of A, B, C, D)", where)
+        else:
+          questions.append(RaceQuestion(article, question, list(options), answer, level, where))
   report.read += len(questions)
   return questions
 

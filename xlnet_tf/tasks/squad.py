@@ -18,6 +18,7 @@ import numpy as np
 
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.heads.question_answering import answer_position_mask
+from xlnet_tf.tasks.text_files import read_utf8_lines
 from xlnet_tf.text.packing import SEG_PAD, pack_pair
 from xlnet_tf.text.read_report import ReadReport
 
@@ -33,11 +34,10 @@ class SquadExample:
 
 
 def read_squad(path: str, report: ReadReport) -> List[SquadExample]:
-  with open(path, encoding="utf-8") as handle:
-    try:
-      data = json.load(handle)["data"]
-    except (json.JSONDecodeError, KeyError) as error:
-      raise UserInputError(f"{path}: not a SQuAD JSON file ({error})") from None
+  try:
+    data = json.loads("".join(read_utf8_lines(path)))["data"]
+  except (json.JSONDecodeError, KeyError, TypeError) as error:
+    raise UserInputError(f"{path}: not a SQuAD JSON file ({error})") from None
   examples = []
   for article_index, article in enumerate(data):
     for paragraph_index, paragraph in enumerate(article.get("paragraphs", [])):
@@ -111,7 +111,8 @@ def build_features(tokenizer, examples: Sequence[SquadExample], max_seq_length: 
     pieces, char_start, char_end = piece_character_spans(
         tokenizer, ContextWords.of(example.context), example.context)
     if len(question) > max_query_length and report is not None:
-      report.skip(f"question cut to max_query_length={max_query_length}", example.where)
+      report.note(f"with the question cut to max_query_length={max_query_length}",
+                  example.where)
     question = question[:max_query_length]
     room = max_seq_length - len(question) - 3
     if room < 1:
@@ -124,6 +125,10 @@ def build_features(tokenizer, examples: Sequence[SquadExample], max_seq_length: 
       last_char = first_char + len(answer["text"]) - 1
       covering = np.flatnonzero((char_end > first_char) & (char_start <= last_char))
       answer_span = (int(covering[0]), int(covering[-1])) if covering.size else None
+      if answer_span is None:  # not trained as "no answer": it has one
+        if report is not None:
+          report.skip("answer does not align with context pieces", example.where)
+        continue
     start = 0
     while True:
       length = min(room, len(pieces) - start)
@@ -151,8 +156,6 @@ def build_features(tokenizer, examples: Sequence[SquadExample], max_seq_length: 
       if start + length >= len(pieces):
         break
       start += min(length, doc_stride)
-    if training and example.answers and answer_span is None and report is not None:
-      report.skip("answer does not align with context pieces", example.where)
   arrays = {key: np.stack([row[key] for row in rows]) for key in rows[0]} if rows else {}
   for key in ("cls_index", "start_positions", "end_positions"):
     if key in arrays:

@@ -10,6 +10,7 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 
 from xlnet_tf.errors import UserInputError
+from xlnet_tf.tasks.text_files import read_utf8_lines
 from xlnet_tf.text.packing import SEG_A, SEG_CLS, SEG_PAD
 from xlnet_tf.text.read_report import ReadReport
 
@@ -26,18 +27,17 @@ class TaggedSentence:
 def read_conll(path: str, report: ReadReport, tag_column: int = -1) -> List[TaggedSentence]:
   """CoNLL files: `word ... tag` per line, blank lines between sentences, -DOCSTART- skipped."""
   sentences, words, tags, start = [], [], [], 1
-  with open(path, encoding="utf-8") as handle:
-    for number, line in enumerate(handle, start=1):
-      fields = line.split()
-      if not fields or fields[0] == "-DOCSTART-":
-        if words:
-          sentences.append(TaggedSentence(words, tags, f"{path}:{start}"))
-        words, tags, start = [], [], number + 1
-        continue
-      if len(fields) < 2:
-        raise UserInputError(f"{path}:{number}: expected 'word ... tag', got {line.strip()!r}")
-      words.append(fields[0])
-      tags.append(fields[tag_column])
+  for number, line in enumerate(read_utf8_lines(path), start=1):
+    fields = line.split()
+    if not fields or fields[0] == "-DOCSTART-":
+      if words:
+        sentences.append(TaggedSentence(words, tags, f"{path}:{start}"))
+      words, tags, start = [], [], number + 1
+      continue
+    if len(fields) < 2:
+      raise UserInputError(f"{path}:{number}: expected 'word ... tag', got {line.strip()!r}")
+    words.append(fields[0])
+    tags.append(fields[tag_column])
   if words:
     sentences.append(TaggedSentence(words, tags, f"{path}:{start}"))
   report.read += len(sentences)
@@ -77,8 +77,8 @@ def encode_tagged(tokenizer, sentences: Sequence[TaggedSentence], max_seq_length
       piece_words.extend([position] + [IGNORED] * (len(ids) - 1))
     room = max_seq_length - 2
     if len(pieces) > room:
-      report.skip("sentence truncated to max_seq_length (its last words get no prediction)",
-                  sentence.where)
+      report.note(f"truncated to max_seq_length={max_seq_length} (the last words get no "
+                  "prediction)", sentence.where)
       pieces, piece_labels, piece_words = pieces[:room], piece_labels[:room], piece_words[:room]
     tokens = pieces + [sep, cls]
     start = max_seq_length - len(tokens)

@@ -47,7 +47,7 @@ def pack_texts(tokenizer, texts: Sequence[str], texts_b: Optional[Sequence[Optio
   """Raw texts (and optional second texts, None where a row has none) -> model inputs:
   input_ids / segment_ids int32 and input_mask float32 [N, max_seq_length], left-padded.
 
-  `report` (a ReadReport), if given, counts truncated rows and empty texts at `where[i]`.
+  `report` (a ReadReport), if given, notes truncated rows and empty texts at `where[i]`.
   """
   if max_seq_length < 4:
     raise UserInputError(f"max_seq_length must be at least 4 (A <sep> <sep> <cls>); got "
@@ -64,12 +64,12 @@ def pack_texts(tokenizer, texts: Sequence[str], texts_b: Optional[Sequence[Optio
   input_mask = np.zeros([count, max_seq_length], np.float32)
   for row, (text_b, tokens_a, tokens_b) in enumerate(zip(texts_b, ids_a, ids_b)):
     if not tokens_a and report is not None:
-      report.skip("empty text (kept as an empty segment)", where[row])
+      report.note("with an empty text (an empty segment)", where[row])
     has_b = text_b is not None
     room = max_seq_length - (3 if has_b else 2)
     if len(tokens_a) + len(tokens_b) > room and report is not None:
-      report.skip(f"truncated to max_seq_length={max_seq_length} (kept, longest side cut "
-                  "from its end)", where[row])
+      report.note(f"truncated to max_seq_length={max_seq_length} (the longer text cut from "
+                  "its end)", where[row])
     truncate_pair(tokens_a, tokens_b, room)
     tokens, segments = pack_pair(tokens_a, tokens_b if has_b else None, sep, cls)
     start = max_seq_length - len(tokens)

@@ -10,7 +10,7 @@ so it is a per-id replacement table here, shared with the in-graph tokenizer.
 import dataclasses
 import os
 import unicodedata
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import sentencepiece as spm
@@ -65,6 +65,28 @@ def load_sentencepiece(path: str) -> spm.SentencePieceProcessor:
   except (OSError, RuntimeError) as error:
     raise UserInputError(f"{path}: not a readable SentencePiece model ({error})") from None
   return processor
+
+
+def check_vocabulary(tokenizer_or_sp_path: Union["XLNetTokenizer", str], config,
+                     config_source: Optional[str] = None) -> int:
+  """Refuses a SentencePiece model with more pieces than the model has embeddings (n_token).
+
+  Ids past n_token have no row in the embedding: under XLA the gather clamps them and training
+  goes on silently on wrong inputs, without XLA it fails deep in the graph. Fewer pieces than
+  n_token are fine (the original models pad their vocabulary). `config_source` names where the
+  config came from (its file) for the message. Returns the piece count.
+  """
+  if isinstance(tokenizer_or_sp_path, XLNetTokenizer):
+    sp_path, pieces = tokenizer_or_sp_path.sp_path, tokenizer_or_sp_path.vocab_size
+  else:
+    sp_path = tokenizer_or_sp_path
+    pieces = load_sentencepiece(sp_path).GetPieceSize()
+  if pieces > config.n_token:
+    raise UserInputError(f"{sp_path}: {pieces} SentencePiece pieces, but the model's n_token is "
+                         f"{config.n_token} ({config_source or 'its config'}): ids past "
+                         f"{config.n_token - 1} have no embedding; use the SentencePiece model "
+                         "the checkpoint was trained with")
+  return pieces
 
 
 class XLNetTokenizer:
