@@ -181,7 +181,9 @@ def test_train_step_compiles_with_xla(small_data, tmp_path):
   batch = next(iter(pretraining_dataset(small_data["bi"])))
   mems = tuple(tf.zeros([4, 16, 32]) for _ in range(2))
   normalizers = tf.constant([24.0, 4.0])  # global target and example counts
-  hlo = run._compute.experimental_get_compiler_ir(batch, mems, normalizers, None)(stage="hlo")
+  dropout_seed = tf.constant([0, 0], tf.int64)
+  hlo = run._compute.experimental_get_compiler_ir(batch, mems, normalizers, None,
+                                                  dropout_seed)(stage="hlo")
   assert "HloModule" in hlo
 
 
