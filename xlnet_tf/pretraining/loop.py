@@ -413,10 +413,19 @@ class PretrainingRun:
     unchecked.clear()
     bad = np.flatnonzero(~np.isfinite(losses))
     if bad.size:
-      raise TrainingDivergedError(
-          f"step {steps[bad[0]]}: the training loss is {losses[bad[0]]}; stopped without "
-          f"saving these weights (last checkpoint: {self.manager.latest_checkpoint}); lower "
-          "the learning rate or check the data")
+      self._diverged(steps[bad[0]], f"the training loss is {losses[bad[0]]}")
+
+  def _check_weights(self, step: int) -> None:
+    """Raises TrainingDivergedError if a weight is not finite (before they are saved)."""
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(v))
+                            for v in self.model.trainable_variables])
+    if not bool(finite):
+      self._diverged(step, "the weights are no longer finite")
+
+  def _diverged(self, step: int, what: str):
+    raise TrainingDivergedError(
+        f"step {step}: {what}; stopped without saving (latest checkpoint: "
+        f"{self.manager.latest_checkpoint}); lower the learning rate or check the data")
 
   def train(self, stop_after: Optional[int] = None) -> Dict[str, object]:
     """Trains to train_steps (or for `stop_after` steps, to simulate a stopped run).
@@ -496,10 +505,13 @@ class PretrainingRun:
         with writer.as_default(step=step):
           tf.summary.scalar("held_out_loss", held_out[-1]["loss"])
       if saving_now:
+        self._check_weights(step)
         self._save(step, mems)
         last = step
     writer.flush()
+    self._check_losses(unchecked_losses)
     if self.chief:
+      self._check_weights(step)
       if options.summaries:
         summaries.write_example_images(writer, self.model, options.train_data, step)
       # The backbone in the own format: the starting point of fine-tuning runs.
