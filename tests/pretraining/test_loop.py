@@ -65,13 +65,18 @@ def test_killed_run_resumes_to_the_same_weights(small_data, tmp_path):
 DROPOUT = {"dropout": 0.1, "dropatt": 0.1}
 
 
-def _kill_at_step_4(strategy, cpu_replicas, data, model_dir):
+def _runner_options(**options):
+  """distributed_run.py's arguments for 6 steps with make_run's options and dropout."""
+  return ["--model=" + json.dumps(DROPOUT),
+          "--options=" + json.dumps(dict(save_steps=3, warmup_steps=2, **options))]
+
+
+def _kill_at_step_4(strategy, cpu_replicas, data, model_dir, **options):
   """A process training 6 steps with dropout (checkpoints every 3, as make_run's) killed with
   SIGKILL right after step 4: resuming repeats step 4 from the checkpoint of step 3."""
   killed = subprocess.run(
       [sys.executable, RUNNER, strategy, str(cpu_replicas), data, str(model_dir), "6",
-       "--kill_after=4", "--model=" + json.dumps(DROPOUT),
-       '--options={"save_steps": 3, "warmup_steps": 2}'],
+       "--kill_after=4", *_runner_options(**options)],
       capture_output=True, text=True, timeout=600)
   assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
   assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-3")
@@ -103,12 +108,12 @@ def test_killed_process_resumes_to_the_weights_of_an_uninterrupted_run_with_drop
 def test_killed_mirrored_run_resumes_to_the_weights_of_an_uninterrupted_run_with_dropout(
     small_data, tmp_path):
   """Two replicas (each its own masks): killed at step 4, resumed in a new process, equal to
-  an uninterrupted run."""
+  an uninterrupted run (without XLA, which compiles slowly per replica; the one-device test
+  covers it)."""
   data = small_data["uni"]
-  _kill_at_step_4("mirrored", 2, data, tmp_path / "killed")
+  _kill_at_step_4("mirrored", 2, data, tmp_path / "killed", jit_compile=False)
   _run_subprocess(["mirrored", 2, data, f"{tmp_path / 'killed'},{tmp_path / 'straight'}", 6,
-                   "--weights", "--model=" + json.dumps(DROPOUT),
-                   '--options={"save_steps": 3, "warmup_steps": 2}'])
+                   "--weights", *_runner_options(jit_compile=False)])
   with np.load(tmp_path / "straight.npz") as straight, np.load(tmp_path / "killed.npz") as resumed:
     _assert_same_weights(dict(straight), dict(resumed))
 
