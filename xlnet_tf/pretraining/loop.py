@@ -166,6 +166,7 @@ class PretrainingRun:
     self.chief = strategy_lib.is_chief(strategy)
     self.worker = strategy_lib.worker_index(strategy)
     self.checkpoint_dir = options.model_dir if self.chief else tempfile.mkdtemp()
+    self._check_checkpoint_model()  # before anything is built or made
     os.makedirs(self.checkpoint_dir, exist_ok=True)
     with strategy.scope():
       self.model = XLNetPretrainer(XLNetModel(config, recompute_blocks=options.recompute_blocks),
@@ -323,8 +324,7 @@ class PretrainingRun:
       np.savez(temporary, **arrays)
       os.replace(temporary, self._mems_path(step))  # complete before the checkpoint exists
     model_file = os.path.join(self.checkpoint_dir, CHECKPOINT_MODEL_FILE)
-    if not os.path.exists(model_file):
-      write_json(model_file, self._checkpoint_model())
+    os.replace(write_json(model_file + ".tmp", self._checkpoint_model()), model_file)
     self.manager.save(checkpoint_number=step)
     kept = {int(re.search(r"-(\d+)$", path).group(1)) for path in self.manager.checkpoints}
     for path in glob.glob(os.path.join(self.checkpoint_dir, f"mems-*-worker{self.worker}.npz")):
@@ -337,7 +337,6 @@ class PretrainingRun:
     if latest is None:
       self._initialize_from(self.options.init_checkpoint)
       return 0, self._zero_mems()
-    self._check_checkpoint_model()
     try:
       self.checkpoint.restore(latest).assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.OpError) as error:
