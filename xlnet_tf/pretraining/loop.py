@@ -422,9 +422,10 @@ class PretrainingRun:
       self._diverged(step, "the weights are no longer finite")
 
   def _diverged(self, step: int, what: str):
-    raise TrainingDivergedError(
-        f"step {step}: {what}; stopped without saving (latest checkpoint: "
-        f"{self.manager.latest_checkpoint}); lower the learning rate or check the data")
+    latest = self.manager.latest_checkpoint
+    kept = f"latest checkpoint: {latest}" if latest else f"no checkpoint in {self.checkpoint_dir}"
+    raise TrainingDivergedError(f"step {step}: {what}; stopped without saving ({kept}); lower "
+                                "the learning rate or check the data")
 
   def train(self, stop_after: Optional[int] = None) -> Dict[str, object]:
     """Trains to train_steps (or for `stop_after` steps, to simulate a stopped run).
