@@ -18,6 +18,7 @@ From TFRecords made by data/create_pretraining_data.py:
       --learning_rate=1e-4 --warmup_steps=1000 --model_dir=model
 """
 
+import contextlib
 import glob
 import os
 import time
@@ -33,6 +34,7 @@ from xlnet_tf.config import SIZE_PRESETS
 from xlnet_tf.pretraining import default_data, recipes
 from xlnet_tf.pretraining.examples import OBJECTIVES, PretrainingSettings
 from xlnet_tf.pretraining.records import load_record_info
+from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.pretraining.loop import (LM_DIR, PRETRAINED_DIR, PretrainingOptions,
                                        PretrainingRun, write_run_summary)
@@ -102,6 +104,21 @@ FLAGS = flags.FLAGS
 
 
 _FINISH_SECONDS = 10  # the last checkpoint, the backbone export and the summaries
+
+# Flags that must be > 0 and >= 0 when given (None: the recipe's value).
+_POSITIVE_FLAGS = ("train_steps", "learning_rate", "save_steps", "log_steps", "eval_batches",
+                   "train_batch_size", "max_minutes", "lr_layer_decay_rate")
+_NON_NEGATIVE_FLAGS = ("warmup_steps", "weight_decay", "clip", "cpu_replicas", "mem_len")
+
+
+def check_flags() -> None:
+  """One line naming the first numeric flag out of its range (before any work is done)."""
+  for names, allowed, wanted in ((_POSITIVE_FLAGS, lambda v: v > 0, "positive"),
+                                 (_NON_NEGATIVE_FLAGS, lambda v: v >= 0, "zero or more")):
+    for name in names:
+      value = FLAGS[name].value
+      if value is not None and not allowed(value):  # NaN fails both
+        raise app.UsageError(f"--{name}={value}: must be {wanted}")
 
 
 def seconds_left(started, reserved=0.0):
@@ -194,16 +211,26 @@ def prepare_data():
 def main(argv):
   del argv
   started = time.perf_counter()
+  check_flags()
   logging.set_verbosity(logging.INFO)
   keras.utils.set_random_seed(FLAGS.seed)
   if FLAGS.cpu_replicas:
     strategy_lib.split_cpu(FLAGS.cpu_replicas)
   if FLAGS.dtype != "float32":
     keras.mixed_precision.set_global_policy(f"mixed_{FLAGS.dtype}")
-  train_data, valid_data = prepare_data()
-  model_dir = FLAGS.model_dir or os.path.join(output_dir(), "model")
-  config = model_config(load_record_info(train_data))
   strategy = strategy_lib.create_strategy(FLAGS.strategy, FLAGS.tpu)
+  model_dir = FLAGS.model_dir or os.path.join(output_dir(), "model")
+  # Held from before the data are made, so a second run into model_dir stops at once (the
+  # other workers of a multi-worker run write elsewhere).
+  with (run_lock.hold(model_dir) if strategy_lib.is_chief(strategy)
+        else contextlib.nullcontext()):
+    pretrain(strategy, model_dir, started)
+
+
+def pretrain(strategy, model_dir: str, started: float) -> None:
+  """Makes or finds the data, then trains, evaluates and reports (see the module docstring)."""
+  train_data, valid_data = prepare_data()
+  config = model_config(load_record_info(train_data))
   budget = None
   train_steps = FLAGS.train_steps
   if FLAGS.max_minutes:
@@ -220,7 +247,7 @@ def main(argv):
       jit_compile=use_xla(), eval_batches=FLAGS.eval_batches,
       loss_scale=loss_scale(),
       init_checkpoint=FLAGS.init_checkpoint, init_checkpoint_format=FLAGS.init_checkpoint_format,
-      recompute_blocks=FLAGS.recompute)
+      recompute_blocks=FLAGS.recompute, seed=FLAGS.seed)
   run = PretrainingRun(strategy, config, options)
   parameters = sum(int(v.numpy().size) for v in run.model.trainable_variables)
   print(f"Model: {config.n_layer} layers, d_model {config.d_model}, {parameters:,} parameters, "

@@ -188,7 +188,7 @@ class XLNetModel(keras.Model):
 
       block_seed = None
       if training and (config.dropout or config.dropatt):
-        block_seed = tf.cast(self.block_seed_generator.next(), tf.int64)
+        block_seed = random_ops.next_seed(self.block_seed_generator)
 
       def run_block(content, query, biases, block=block, memory=memory, seed=block_seed,
                     cache_kwargs=cache_kwargs):

@@ -83,3 +83,24 @@ def test_model_dropout_is_the_same_with_and_without_xla():
                                    result["query_output"].numpy().ravel()]))
   np.testing.assert_allclose(outputs[0], outputs[1], atol=1e-5)
   assert np.abs(outputs[2] - outputs[0]).max() > 0.1
+
+
+def test_a_step_seed_fixes_every_mask_of_the_model():
+  """Inside seeds_derived_from(step_seed(...)) every dropout of the model, the blocks' too,
+  draws from that seed alone (how the pretraining loop resumes exactly): after the layers' own
+  generators advanced the outputs are the same; another step or replica changes them."""
+  from model_inputs import padded_pair_batch, tiny_config
+  from xlnet_tf import XLNetModel
+  from xlnet_tf.ops import random as random_ops
+  inputs = padded_pair_batch(np.random.default_rng(0), 2, 10, 50, [0, 3])
+  keras.utils.set_random_seed(0)
+  model = XLNetModel(tiny_config(dropout=0.3, dropatt=0.2))
+
+  def forward(step, replica):
+    with random_ops.seeds_derived_from(random_ops.step_seed(0, step, replica, 2)):
+      return model(inputs, training=True)["sequence_output"].numpy()
+  first = forward(5, 0)
+  model(inputs, training=True)  # advances the generators
+  np.testing.assert_array_equal(forward(5, 0), first)
+  assert np.abs(forward(6, 0) - first).max() > 0.1
+  assert np.abs(forward(5, 1) - first).max() > 0.1

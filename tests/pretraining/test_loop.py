@@ -4,6 +4,7 @@ import glob
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -19,7 +20,9 @@ from xlnet_tf import XLNetConfig, checkpoints
 from xlnet_tf.pretraining.records import load_record_info, pretraining_dataset
 from xlnet_tf.heads import XLNetPretrainer
 from xlnet_tf.heads.pretrainer import masked_lm_loss
-from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
+from xlnet_tf.errors import UserInputError
+from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun, TrainingDivergedError
+from xlnet_tf.training import run_lock
 
 RUNNER = os.path.join(os.path.dirname(__file__), "distributed_run.py")
 
@@ -33,13 +36,14 @@ def config_for(data, **overrides):
   return XLNetConfig(**values)
 
 
-def make_run(data, model_dir, steps, seed=0, **option_overrides):
+def make_run(data, model_dir, steps, seed=0, model=None, **option_overrides):
+  """A one-device run of the tiny model (`model`: config overrides) on `data`."""
   keras.utils.set_random_seed(seed)
   options = dict(model_dir=str(model_dir), train_data=data, train_steps=steps,
                  learning_rate=1e-2, warmup_steps=2, log_steps=1, save_steps=3, summaries=False)
   options.update(option_overrides)
-  return PretrainingRun(tf.distribute.OneDeviceStrategy("/cpu:0"), config_for(data),
-                        PretrainingOptions(**options))
+  return PretrainingRun(tf.distribute.OneDeviceStrategy("/cpu:0"),
+                        config_for(data, **(model or {})), PretrainingOptions(**options))
 
 
 def test_killed_run_resumes_to_the_same_weights(small_data, tmp_path):
@@ -56,6 +60,100 @@ def test_killed_run_resumes_to_the_same_weights(small_data, tmp_path):
     np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6, err_msg=a.path)
   saved = sorted(f for f in os.listdir(tmp_path / "interrupted") if f.startswith("mems-"))
   assert saved == ["mems-3-worker0.npz", "mems-6-worker0.npz"]
+
+
+DROPOUT = {"dropout": 0.1, "dropatt": 0.1}
+
+
+def _runner_options(**options):
+  """distributed_run.py's arguments for 6 steps with make_run's options and dropout."""
+  return ["--model=" + json.dumps(DROPOUT),
+          "--options=" + json.dumps(dict(save_steps=3, warmup_steps=2, **options))]
+
+
+def _kill_at_step_4(strategy, cpu_replicas, data, model_dir, **options):
+  """A process training 6 steps with dropout (checkpoints every 3, as make_run's) killed with
+  SIGKILL right after step 4: resuming repeats step 4 from the checkpoint of step 3."""
+  killed = subprocess.run(
+      [sys.executable, RUNNER, strategy, str(cpu_replicas), data, str(model_dir), "6",
+       "--kill_after=4", *_runner_options(**options)],
+      capture_output=True, text=True, timeout=600)
+  assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-3")
+  assert os.path.exists(os.path.join(model_dir, run_lock.LOCK_FILE))  # left by the dead run
+
+
+def _assert_same_weights(expected, actual):
+  assert len(expected) == len(actual)
+  for path, value in expected.items():
+    np.testing.assert_allclose(actual[path], value, atol=1e-6, rtol=0, err_msg=path)
+
+
+def test_killed_process_resumes_to_the_weights_of_an_uninterrupted_run_with_dropout(
+    small_data, tmp_path):
+  """Dropout 0.1: the masks of a step depend on (seed, step, replica) only, so the resumed
+  run redraws step 4's masks; its lock is taken over."""
+  data = small_data["bi"]
+  _kill_at_step_4("one_device", 0, data, tmp_path / "killed")
+  resumed = make_run(data, tmp_path / "killed", 6, seed=99, model=DROPOUT)  # other init
+  assert resumed.train()["history"][0]["step"] == 4
+  assert not os.path.exists(tmp_path / "killed" / run_lock.LOCK_FILE)
+  straight = make_run(data, tmp_path / "straight", 6, model=DROPOUT)
+  straight.train()
+  _assert_same_weights({v.path: v.numpy() for v in straight.model.weights},
+                       {v.path: v.numpy() for v in resumed.model.weights})
+
+
+@pytest.mark.slow
+def test_killed_mirrored_run_resumes_to_the_weights_of_an_uninterrupted_run_with_dropout(
+    small_data, tmp_path):
+  """Two replicas (each its own masks): killed at step 4, resumed in a new process, equal to
+  an uninterrupted run (without XLA, which compiles slowly per replica; the one-device test
+  covers it)."""
+  data = small_data["uni"]
+  _kill_at_step_4("mirrored", 2, data, tmp_path / "killed", jit_compile=False)
+  _run_subprocess(["mirrored", 2, data, f"{tmp_path / 'killed'},{tmp_path / 'straight'}", 6,
+                   "--weights", *_runner_options(jit_compile=False)])
+  with np.load(tmp_path / "straight.npz") as straight, np.load(tmp_path / "killed.npz") as resumed:
+    _assert_same_weights(dict(straight), dict(resumed))
+
+
+def test_a_non_finite_loss_stops_the_run_before_anything_is_saved(small_data, tmp_path):
+  """Learning rate 1e30: step 1's update makes step 2's loss NaN; the run stops naming step 2,
+  keeps the checkpoint of step 1 (finite weights) and saves nothing more."""
+  run = make_run(small_data["bi"], tmp_path / "run", 6, learning_rate=1e30, warmup_steps=0,
+                 save_steps=1, log_steps=3, jit_compile=False)
+  latest = str(tmp_path / "run" / "ckpt-1")
+  with pytest.raises(TrainingDivergedError) as raised:
+    run.train()
+  assert str(raised.value) == (
+      f"step 2: the training loss is nan; stopped without saving (latest checkpoint: {latest});"
+      " lower the learning rate or check the data")
+  assert tf.train.latest_checkpoint(str(tmp_path / "run")) == latest
+  assert sorted(os.listdir(tmp_path / "run")) == [
+      "checkpoint", "checkpoint_model.json", "ckpt-1.data-00000-of-00001", "ckpt-1.index",
+      "mems-1-worker0.npz"]
+  reader = tf.train.load_checkpoint(latest)
+  for name, dtype in reader.get_variable_to_dtype_map().items():
+    if dtype.is_floating:
+      assert np.isfinite(reader.get_tensor(name)).all(), name
+
+
+def test_resuming_with_another_model_is_refused_by_name(small_data, tmp_path):
+  data = small_data["bi"]
+  make_run(data, tmp_path / "run", 1, jit_compile=False).train()
+  smaller = dict(d_model=16, d_head=4, dropout=0.1)
+  with pytest.raises(UserInputError) as raised:
+    make_run(data, tmp_path / "run", 2, model=smaller, jit_compile=False).train()
+  assert str(raised.value) == (
+      f"{tmp_path / 'run'}: its checkpoints are of another model: d_head 8 (checkpoints) vs 4 "
+      "(this run); d_model 32 (checkpoints) vs 16 (this run); dropout 0.0 (checkpoints) vs 0.1 "
+      "(this run); resume with the same model config or train into another model directory")
+  # Checkpoints written before the model was recorded: the first variable that differs.
+  os.remove(tmp_path / "run" / "checkpoint_model.json")
+  with pytest.raises(UserInputError, match=r"^\S+/ckpt-1: cannot resume from this checkpoint: "
+                     r".*incompatible tensor with shape \(1, 1, 32\) .* shape \(1, 1, 16\)"):
+    make_run(data, tmp_path / "run", 2, model=smaller, jit_compile=False).train()
 
 
 def test_memory_is_used_and_carried(small_data, tmp_path):
@@ -181,7 +279,9 @@ def test_train_step_compiles_with_xla(small_data, tmp_path):
   batch = next(iter(pretraining_dataset(small_data["bi"])))
   mems = tuple(tf.zeros([4, 16, 32]) for _ in range(2))
   normalizers = tf.constant([24.0, 4.0])  # global target and example counts
-  hlo = run._compute.experimental_get_compiler_ir(batch, mems, normalizers, None)(stage="hlo")
+  dropout_seed = tf.constant([0, 0], tf.int64)
+  hlo = run._compute.experimental_get_compiler_ir(batch, mems, normalizers, None,
+                                                  dropout_seed)(stage="hlo")
   assert "HloModule" in hlo
 
 

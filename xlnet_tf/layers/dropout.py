@@ -2,11 +2,11 @@
 
 Seeds come from a Keras SeedGenerator as in keras.layers.Dropout, so keras.utils.set_random_seed
 makes runs repeatable; inside `ops.random.seeds_derived_from(seed)` they are derived from one
-given seed instead (recomputed blocks draw the forward's masks).
+given seed instead (recomputed blocks draw the forward's masks; the pretraining loop's steps
+draw masks fixed by the run's seed, the step and the replica, so a resumed run is exact).
 """
 
 import keras
-import tensorflow as tf
 
 from xlnet_tf.ops import random as random_ops
 
@@ -26,10 +26,8 @@ class FastDropout(keras.layers.Dropout):
     itself (see ops.compile); {} when it is off. Draws the next seed."""
     if not training or self.threshold == 0:
       return {}
-    seed = random_ops.next_derived_seed()
-    if seed is None:
-      seed = tf.cast(self.seed_generator.next(), tf.int64)
-    return {"dropout_threshold": self.threshold, "dropout_seed": seed}
+    return {"dropout_threshold": self.threshold,
+            "dropout_seed": random_ops.next_seed(self.seed_generator)}
 
   def call(self, inputs, training=False):
     arguments = self.fused_arguments(training)

@@ -9,7 +9,9 @@ it becomes one fused cluster), keeps an element when its word is >= round(rate *
 `apply_keep_mask` scales kept elements by the exact inverse of that keep probability.
 
 Inside `seeds_derived_from(seed)` the dropout layers take seeds derived from one given seed
-instead of their own generators, so that a recomputed pass draws the same masks.
+instead of their own generators: a recomputed pass draws the same masks, and a training step
+whose seed is a function of (run seed, step, replica) draws the same masks when a killed run is
+resumed (the generators' state is not in any checkpoint).
 """
 
 import contextlib
@@ -41,7 +43,24 @@ def seeds_derived_from(seed):
     _derivation.state = previous
 
 
+def next_seed(generator):
+  """The next dropout seed (int64 [2]): derived inside `seeds_derived_from`, else the next of
+  `generator` (a keras.random.SeedGenerator)."""
+  derived = next_derived_seed()
+  return derived if derived is not None else tf.cast(generator.next(), tf.int64)
+
+
+def step_seed(run_seed: int, step, replica, replicas):
+  """The base seed of one training step on one replica (int64 [2]): a function of the run's
+  seed, the global step and the replica alone, so a resumed run draws the masks that an
+  uninterrupted one drew, and no two replicas or steps share masks."""
+  position = (tf.cast(step, tf.int64) * tf.cast(replicas, tf.int64)
+              + tf.cast(replica, tf.int64))
+  return tf.stack([tf.constant(run_seed, tf.int64), position])
+
+
 def next_derived_seed():
+  """Inside `seeds_derived_from`, the seed of the next draw; None outside."""
   state = getattr(_derivation, "state", None)
   if state is None:
     return None

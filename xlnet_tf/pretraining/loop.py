@@ -15,11 +15,18 @@ logged and written to TensorBoard).
 So the loss and the update equal a single-device run on the same global batch. Memory stays
 with its replica (each replica always reads the same rows of the stream). Checkpoints hold the
 model, the optimizer (its step is the data position) and, per worker, the memory; a run
-restarted with the same model_dir resumes from the latest complete checkpoint.
+restarted with the same model_dir resumes from the latest complete checkpoint. Dropout draws
+its masks from a seed fixed by (options.seed, step, replica) (ops.random.step_seed), so a run
+killed at any point and resumed ends with the weights of an uninterrupted run.
+
+The chief holds model_dir's run lock (training.run_lock) while it trains; a non-finite loss
+(other than float16 steps that the dynamic loss scale skips) stops the run with
+TrainingDivergedError before anything is saved.
 """
 
 import dataclasses
 import glob
+import json
 import math
 import os
 import re
@@ -37,9 +44,11 @@ from xlnet_tf.checkpoints.naming import backbone_of
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.pretraining.records import load_record_info, pretraining_dataset
 from xlnet_tf.heads.pretrainer import XLNetPretrainer
-from xlnet_tf.json_files import write_json
+from xlnet_tf.json_files import read_json, write_json
 from xlnet_tf.model import XLNetModel, backbone_inputs
+from xlnet_tf.ops import random as random_ops
 from xlnet_tf.training import loss_scale as loss_scale_lib
+from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.pretraining import summaries
 from xlnet_tf.training.optimization import create_optimizer, global_norm
@@ -76,6 +85,17 @@ class PretrainingOptions:
   max_seconds: Optional[float] = None  # time budget: train_steps becomes what fits (see train)
   objective: Optional[str] = None     # checked against the data's (None: the data's)
   next_sentence: bool = False         # add the next-sentence loss (the A/B label)
+  seed: int = 0                       # dropout masks: a function of (seed, step, replica)
+
+
+class TrainingDivergedError(UserInputError):
+  """The training loss became non-finite (a learning rate too high, bad data): the run stops
+  before saving those weights."""
+
+
+# Beside the checkpoints: the model they are of, so a resume with another model is refused by
+# name rather than by the shapes of the first variable that differs.
+CHECKPOINT_MODEL_FILE = "checkpoint_model.json"
 
 
 def _check_data(info, config: XLNetConfig, global_batch: int, strategy, source: str):
@@ -146,6 +166,7 @@ class PretrainingRun:
     self.chief = strategy_lib.is_chief(strategy)
     self.worker = strategy_lib.worker_index(strategy)
     self.checkpoint_dir = options.model_dir if self.chief else tempfile.mkdtemp()
+    self._check_checkpoint_model()  # before anything is built or made
     os.makedirs(self.checkpoint_dir, exist_ok=True)
     with strategy.scope():
       self.model = XLNetPretrainer(XLNetModel(config, recompute_blocks=options.recompute_blocks),
@@ -199,10 +220,11 @@ class PretrainingRun:
     sums = tf.stack(self.model.pretraining_loss_sums(outputs, batch))
     return sums, tuple(outputs.get("new_mems", ()))
 
-  def _forward_backward(self, batch, mems, normalizers, loss_scale):
+  def _forward_backward(self, batch, mems, normalizers, loss_scale, dropout_seed):
     """The replica's share of the global loss (sums over the global counts) and gradients
-    (computed from the loss times `loss_scale`, unless None, and divided by it again)."""
-    with tf.GradientTape() as tape:
+    (computed from the loss times `loss_scale`, unless None, and divided by it again); the
+    dropout masks derive from `dropout_seed` (int64 [2])."""
+    with tf.GradientTape() as tape, random_ops.seeds_derived_from(dropout_seed):
       outputs = self.model(self._model_inputs(batch, mems), training=True)
       lm_sum, _, ns_sum, _ = self.model.pretraining_loss_sums(outputs, batch)
       loss = lm_sum / normalizers[0] + ns_sum / normalizers[1]
@@ -230,8 +252,11 @@ class PretrainingRun:
     counts = tf.stack([tf.reduce_sum(tf.cast(batch["target_mask"], tf.float32)),
                        tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)])
     normalizers = tf.maximum(context.all_reduce(tf.distribute.ReduceOp.SUM, counts), 1.0)
+    dropout_seed = random_ops.step_seed(self.options.seed, self.optimizer.iterations,
+                                        context.replica_id_in_sync_group,
+                                        context.num_replicas_in_sync)
     loss, gradients, new_mems = self._compute(batch, mems, normalizers,
-                                              self._current_loss_scale())
+                                              self._current_loss_scale(), dropout_seed)
     loss = context.all_reduce(tf.distribute.ReduceOp.SUM, loss)
     gradients = context.all_reduce(tf.distribute.ReduceOp.SUM,
                                    [tf.cast(g, tf.float32) for g in gradients])
@@ -298,6 +323,8 @@ class PretrainingRun:
       temporary = self._mems_path(step) + ".tmp.npz"
       np.savez(temporary, **arrays)
       os.replace(temporary, self._mems_path(step))  # complete before the checkpoint exists
+    model_file = os.path.join(self.checkpoint_dir, CHECKPOINT_MODEL_FILE)
+    os.replace(write_json(model_file + ".tmp", self._checkpoint_model()), model_file)
     self.manager.save(checkpoint_number=step)
     kept = {int(re.search(r"-(\d+)$", path).group(1)) for path in self.manager.checkpoints}
     for path in glob.glob(os.path.join(self.checkpoint_dir, f"mems-*-worker{self.worker}.npz")):
@@ -310,7 +337,12 @@ class PretrainingRun:
     if latest is None:
       self._initialize_from(self.options.init_checkpoint)
       return 0, self._zero_mems()
-    self.checkpoint.restore(latest).assert_existing_objects_matched()
+    try:
+      self.checkpoint.restore(latest).assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.OpError) as error:
+      # Checkpoints from before CHECKPOINT_MODEL_FILE: the first variable that differs.
+      raise UserInputError(f"{latest}: cannot resume from this checkpoint: "
+                           f"{str(error).strip().splitlines()[0]}") from None
     step = int(self.optimizer.iterations.numpy())
     logging.info("Resumed from %s at step %d", latest, step)
     if not self.config.mem_len:
@@ -327,6 +359,29 @@ class PretrainingRun:
       return tuple(tf.constant(layer[start:start + self.per_replica_batch],
                                self.model.compute_dtype) for layer in layers)
     return step, self.strategy.experimental_distribute_values_from_function(replica_mems)
+
+  def _checkpoint_model(self) -> Dict[str, object]:
+    """What a checkpoint's variables depend on: the model config and the head."""
+    return {"config": self.config.to_dict(), "objective": self.objective,
+            "next_sentence": self.options.next_sentence}
+
+  def _check_checkpoint_model(self) -> None:
+    """Refuses to resume a model that differs from the checkpoints' (one line naming both)."""
+    path = os.path.join(self.checkpoint_dir, CHECKPOINT_MODEL_FILE)
+    if not os.path.exists(path):
+      return
+    saved, current = read_json(path), json.loads(json.dumps(self._checkpoint_model()))
+    saved_config, current_config = saved.get("config", {}), current["config"]
+    differences = [f"{key} {saved_config.get(key)!r} (checkpoints) vs "
+                   f"{current_config.get(key)!r} (this run)"
+                   for key in sorted(set(saved_config) | set(current_config))
+                   if saved_config.get(key) != current_config.get(key)]
+    differences += [f"{key} {saved.get(key)!r} (checkpoints) vs {current[key]!r} (this run)"
+                    for key in ("objective", "next_sentence") if saved.get(key) != current[key]]
+    if differences:
+      raise UserInputError(f"{self.checkpoint_dir}: its checkpoints are of another model: "
+                           f"{'; '.join(differences)}; resume with the same model config or "
+                           "train into another model directory")
 
   def _initialize_from(self, path: Optional[str]) -> None:
     if not path:
@@ -346,6 +401,32 @@ class PretrainingRun:
     logging.info("Time budget: %.0f s left at %.2f steps/s -> %d steps in all", seconds_left,
                  rate, self.options.train_steps)
 
+  def _check_losses(self, unchecked) -> None:
+    """Raises TrainingDivergedError at the first non-finite loss of `unchecked`, a list of
+    (step, loss tensor) that it empties. Read in batches: a read per step would stall the
+    device's queue."""
+    if not unchecked:
+      return
+    losses = tf.stack([loss for _, loss in unchecked]).numpy()
+    steps = [step for step, _ in unchecked]
+    unchecked.clear()
+    bad = np.flatnonzero(~np.isfinite(losses))
+    if bad.size:
+      self._diverged(steps[bad[0]], f"the training loss is {losses[bad[0]]}")
+
+  def _check_weights(self, step: int) -> None:
+    """Raises TrainingDivergedError if a weight is not finite (before they are saved)."""
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(v))
+                            for v in self.model.trainable_variables])
+    if not bool(finite):
+      self._diverged(step, "the weights are no longer finite")
+
+  def _diverged(self, step: int, what: str):
+    latest = self.manager.latest_checkpoint
+    kept = f"latest checkpoint: {latest}" if latest else f"no checkpoint in {self.checkpoint_dir}"
+    raise TrainingDivergedError(f"step {step}: {what}; stopped without saving ({kept}); lower "
+                                "the learning rate or check the data")
+
   def train(self, stop_after: Optional[int] = None) -> Dict[str, object]:
     """Trains to train_steps (or for `stop_after` steps, to simulate a stopped run).
 
@@ -353,6 +434,12 @@ class PretrainingRun:
     first steps after compilation sets the real count (and the schedule's decay to end
     there), so the run ends within the budget, counted from this call.
     """
+    if not self.chief:  # the other workers write to a directory of their own
+      return self._train(stop_after)
+    with run_lock.hold(self.options.model_dir):
+      return self._train(stop_after)
+
+  def _train(self, stop_after: Optional[int]) -> Dict[str, object]:
     options = self.options
     budget_start = time.perf_counter()
     step, mems = self._restore()
@@ -368,9 +455,12 @@ class PretrainingRun:
     end = options.train_steps if stop_after is None else min(options.train_steps,
                                                              step + stop_after)
     calibrating = options.max_seconds is not None
+    unchecked_losses = []  # (step, loss) not yet read; a dynamic loss scale skips non-finite
     while step < end:
       loss, norm, mems = self._train_step(iterator, mems)
       step += 1
+      if self.loss_scale is None:
+        unchecked_losses.append((step, loss))
       if calibrating and step - start_step == 1:
         float(loss)  # compiled: from here on each step costs the same
         compiled_at, compiled_step = time.perf_counter(), step
@@ -381,7 +471,13 @@ class PretrainingRun:
                                   options.max_seconds - (now - budget_start))
         end = options.train_steps if stop_after is None else min(options.train_steps, end)
         calibrating = False
-      if step % options.log_steps == 0 or step == end:
+      logging_now = step % options.log_steps == 0 or step == end
+      evaluating_now = bool(options.eval_every and options.valid_data and (
+          step % options.eval_every == 0 or step == end))
+      saving_now = step % options.save_steps == 0 or step == options.train_steps
+      if logging_now or evaluating_now or saving_now or len(unchecked_losses) >= 100:
+        self._check_losses(unchecked_losses)
+      if logging_now:
         elapsed = time.perf_counter() - start_time
         rate = (step - start_step) / max(elapsed, 1e-9)
         tokens = rate * self.global_batch * self.seq_len
@@ -403,17 +499,19 @@ class PretrainingRun:
           for key, value in record.items():
             if key != "step":
               tf.summary.scalar(key, value)
-      if options.eval_every and options.valid_data and (step % options.eval_every == 0 or
-                                                        step == end):
+      if evaluating_now:
         held_out.append(dict(self.evaluate(), step=step))
         logging.info("step %d: held-out loss %.4f", step, held_out[-1]["loss"])
         with writer.as_default(step=step):
           tf.summary.scalar("held_out_loss", held_out[-1]["loss"])
-      if step % options.save_steps == 0 or step == options.train_steps:
+      if saving_now:
+        self._check_weights(step)
         self._save(step, mems)
         last = step
     writer.flush()
+    self._check_losses(unchecked_losses)
     if self.chief:
+      self._check_weights(step)
       if options.summaries:
         summaries.write_example_images(writer, self.model, options.train_data, step)
       # The backbone in the own format: the starting point of fine-tuning runs.

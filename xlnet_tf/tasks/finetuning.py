@@ -8,6 +8,7 @@ head's own `compute_loss`) and an `evaluate()` returning its dev scores; the tas
 One machine: one device or mirrored replicas (Model.fit).
 """
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -24,6 +25,7 @@ from xlnet_tf.errors import UserInputError
 from xlnet_tf.json_files import read_json, write_json
 from xlnet_tf.model import backbone_inputs
 from xlnet_tf.tasks.progress import ProgressDisplay, check_progress_mode
+from xlnet_tf.training import run_lock
 from xlnet_tf.training.optimization import create_optimizer
 
 BEST_DIR = "best"  # under the output directory: the kept weights (own format)
@@ -189,15 +191,17 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
                             every if evaluate is not None else None, progress_stream)
   driver = _Finetuning(evaluate, metric, best_dir, options.train_steps, display)
   new_best_dir = bool(best_dir) and not os.path.exists(best_dir)
-  try:
-    model.fit(train_dataset, steps_per_epoch=every, epochs=-(-options.train_steps // every),
-              verbose=0, callbacks=[driver])
-  except BaseException:
-    # Nothing of a failed run is left behind (a directory that was there before is the user's).
-    if new_best_dir and os.path.exists(best_dir):
-      shutil.rmtree(best_dir)
-    raise
-  restore_best(model, best_dir)
+  # One run at a time writes best_dir (training.run_lock).
+  with run_lock.hold(best_dir) if best_dir else contextlib.nullcontext():
+    try:
+      model.fit(train_dataset, steps_per_epoch=every, epochs=-(-options.train_steps // every),
+                verbose=0, callbacks=[driver])
+    except BaseException:
+      # Nothing of a failed run is left behind (a directory that was there before is the user's).
+      if new_best_dir and os.path.exists(best_dir):
+        shutil.rmtree(best_dir)
+      raise
+    restore_best(model, best_dir)
   return {"history": driver.history, "best": driver.best, "metric": metric}
 
 

@@ -1,0 +1,42 @@
+"""run/pretrain.py on bad flags and a model directory in use: one line, exit 1, nothing made."""
+
+import os
+import socket
+
+import pytest
+
+from cli_output import run_tool
+from xlnet_tf.training import run_lock
+
+
+def _in_use(model_dir):
+  return (f"{model_dir}: another run (pid {os.getpid()} on {socket.gethostname()}) is using "
+          f"this directory (lock {model_dir}/{run_lock.LOCK_FILE}); wait for it to end or use "
+          "another directory")
+
+
+# (flags, the error line given the model directory); every case fails before training.
+CASES = {
+    "no steps": (["--train_steps=0"], lambda _: "--train_steps=0: must be positive"),
+    "negative learning rate": (["--learning_rate=-0.001"],
+                               lambda _: "--learning_rate=-0.001: must be positive"),
+    "checkpoint every 0 steps": (["--save_steps=0"], lambda _: "--save_steps=0: must be positive"),
+    "model directory in use": (["--locked"], _in_use),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_is_one_line_and_leaves_nothing(small_data, tmp_path, case):
+  flags, expected = CASES[case]
+  model_dir = str(tmp_path / "model")
+  locked = "--locked" in flags
+  arguments = [f"--train_data={small_data['bi']}", f"--model_dir={model_dir}",
+               "--model_size=tiny", *[flag for flag in flags if flag != "--locked"]]
+  if locked:
+    with run_lock.hold(model_dir):  # this test's process is the other run
+      result = run_tool("run/pretrain.py", *arguments)
+  else:
+    result = run_tool("run/pretrain.py", *arguments)
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert result.stderr.strip().splitlines() == [f"error: {expected(model_dir)}"]
+  assert os.listdir(tmp_path) == []  # no model directory (the test's lock was removed too)
