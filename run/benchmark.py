@@ -68,7 +68,8 @@ flags.DEFINE_integer("rounds", 1, "Measure every row this many times, the implem
                      "taking turns, and keep each row's best: this shared machine's speed "
                      "drifts, and turns spread the drift over both sides of a ratio.")
 flags.DEFINE_enum("jit_compile", "auto", ["auto", "true", "false"],
-                  "Compile xlnet_tf's step with XLA: auto = float32 only (XLA's CPU matmuls do not use the bfloat16 units).")
+                  "Compile xlnet_tf's step with XLA: auto = float32 only (XLA's CPU matmuls do "
+                  "not use the bfloat16 units).")
 flags.DEFINE_bool("keras_optimizer", False, "Train rows: Keras' own AdamW, the whole step "
                   "(forward, backward and update) in one XLA function, as a user writes it; "
                   "default: the project's optimizer and step as run/pretrain.py runs them.")

@@ -253,7 +253,7 @@ CLASSIFIER_CASES = [  # (extra flags, the error line after "error: "), {root} = 
     (["--model_config={root}/small.json"], "{sp}: {pieces} SentencePiece pieces, but the "
      "model's n_token is 100 ({root}/small.json)"),
     (["--model_config=", "--init_checkpoint={root}/corrupt"],
-     "{root}/corrupt/model.weights.h5: not a readable checkpoint (--init_checkpoint"),
+     "{root}/corrupt/model.weights.h5: not a readable HDF5 file"),
     (["--nodo_train"], "nothing to do: pass --do_train, --do_eval and/or --do_predict"),
 ]
 
