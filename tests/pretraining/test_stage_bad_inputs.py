@@ -4,6 +4,7 @@ a one-line error naming the file (or a line saying what was done), nothing parti
 Library-level cases first (fast), then a few runs of the command-line tools in a subprocess.
 """
 
+import glob
 import os
 import shutil
 import signal
@@ -325,6 +326,22 @@ def test_pretrain_cli_refuses_broken_data(data_copy, tmp_path, case, breakage, w
                                  f"--model_dir={model_dir}", "--train_steps=2"))
   assert line.startswith(f"error: {named_file(data_copy, which)}: ") and message in line
   assert not model_dir.exists()
+
+
+def test_pretrain_cli_names_the_file_of_a_corrupt_record(data_copy, tmp_path):
+  """A checksum failure is found only when the record is read, mid-training: the one line
+  still names the file (the loop asks explain_data_loss), and no checkpoint is written."""
+  path = first_file(data_copy)
+  with open(path, "r+b") as handle:
+    handle.seek(40)  # inside the first record's data
+    byte = handle.read(1)
+    handle.seek(-1, 1)
+    handle.write(bytes([byte[0] ^ 0xFF]))
+  model_dir = tmp_path / "model"
+  line = one_error_line(run_tool("run/pretrain.py", f"--train_data={data_copy}",
+                                 f"--model_dir={model_dir}", "--train_steps=2"))
+  assert line.startswith(f"error: {path}: a corrupt record ("), line
+  assert not glob.glob(str(model_dir / "ckpt-*"))
 
 
 def _binary_file(tmp_path):

@@ -42,7 +42,8 @@ from xlnet_tf.errors import UserInputError
 from xlnet_tf import checkpoints
 from xlnet_tf.checkpoints.naming import backbone_of
 from xlnet_tf.config import XLNetConfig
-from xlnet_tf.pretraining.records import load_record_info, pretraining_dataset
+from xlnet_tf.pretraining.records import (explain_data_loss, load_record_info,
+                                          pretraining_dataset)
 from xlnet_tf.heads.pretrainer import XLNetPretrainer
 from xlnet_tf.json_files import read_json, write_json
 from xlnet_tf.model import XLNetModel, backbone_inputs
@@ -434,10 +435,13 @@ class PretrainingRun:
     first steps after compilation sets the real count (and the schedule's decay to end
     there), so the run ends within the budget, counted from this call.
     """
-    if not self.chief:  # the other workers write to a directory of their own
-      return self._train(stop_after)
-    with run_lock.hold(self.options.model_dir):
-      return self._train(stop_after)
+    try:
+      if not self.chief:  # the other workers write to a directory of their own
+        return self._train(stop_after)
+      with run_lock.hold(self.options.model_dir):
+        return self._train(stop_after)
+    except tf.errors.DataLossError as error:  # a corrupt record; TensorFlow names no file
+      raise explain_data_loss(self.options.train_data, error) from None
 
   def _train(self, stop_after: Optional[int]) -> Dict[str, object]:
     options = self.options
