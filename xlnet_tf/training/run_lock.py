@@ -107,8 +107,11 @@ def _missing_directories(directory: str):
 
 
 def _remove_if_empty(directories) -> None:
-  """Removes `directories` (innermost first) while they are empty."""
+  """Removes `directories` (innermost first) while they are empty (one the run removed
+  itself, e.g. a failed fine-tuning run's best/, is passed over)."""
   for directory in directories:
+    if not os.path.isdir(directory):
+      continue
     if os.listdir(directory):
       return
     os.rmdir(directory)
