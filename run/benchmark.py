@@ -151,7 +151,8 @@ def build_xlnet_tf_step(spec):
             "input_mask": tf.ones([batch, seq_len])}
   if spec["mode"] == "generate":
     return _generation_step(spec)
-  backbone = XLNetModel(config, fused=spec.get("fused", True))  # profile_step.py --nofused
+  # profile_step.py --nofused; passed only when asked (a --baseline revision may predate it)
+  backbone = XLNetModel(config, **({"fused": spec["fused"]} if "fused" in spec else {}))
   if spec["mode"] in ("serve", "serve_xla"):
     return _serving_step(backbone, inputs, seq_len, xla=spec["mode"] == "serve_xla")
   if spec["mode"] == "forward":
