@@ -13,6 +13,7 @@ costs the same whatever the distance, where scanning the tokens cost the distanc
 stage over one 200 KB line, quadratic in the line's length, took minutes).
 """
 
+import abc
 import bisect
 import dataclasses
 import os
@@ -31,7 +32,7 @@ def flag_changes(flags: np.ndarray) -> np.ndarray:
   return (np.flatnonzero(flags[1:] != flags[:-1]) + 1).astype(np.int64)
 
 
-class BoundaryIndex:
+class BoundaryIndex(abc.ABC):
   """Sorted sentence boundaries, searched without reading the tokens between them.
 
   Subclasses give `_chunks(low, high, descending)`: the boundaries b with low < b < high as
@@ -39,8 +40,9 @@ class BoundaryIndex:
   first chunk they need.
   """
 
+  @abc.abstractmethod
   def _chunks(self, low: int, high: int, descending: bool) -> Iterator[np.ndarray]:
-    raise NotImplementedError
+    """The boundaries in (low, high), as sorted arrays in the asked order."""
 
   def between(self, low: int, high: int) -> List[int]:
     """Boundaries b with low < b < high, ascending."""
