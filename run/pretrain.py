@@ -32,12 +32,11 @@ import keras
 from xlnet_tf import XLNetConfig
 from xlnet_tf.config import SIZE_PRESETS
 from xlnet_tf.pretraining import default_data, recipes
-from xlnet_tf.pretraining.examples import OBJECTIVES, PretrainingSettings
+from xlnet_tf.pretraining.examples import OBJECTIVES
 from xlnet_tf.pretraining.records import load_record_info
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
-from xlnet_tf.pretraining.loop import (LM_DIR, PRETRAINED_DIR, PretrainingOptions,
-                                       PretrainingRun, write_run_summary)
+from xlnet_tf.pretraining.loop import LM_DIR, PRETRAINED_DIR, PretrainingRun, write_run_summary
 
 flags.DEFINE_enum("strategy", "one_device", strategy_lib.STRATEGIES, "Distribution strategy.")
 flags.DEFINE_string("tpu", None, "TPU address (with --strategy=tpu).")
@@ -56,7 +55,8 @@ flags.DEFINE_bool("span_prediction", True, "Predict whole-word spans (False: sin
 flags.DEFINE_bool("next_sentence", None, "Add the next-sentence loss (B follows A or not).")
 flags.DEFINE_float("max_minutes", None, "Wall-time budget of the whole command (data "
                    "included): the step count is fitted to the measured speed.")
-# Defaults None: the recipe's (recipes.MAIN_JOB, or recipes.FROM_TEXT with --input_glob).
+# Defaults None: the recipe's (recipes.MAIN_JOB, or recipes.FROM_TEXT with --input_glob;
+# recipes.Recipe names each default).
 flags.DEFINE_integer("vocab_size", None, "SentencePiece vocabulary when the data are made here.")
 flags.DEFINE_integer("seq_len", None, "Sequence length when the data are made here.")
 flags.DEFINE_integer("reuse_len", None, "Tokens reused as memory, when the data are made here.")
@@ -75,13 +75,13 @@ flags.DEFINE_enum("model_size", None, sorted(SIZE_PRESETS),
 flags.DEFINE_string("model_dir", None, "Checkpoints and summaries (default: "
                     "--output_dir/model).")
 flags.DEFINE_integer("train_batch_size", None, "Global batch size (default: the data's).")
-flags.DEFINE_integer("train_steps", 600, "Training steps (with --max_minutes: the most).")
+flags.DEFINE_integer("train_steps", None, "Training steps (with --max_minutes: the most).")
 flags.DEFINE_float("learning_rate", None, "Peak learning rate.")
 flags.DEFINE_integer("warmup_steps", None, "Linear warmup steps.")
-flags.DEFINE_float("weight_decay", 0.01, "AdamW weight decay (not on LayerNorm or biases).")
-flags.DEFINE_float("lr_layer_decay_rate", 1.0, "Layer i's learning rate is multiplied by "
+flags.DEFINE_float("weight_decay", None, "AdamW weight decay (not on LayerNorm or biases).")
+flags.DEFINE_float("lr_layer_decay_rate", None, "Layer i's learning rate is multiplied by "
                    "rate^(n_layer - 1 - i).")
-flags.DEFINE_float("clip", 1.0, "Global gradient-norm clipping.")
+flags.DEFINE_float("clip", None, "Global gradient-norm clipping.")
 flags.DEFINE_integer("save_steps", 200, "Checkpoint every this many steps.")
 flags.DEFINE_integer("log_steps", 50, "Log and write summaries every this many steps.")
 flags.DEFINE_integer("eval_batches", 20, "Held-out batches per evaluation.")
@@ -131,15 +131,15 @@ def seconds_left(started, reserved=0.0):
   return left
 
 
-def model_config(info) -> XLNetConfig:
+def model_config(info, run_recipe: recipes.Recipe) -> XLNetConfig:
   settings = info["settings"]
-  mem_len = setting("mem_len")
+  mem_len = run_recipe.mem_len
   runtime = dict(mem_len=mem_len if mem_len is not None else settings["reuse_len"],
                  reuse_len=settings["reuse_len"], bi_data=settings["bi_data"],
                  attn_type="uni" if settings["objective"] == "clm" else "bi")
   if FLAGS.model_config:
     return XLNetConfig.from_json_file(FLAGS.model_config, **runtime)
-  size = setting("model_size")
+  size = run_recipe.model_size
   if size == "demo":
     runtime.update(dropout=0.0, dropatt=0.0)
   return XLNetConfig.preset(size, n_token=info["tokenizer"]["vocab_size"], **runtime)
@@ -165,19 +165,19 @@ def loss_scale():
     raise app.UsageError(f"--loss_scale={FLAGS.loss_scale!r}: 'dynamic' or a number") from None
 
 
-def setting(name):
-  """The flag's value, or the recipe's when the flag was not given."""
-  value = FLAGS[name].value
-  if value is not None:
-    return value
-  return getattr(recipes.recipe_for(FLAGS.objective, bool(FLAGS.input_glob)), name)
+# The recipe's fields set by flags of the same name (--clip sets clip_norm).
+_RECIPE_FLAGS = ("model_size", "mem_len", "vocab_size", "seq_len", "reuse_len", "num_predict",
+                 "bsz_per_host", "bi_data", "span_prediction", "learning_rate", "warmup_steps",
+                 "weight_decay", "lr_layer_decay_rate", "next_sentence", "train_steps")
 
 
-def data_settings() -> PretrainingSettings:
-  return PretrainingSettings(seq_len=setting("seq_len"), reuse_len=setting("reuse_len"),
-                             num_predict=setting("num_predict"),
-                             bsz_per_host=setting("bsz_per_host"), bi_data=setting("bi_data"),
-                             objective=FLAGS.objective, span_prediction=FLAGS.span_prediction)
+def recipe() -> recipes.Recipe:
+  """The run's configuration: the preset for --objective (and --input_glob), with what the
+  flags give."""
+  given = {name: FLAGS[name].value for name in _RECIPE_FLAGS if FLAGS[name].value is not None}
+  if FLAGS.clip is not None:
+    given["clip_norm"] = FLAGS.clip
+  return recipes.recipe_for(FLAGS.objective, bool(FLAGS.input_glob)).replace(**given)
 
 
 def output_dir() -> str:
@@ -186,7 +186,7 @@ def output_dir() -> str:
   return "pretrain_output" if FLAGS.objective == "perm" else f"pretrain_output_{FLAGS.objective}"
 
 
-def prepare_data():
+def prepare_data(run_recipe: recipes.Recipe):
   """(train, valid) data directories: given, or made here from --input_glob / the default."""
   if FLAGS.train_data:
     if FLAGS.input_glob:
@@ -199,11 +199,11 @@ def prepare_data():
       raise app.UsageError(f"--input_glob={FLAGS.input_glob!r} matches no file")
     documents = default_data.read_text_files(paths)
     data = default_data.prepare_pretraining_data(
-        documents, directory, data_settings(), setting("vocab_size"), FLAGS.seed,
-        held_out_every=recipes.FROM_TEXT.held_out_every)
+        documents, directory, run_recipe.data, run_recipe.vocab_size, FLAGS.seed,
+        held_out_every=run_recipe.held_out_every)
   else:
-    data = default_data.prepare_default_pretraining_data(directory, data_settings(),
-                                                         setting("vocab_size"), FLAGS.seed)
+    data = default_data.prepare_default_pretraining_data(directory, run_recipe.data,
+                                                         run_recipe.vocab_size, FLAGS.seed)
   print("\n".join(data["reports"]) or f"Reusing the data in {directory}")
   return data["train"], data["valid"]
 
@@ -229,22 +229,18 @@ def main(argv):
 
 def pretrain(strategy, model_dir: str, started: float) -> None:
   """Makes or finds the data, then trains, evaluates and reports (see the module docstring)."""
-  train_data, valid_data = prepare_data()
-  config = model_config(load_record_info(train_data))
+  run_recipe = recipe()
+  train_data, valid_data = prepare_data(run_recipe)
+  config = model_config(load_record_info(train_data), run_recipe)
   budget = None
-  train_steps = FLAGS.train_steps
   if FLAGS.max_minutes:
     budget = seconds_left(started)  # provisional: set again after the first evaluation
-    if not FLAGS["train_steps"].present:
-      train_steps = 10 ** 9  # the budget decides
-  options = PretrainingOptions(
-      model_dir=model_dir, train_data=train_data, valid_data=valid_data,
-      train_steps=train_steps, max_seconds=budget, objective=FLAGS.objective,
-      next_sentence=setting("next_sentence"), global_batch_size=FLAGS.train_batch_size,
-      learning_rate=setting("learning_rate"), warmup_steps=setting("warmup_steps"),
-      weight_decay=FLAGS.weight_decay, lr_layer_decay_rate=FLAGS.lr_layer_decay_rate,
-      clip_norm=FLAGS.clip, save_steps=FLAGS.save_steps, log_steps=FLAGS.log_steps,
-      jit_compile=use_xla(), eval_batches=FLAGS.eval_batches,
+    if FLAGS.train_steps is None:
+      run_recipe = run_recipe.replace(train_steps=10 ** 9)  # the budget decides
+  options = run_recipe.loop_options(
+      model_dir=model_dir, train_data=train_data, valid_data=valid_data, max_seconds=budget,
+      global_batch_size=FLAGS.train_batch_size, save_steps=FLAGS.save_steps,
+      log_steps=FLAGS.log_steps, jit_compile=use_xla(), eval_batches=FLAGS.eval_batches,
       loss_scale=loss_scale(),
       init_checkpoint=FLAGS.init_checkpoint, init_checkpoint_format=FLAGS.init_checkpoint_format,
       recompute_blocks=FLAGS.recompute, seed=FLAGS.seed)

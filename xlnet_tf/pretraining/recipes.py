@@ -1,33 +1,67 @@
-"""The defaults of `run/pretrain.py`: the embedded main job's, and the recipe for pretraining on
-your own raw text on a small machine (chosen by the transfer study in docs/learning.md).
+"""One pretraining configuration (`Recipe`: the model, the data, the optimisation, the budget)
+and its named presets: the embedded main job's, and the one for pretraining on your own raw
+text on a small machine (chosen by the transfer study in docs/learning.md).
 
-Every value is a flag default; a flag given on the command line wins.
+`run/pretrain.py` starts from a preset and replaces what its flags give; the transfer study
+holds one recipe and replaces a variant's settings. The loop's options are made from a recipe
+in one place (`Recipe.loop_options`).
 """
 
 import dataclasses
 from typing import Optional
 
+from xlnet_tf.pretraining.examples import PretrainingSettings
+from xlnet_tf.pretraining.loop import PretrainingOptions
+
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
+  """What one pretraining run chooses. The data stage's settings (sequence layout, targets,
+  objective, batch rows) are `data`, written to record_info.json with the data."""
+  # The model.
   model_size: str = "demo"   # 4 layers, d_model 128 (config.SIZE_PRESETS)
+  mem_len: Optional[int] = None  # None: the data's reuse_len
+  # The data. num_predict 21 of 128 tokens is 16%: K = 6 for perm, BERT's 15% for mlm.
   vocab_size: int = 2000
-  seq_len: int = 128
-  reuse_len: int = 64
-  num_predict: int = 21      # 16% of the tokens: K = 6 for perm, BERT's 15% for mlm
-  bsz_per_host: int = 16
+  data: PretrainingSettings = dataclasses.field(default_factory=PretrainingSettings)
+  held_out_every: int = 10   # every n-th document is held out
+  # The optimisation.
   learning_rate: float = 2e-3
   warmup_steps: int = 100
+  weight_decay: float = 0.01
+  lr_layer_decay_rate: float = 1.0
+  clip_norm: float = 1.0
   next_sentence: bool = False
-  bi_data: bool = True       # forward and backward rows
-  mem_len: Optional[int] = None  # None: reuse_len
-  held_out_every: int = 10   # every n-th document is held out
+  # The budget (a time budget, when given, fits the steps to the measured speed).
+  train_steps: int = 600
+
+  def replace(self, **values) -> "Recipe":
+    """A copy with `values` replaced; names of the data stage's settings go to `data`. When
+    the sequence layout changes and perm_size is not given, perm_size follows reuse_len."""
+    data_names = {field.name for field in dataclasses.fields(PretrainingSettings)}
+    data_values = {name: values.pop(name) for name in list(values) if name in data_names}
+    data = self.data
+    if data_values:
+      if "perm_size" not in data_values and {"seq_len", "reuse_len"} & set(data_values):
+        data_values["perm_size"] = None
+      data = dataclasses.replace(self.data, **data_values)
+    return dataclasses.replace(self, data=data, **values)
+
+  def loop_options(self, **run) -> PretrainingOptions:
+    """The loop's options: this recipe's optimisation and budget, and `run`'s paths and
+    operational choices (model_dir, train_data, save_steps, jit_compile, ...)."""
+    return PretrainingOptions(
+        train_steps=self.train_steps, learning_rate=self.learning_rate,
+        warmup_steps=self.warmup_steps, weight_decay=self.weight_decay,
+        lr_layer_decay_rate=self.lr_layer_decay_rate, clip_norm=self.clip_norm,
+        next_sentence=self.next_sentence, objective=self.data.objective, **run)
 
 
 # The main job: the Python documentation (~0.5 M tokens), 600 steps, about three minutes.
 MAIN_JOB = Recipe()
 # --input_glob: a domain's text of 1-2 M words within --max_minutes (10-15 on 2 CPU cores).
-FROM_TEXT = Recipe(vocab_size=8000, learning_rate=1e-3, warmup_steps=200, held_out_every=20)
+FROM_TEXT = MAIN_JOB.replace(vocab_size=8000, learning_rate=1e-3, warmup_steps=200,
+                             held_out_every=20)
 # --objective=clm: Transformer-XL's layout, segments of 32 tokens with a memory of 128 (4
 # segments), every token a target. Measured (docs/language_modelling.md): trained with a
 # memory as long as the segment, the model used no context beyond it.
@@ -35,6 +69,7 @@ LEFT_TO_RIGHT = dict(seq_len=32, reuse_len=0, mem_len=128, bi_data=False)
 
 
 def recipe_for(objective: str, from_text: bool) -> Recipe:
-  """The defaults of a run: the main job's or FROM_TEXT, in the clm layout for objective clm."""
-  recipe = FROM_TEXT if from_text else MAIN_JOB
-  return dataclasses.replace(recipe, **LEFT_TO_RIGHT) if objective == "clm" else recipe
+  """The preset of a run: the main job's or FROM_TEXT, for `objective` (the clm layout for
+  objective clm)."""
+  layout = LEFT_TO_RIGHT if objective == "clm" else {}
+  return (FROM_TEXT if from_text else MAIN_JOB).replace(objective=objective, **layout)
