@@ -225,6 +225,16 @@ def huggingface_to_original(tensors: Dict[str, np.ndarray], n_layer: int, untie_
       not np.array_equal(output_weight, word_embedding):
     problems.append("lm_loss.weight differs from word_embedding.weight: XLNet ties them, an "
                     "untied output layer is not supported")
+  _stack_per_layer_biases(stacked, n_layer, untie_r, arrays, aliases, problems)
+  if problems:
+    raise CheckpointMismatchError(f"{source}: ({len(problems)} problem(s)); nothing was "
+                                  "loaded:\n  " + "\n  ".join(problems))
+  return arrays, aliases, skipped
+
+
+def _stack_per_layer_biases(stacked, n_layer: int, untie_r: bool, arrays, aliases, problems):
+  """HF keeps r_w_bias, r_r_bias, r_s_bias and seg_embed per layer; the original stacks them
+  ([n_layer, ...]), or keeps one copy when tied (untie_r=False): checked to be equal."""
   for bias, per_layer in stacked.items():
     if not per_layer:
       continue
@@ -244,10 +254,6 @@ def huggingface_to_original(tensors: Dict[str, np.ndarray], n_layer: int, untie_
     else:
       problems.append(f"{aliases[original]}: differs across layers but the model ties it "
                       "(untie_r=False); set untie_r=True")
-  if problems:
-    raise CheckpointMismatchError(f"{source}: ({len(problems)} problem(s)); nothing was "
-                                  "loaded:\n  " + "\n  ".join(problems))
-  return arrays, aliases, skipped
 
 
 def huggingface_name_of(original: str) -> str:

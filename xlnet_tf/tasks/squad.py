@@ -103,8 +103,6 @@ def build_features(tokenizer, examples: Sequence[SquadExample], max_seq_length: 
   input_mask, p_mask [F, T], cls_index [F]; with training also start_positions,
   end_positions, is_impossible [F]. `windows[f]` = (example index, char_spans [T, 2]: the
   context characters of each position, -1 outside the context)."""
-  sep, cls = tokenizer.special_ids.sep, tokenizer.special_ids.cls
-  pad = max(tokenizer.special_ids.pad, 0)
   rows, windows = [], []
   questions = tokenizer.encode_batch([e.question for e in examples])
   for index, (example, question) in enumerate(zip(examples, questions)):
@@ -118,30 +116,17 @@ def build_features(tokenizer, examples: Sequence[SquadExample], max_seq_length: 
     if room < 1:
       raise UserInputError(f"max_seq_length={max_seq_length} leaves no room for the context next "
                            f"to a {len(question)}-piece question")
-    answer_span = None
-    if training and example.answers:
-      answer = example.answers[0]
-      first_char = answer["answer_start"]
-      last_char = first_char + len(answer["text"]) - 1
-      covering = np.flatnonzero((char_end > first_char) & (char_start <= last_char))
-      answer_span = (int(covering[0]), int(covering[-1])) if covering.size else None
-      if answer_span is None:  # not trained as "no answer": it has one
-        if report is not None:
-          report.skip("answer does not align with context pieces", example.where)
-        continue
+    answer_span = _answer_pieces(example, char_start, char_end) if training else None
+    if training and example.answers and answer_span is None:
+      # Not trained as "no answer": it has one.
+      if report is not None:
+        report.skip("answer does not align with context pieces", example.where)
+      continue
     start = 0
     while True:
       length = min(room, len(pieces) - start)
-      window = pieces[start:start + length]
-      tokens, segments = pack_pair(window, question, sep, cls)  # context <sep> question
-      offset = max_seq_length - len(tokens)
-      row = {"input_ids": np.full(max_seq_length, pad, np.int32),
-             "segment_ids": np.full(max_seq_length, SEG_PAD, np.int32),
-             "input_mask": np.zeros(max_seq_length, np.float32),
-             "cls_index": max_seq_length - 1}
-      row["input_ids"][offset:] = tokens
-      row["segment_ids"][offset:] = segments
-      row["input_mask"][offset:] = 1.0
+      row, offset = _window_row(pieces[start:start + length], question, max_seq_length,
+                                tokenizer.special_ids)
       spans = np.full([max_seq_length, 2], -1, np.int32)
       spans[offset:offset + length, 0] = char_start[start:start + length]
       spans[offset:offset + length, 1] = char_end[start:start + length]
@@ -162,8 +147,35 @@ def build_features(tokenizer, examples: Sequence[SquadExample], max_seq_length: 
       arrays[key] = arrays[key].astype(np.int32)
   if arrays:  # the head's definition, as its SavedModel computes it in the graph
     arrays["p_mask"] = answer_position_mask(arrays["input_ids"], arrays["segment_ids"],
-                                            sep).numpy()
+                                            tokenizer.special_ids.sep).numpy()
   return arrays, windows
+
+
+def _answer_pieces(example: SquadExample, char_start, char_end):
+  """(first, last) context piece covering the first answer; None without an answer or when
+  no piece overlaps it."""
+  if not example.answers:
+    return None
+  answer = example.answers[0]
+  first_char = answer["answer_start"]
+  last_char = first_char + len(answer["text"]) - 1
+  covering = np.flatnonzero((char_end > first_char) & (char_start <= last_char))
+  return (int(covering[0]), int(covering[-1])) if covering.size else None
+
+
+def _window_row(window, question, max_seq_length: int, special_ids):
+  """(row, offset): `window <sep> question <sep> <cls>` left-padded to max_seq_length (as the
+  original, so <cls> is the last position); offset is where the window starts."""
+  tokens, segments = pack_pair(window, question, special_ids.sep, special_ids.cls)
+  offset = max_seq_length - len(tokens)
+  row = {"input_ids": np.full(max_seq_length, max(special_ids.pad, 0), np.int32),
+         "segment_ids": np.full(max_seq_length, SEG_PAD, np.int32),
+         "input_mask": np.zeros(max_seq_length, np.float32),
+         "cls_index": max_seq_length - 1}
+  row["input_ids"][offset:] = tokens
+  row["segment_ids"][offset:] = segments
+  row["input_mask"][offset:] = 1.0
+  return row, offset
 
 
 def answer_text(example: SquadExample, char_spans: np.ndarray, start: int, end: int) -> str:
