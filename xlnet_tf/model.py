@@ -53,6 +53,18 @@ class XLNetModel(keras.Model):
                         outputs add keys_values, the same for this call's T tokens (to append).
     position_keys       list of L [1, N, R, H] from `layer_position_keys(T, M + T)`: calls
                         with equal lengths share them.
+
+  >>> import numpy as np
+  >>> from xlnet_tf import XLNetConfig, XLNetModel
+  >>> model = XLNetModel(XLNetConfig.preset("tiny", mem_len=4))  # 2 layers, d_model 32
+  >>> target_mapping = np.zeros([2, 1, 5], np.float32); target_mapping[:, 0, 2] = 1
+  >>> outputs = model({"input_ids": np.array([[5, 17, 42, 8, 3], [0, 0, 12, 9, 3]]),
+  ...                  "input_mask": np.array([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]]),
+  ...                  "target_mapping": target_mapping})  # predict position 2
+  >>> {key: tuple(value.shape) for key, value in outputs.items() if key != "new_mems"}
+  {'sequence_output': (2, 5, 32), 'query_output': (2, 1, 32)}
+  >>> [tuple(memory.shape) for memory in outputs["new_mems"]]  # each layer's, mem_len kept
+  [(2, 4, 32), (2, 4, 32)]
   """
 
   def __init__(self, config, recompute_blocks: bool = False, fused: bool = True, **kwargs):
@@ -163,15 +175,10 @@ class XLNetModel(keras.Model):
     new_mems, attention_maps, new_keys_values = [], [], []
     for index, block in enumerate(self.blocks):
       memory = mems[index] if mems else None
-      cache_kwargs = {}
-      if memory_keys_values is not None:
-        current = block.attention.project_keys_values(content)  # this call's tokens
+      cache_kwargs, current = _cache_keywords(block, index, content, memory_keys_values,
+                                              position_keys)
+      if current is not None:
         new_keys_values.append(current)
-        cache_kwargs["keys_values"] = tuple(
-            tf.concat([tf.cast(cached, tensor.dtype), tensor], axis=2)
-            for cached, tensor in zip(memory_keys_values[index], current))
-      if position_keys is not None:
-        cache_kwargs["position_keys"] = position_keys[index]
       if config.mem_len > 0:
         new_mems.append(_next_memory(content, memory, config.reuse_len, config.mem_len))
       biases = self._layer_biases(index, "segment_mismatch" in block_kwargs)
@@ -250,6 +257,20 @@ def _stream_masks(config, inputs, batch_size, length, memory_length, dtype) -> D
   if mismatch is not None:
     masks["query_segment_mismatch"] = tf.gather(mismatch, positions, batch_dims=1)
   return masks
+
+
+def _cache_keywords(block, index, content, memory_keys_values, position_keys):
+  """(Block `index`'s decoding keywords, this call's own (keys, values) or None): keys_values
+  (the cache, then this call's tokens) and position_keys, each when given."""
+  keywords, current = {}, None
+  if memory_keys_values is not None:
+    current = block.attention.project_keys_values(content)  # this call's tokens
+    keywords["keys_values"] = tuple(
+        tf.concat([tf.cast(cached, tensor.dtype), tensor], axis=2)
+        for cached, tensor in zip(memory_keys_values[index], current))
+  if position_keys is not None:
+    keywords["position_keys"] = position_keys[index]
+  return keywords, current
 
 
 def _next_memory(layer_input, memory, reuse_len: int, mem_len: int):
