@@ -92,29 +92,10 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
   input_ids = _checked_ids(input_ids, config.n_token)
   batch, length = input_ids.shape
   input_mask = _checked_input_mask(input_mask, input_ids.shape)
-  require(_is_int(max_length) and max_length > 0, "generate: max_length", "a positive integer",
-          max_length)
-  require(_is_int(max_new_tokens) and max_new_tokens >= 0, "generate: max_new_tokens",
-          "an integer >= 0", max_new_tokens)
-  require(length < max_length, "generate: input_ids",
-          f"prompts shorter than max_length={max_length} tokens (raise max_length to cache "
-          "longer contexts)", f"length T = {length}")
-  require(length + max_new_tokens <= max_length, "generate: max_new_tokens",
-          f"at most max_length - T = {max_length} - {length} = {max_length - length} "
-          "(raise max_length for longer sequences)", max_new_tokens)
-  require(isinstance(temperature, numbers.Real) and np.isfinite(temperature)
-          and temperature >= 0, "generate: temperature", "a number >= 0 (0 = greedy)",
-          temperature)
-  require(_is_int(top_k) and top_k >= 0, "generate: top_k", "an integer >= 0 (0 = no limit)",
-          top_k)
-  require(isinstance(top_p, numbers.Real) and 0 < top_p <= 1, "generate: top_p",
-          "a number in (0, 1] (1 = no limit)", top_p)
-  require(seed is None or _is_int(seed), "generate: seed", "an integer or None", seed)
+  _check_lengths(length, max_new_tokens, max_length)
+  _check_sampling(temperature, top_k, top_p, seed)
   stop_ids = tuple(stop_ids)
-  for name, ids in (("stop_ids", stop_ids), ("pad_id", (pad_id,))):
-    require(all(_is_int(i) and 0 <= i < config.n_token for i in ids), f"generate: {name}",
-            f"token id(s) in [0, n_token={config.n_token})", ids if name == "stop_ids"
-            else pad_id)
+  _check_token_settings(stop_ids, pad_id, config.n_token)
   if max_new_tokens == 0:
     return tf.constant(input_ids)
   if seed is None:
@@ -342,6 +323,37 @@ def _checked_input_mask(input_mask, shape):
           "left padding (each row 0 ... 0 1 ... 1)",
           f"rows {np.flatnonzero((real[:, 1:] < real[:, :-1]).any(1)).tolist()} with a gap")
   return mask.astype(np.float32)
+
+
+def _check_lengths(length, max_new_tokens, max_length):
+  require(_is_int(max_length) and max_length > 0, "generate: max_length", "a positive integer",
+          max_length)
+  require(_is_int(max_new_tokens) and max_new_tokens >= 0, "generate: max_new_tokens",
+          "an integer >= 0", max_new_tokens)
+  require(length < max_length, "generate: input_ids",
+          f"prompts shorter than max_length={max_length} tokens (raise max_length to cache "
+          "longer contexts)", f"length T = {length}")
+  require(length + max_new_tokens <= max_length, "generate: max_new_tokens",
+          f"at most max_length - T = {max_length} - {length} = {max_length - length} "
+          "(raise max_length for longer sequences)", max_new_tokens)
+
+
+def _check_sampling(temperature, top_k, top_p, seed):
+  require(isinstance(temperature, numbers.Real) and np.isfinite(temperature)
+          and temperature >= 0, "generate: temperature", "a number >= 0 (0 = greedy)",
+          temperature)
+  require(_is_int(top_k) and top_k >= 0, "generate: top_k", "an integer >= 0 (0 = no limit)",
+          top_k)
+  require(isinstance(top_p, numbers.Real) and 0 < top_p <= 1, "generate: top_p",
+          "a number in (0, 1] (1 = no limit)", top_p)
+  require(seed is None or _is_int(seed), "generate: seed", "an integer or None", seed)
+
+
+def _check_token_settings(stop_ids, pad_id, n_token):
+  for name, ids in (("stop_ids", stop_ids), ("pad_id", (pad_id,))):
+    require(all(_is_int(i) and 0 <= i < n_token for i in ids), f"generate: {name}",
+            f"token id(s) in [0, n_token={n_token})", ids if name == "stop_ids"
+            else pad_id)
 
 
 def _is_int(value) -> bool:
