@@ -15,7 +15,7 @@ keeps the dataclass defaults.
 import dataclasses
 from typing import Any, Dict
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.errors import UserInputError, require
 from xlnet_tf.json_files import read_json_object, write_json
 
 ARCHITECTURE_KEYS = ("n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation",
@@ -61,29 +61,32 @@ class XLNetConfig:
     self.validate()
 
   def validate(self) -> None:
-    """Raises ValueError naming the first invalid field."""
+    """Raises UserInputError (a ValueError) naming the first invalid field."""
     for name in ("n_token", "n_layer", "d_model", "n_head", "d_head", "d_inner"):
-      _require(name, _is_int(getattr(self, name)) and getattr(self, name) > 0,
-               "a positive integer", getattr(self, name))
+      value = getattr(self, name)
+      require(_is_int(value) and value > 0, f"XLNetConfig.{name}", "a positive integer",
+              repr(value))
     for name in ("mem_len", "reuse_len"):
-      _require(name, _is_int(getattr(self, name)) and getattr(self, name) >= 0,
-               "an integer >= 0", getattr(self, name))
-    _require("clamp_len", _is_int(self.clamp_len) and self.clamp_len >= -1,
-             "an integer >= -1 (-1 = no clamping)", self.clamp_len)
-    _require("d_model", self.d_model % 2 == 0,
-             "even (the sinusoid encoding concatenates sin and cos halves)", self.d_model)
+      value = getattr(self, name)
+      require(_is_int(value) and value >= 0, f"XLNetConfig.{name}", "an integer >= 0",
+              repr(value))
+    require(_is_int(self.clamp_len) and self.clamp_len >= -1, "XLNetConfig.clamp_len",
+            "an integer >= -1 (-1 = no clamping)", repr(self.clamp_len))
+    require(self.d_model % 2 == 0, "XLNetConfig.d_model",
+            "even (the sinusoid encoding concatenates sin and cos halves)", repr(self.d_model))
     for name in ("untie_r", "bi_data", "same_length"):
-      _require(name, isinstance(getattr(self, name), bool), "a bool", getattr(self, name))
-    _require("ff_activation", self.ff_activation in FF_ACTIVATIONS,
-             f"one of {FF_ACTIVATIONS}", self.ff_activation)
-    _require("attn_type", self.attn_type in ATTENTION_TYPES, f"one of {ATTENTION_TYPES}",
-             self.attn_type)
+      value = getattr(self, name)
+      require(isinstance(value, bool), f"XLNetConfig.{name}", "a bool", repr(value))
+    require(self.ff_activation in FF_ACTIVATIONS, "XLNetConfig.ff_activation",
+            f"one of {FF_ACTIVATIONS}", repr(self.ff_activation))
+    require(self.attn_type in ATTENTION_TYPES, "XLNetConfig.attn_type",
+            f"one of {ATTENTION_TYPES}", repr(self.attn_type))
     for name in ("dropout", "dropatt"):
       value = getattr(self, name)
-      _require(name, isinstance(value, (int, float)) and 0.0 <= value < 1.0,
-               "a rate in [0, 1)", value)
-    _require("init_std", isinstance(self.init_std, (int, float)) and self.init_std > 0,
-             "a positive float", self.init_std)
+      require(isinstance(value, (int, float)) and 0.0 <= value < 1.0, f"XLNetConfig.{name}",
+              "a rate in [0, 1)", repr(value))
+    require(isinstance(self.init_std, (int, float)) and self.init_std > 0,
+            "XLNetConfig.init_std", "a positive float", repr(self.init_std))
 
   # ---- presets -------------------------------------------------------------------------------
   @classmethod
@@ -137,8 +140,3 @@ class XLNetConfig:
 
 def _is_int(value) -> bool:
   return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _require(field: str, ok: bool, expected: str, value) -> None:
-  if not ok:
-    raise UserInputError(f"XLNetConfig.{field} must be {expected}; got {value!r}")

@@ -40,7 +40,7 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.errors import require
 from xlnet_tf.heads.pretrainer import XLNetPretrainer
 
 # The default limit on prompt + new tokens: twice the released models' pretraining length
@@ -88,31 +88,14 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
   Raises UserInputError (a ValueError) naming the argument for bad input or an unsupported model.
   """
   config = _checked_model(model)
-  _require(isinstance(use_cache, bool), "use_cache", "a bool", use_cache)
+  require(isinstance(use_cache, bool), "generate: use_cache", "a bool", use_cache)
   input_ids = _checked_ids(input_ids, config.n_token)
   batch, length = input_ids.shape
   input_mask = _checked_input_mask(input_mask, input_ids.shape)
-  _require(_is_int(max_length) and max_length > 0, "max_length", "a positive integer",
-           max_length)
-  _require(_is_int(max_new_tokens) and max_new_tokens >= 0, "max_new_tokens",
-           "an integer >= 0", max_new_tokens)
-  _require(length < max_length, "input_ids",
-           f"prompts shorter than max_length={max_length} tokens (raise max_length to cache "
-           "longer contexts)", f"length T = {length}")
-  _require(length + max_new_tokens <= max_length, "max_new_tokens",
-           f"at most max_length - T = {max_length} - {length} = {max_length - length} "
-           "(raise max_length for longer sequences)", max_new_tokens)
-  _require(isinstance(temperature, numbers.Real) and np.isfinite(temperature)
-           and temperature >= 0, "temperature", "a number >= 0 (0 = greedy)", temperature)
-  _require(_is_int(top_k) and top_k >= 0, "top_k", "an integer >= 0 (0 = no limit)", top_k)
-  _require(isinstance(top_p, numbers.Real) and 0 < top_p <= 1, "top_p",
-           "a number in (0, 1] (1 = no limit)", top_p)
-  _require(seed is None or _is_int(seed), "seed", "an integer or None", seed)
+  _check_lengths(length, max_new_tokens, max_length)
+  _check_sampling(temperature, top_k, top_p, seed)
   stop_ids = tuple(stop_ids)
-  for name, ids in (("stop_ids", stop_ids), ("pad_id", (pad_id,))):
-    _require(all(_is_int(i) and 0 <= i < config.n_token for i in ids), name,
-             f"token id(s) in [0, n_token={config.n_token})", ids if name == "stop_ids"
-             else pad_id)
+  _check_token_settings(stop_ids, pad_id, config.n_token)
   if max_new_tokens == 0:
     return tf.constant(input_ids)
   if seed is None:
@@ -144,8 +127,8 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
 def left_padded(prompts: Sequence[Sequence[int]], pad_id: int = DEFAULT_PAD_ID):
   """(input_ids int32 [B, T], input_mask float32 [B, T]) of token-id lists of different
   lengths, each padded on the left to the longest (what `generate` takes)."""
-  _require(len(prompts) > 0 and all(len(ids) > 0 for ids in prompts), "prompts",
-           "one or more non-empty token-id lists", [len(ids) for ids in prompts])
+  require(len(prompts) > 0 and all(len(ids) > 0 for ids in prompts), "generate: prompts",
+          "one or more non-empty token-id lists", [len(ids) for ids in prompts])
   length = max(len(ids) for ids in prompts)
   input_ids = np.full([len(prompts), length], pad_id, np.int32)
   input_mask = np.zeros([len(prompts), length], np.float32)
@@ -294,33 +277,33 @@ def _compiled_step(model, use_cache, temperature, top_k, top_p, jit_compile):
 # ---- input checks ----------------------------------------------------------------------------
 
 def _checked_model(model):
-  _require(isinstance(model, XLNetPretrainer), "model",
-           "an XLNetPretrainer (xlnet_tf.heads.XLNetPretrainer, the LM head)",
-           type(model).__name__)
-  _require(model.objective != "mlm", "model",
-           "trained to predict the next token (objective 'perm' or 'clm')",
-           "objective 'mlm'")
+  require(isinstance(model, XLNetPretrainer), "generate: model",
+          "an XLNetPretrainer (xlnet_tf.heads.XLNetPretrainer, the LM head)",
+          type(model).__name__)
+  require(model.objective != "mlm", "generate: model",
+          "trained to predict the next token (objective 'perm' or 'clm')",
+          "objective 'mlm'")
   config = model.backbone.config
-  _require(not config.bi_data, "model",
-           "built with bi_data=False (bi_data reads half of a batch backwards; load it with "
-           "bi_data=False)", "config.bi_data=True")
-  _require(not (config.same_length and config.attn_type == "uni"), "model",
-           "built with same_length=False (its mask depends on how many tokens a step feeds; "
-           "load it with same_length=False)", "config.same_length=True")
+  require(not config.bi_data, "generate: model",
+          "built with bi_data=False (bi_data reads half of a batch backwards; load it with "
+          "bi_data=False)", "config.bi_data=True")
+  require(not (config.same_length and config.attn_type == "uni"), "generate: model",
+          "built with same_length=False (its mask depends on how many tokens a step feeds; "
+          "load it with same_length=False)", "config.same_length=True")
   return config
 
 
 def _checked_ids(input_ids, n_token):
   ids = np.asarray(input_ids.numpy() if isinstance(input_ids, tf.Tensor) else input_ids)
-  _require(np.issubdtype(ids.dtype, np.integer), "input_ids", "an integer array [B, T]",
-           f"dtype {ids.dtype}")
-  _require(ids.ndim == 2 and ids.shape[0] > 0 and ids.shape[1] > 0, "input_ids",
-           "of shape [B, T] with B, T >= 1", f"shape {list(ids.shape)}")
+  require(np.issubdtype(ids.dtype, np.integer), "generate: input_ids",
+          "an integer array [B, T]", f"dtype {ids.dtype}")
+  require(ids.ndim == 2 and ids.shape[0] > 0 and ids.shape[1] > 0, "generate: input_ids",
+          "of shape [B, T] with B, T >= 1", f"shape {list(ids.shape)}")
   bad = (ids < 0) | (ids >= n_token)
   if bad.any():
     where = tuple(int(i) for i in np.argwhere(bad)[0])
-    _require(False, "input_ids", f"token ids in [0, n_token={n_token})",
-             f"input_ids{list(where)} = {ids[where]}")
+    require(False, "generate: input_ids", f"token ids in [0, n_token={n_token})",
+            f"input_ids{list(where)} = {ids[where]}")
   return ids.astype(np.int32)
 
 
@@ -328,24 +311,51 @@ def _checked_input_mask(input_mask, shape):
   if input_mask is None:
     return np.ones(shape, np.float32)
   mask = np.asarray(input_mask.numpy() if isinstance(input_mask, tf.Tensor) else input_mask)
-  _require(mask.shape == shape, "input_mask", f"of shape [B, T] = {list(shape)}",
-           f"shape {list(mask.shape)}")
-  _require(np.isin(mask, (0, 1)).all(), "input_mask", "0 (padding) or 1 (real token)",
-           f"values {np.unique(mask)[:5]}")
+  require(mask.shape == shape, "generate: input_mask", f"of shape [B, T] = {list(shape)}",
+          f"shape {list(mask.shape)}")
+  require(np.isin(mask, (0, 1)).all(), "generate: input_mask",
+          "0 (padding) or 1 (real token)", f"values {np.unique(mask)[:5]}")
   real = mask.astype(bool)
-  _require(real[:, -1].all(), "input_mask",
-           "left padding with a real token in every row (each row 0 ... 0 1 ... 1)",
-           f"rows {np.flatnonzero(~real[:, -1]).tolist()} ending in padding")
-  _require((real[:, 1:] >= real[:, :-1]).all(), "input_mask",
-           "left padding (each row 0 ... 0 1 ... 1)",
-           f"rows {np.flatnonzero((real[:, 1:] < real[:, :-1]).any(1)).tolist()} with a gap")
+  require(real[:, -1].all(), "generate: input_mask",
+          "left padding with a real token in every row (each row 0 ... 0 1 ... 1)",
+          f"rows {np.flatnonzero(~real[:, -1]).tolist()} ending in padding")
+  require((real[:, 1:] >= real[:, :-1]).all(), "generate: input_mask",
+          "left padding (each row 0 ... 0 1 ... 1)",
+          f"rows {np.flatnonzero((real[:, 1:] < real[:, :-1]).any(1)).tolist()} with a gap")
   return mask.astype(np.float32)
+
+
+def _check_lengths(length, max_new_tokens, max_length):
+  require(_is_int(max_length) and max_length > 0, "generate: max_length", "a positive integer",
+          max_length)
+  require(_is_int(max_new_tokens) and max_new_tokens >= 0, "generate: max_new_tokens",
+          "an integer >= 0", max_new_tokens)
+  require(length < max_length, "generate: input_ids",
+          f"prompts shorter than max_length={max_length} tokens (raise max_length to cache "
+          "longer contexts)", f"length T = {length}")
+  require(length + max_new_tokens <= max_length, "generate: max_new_tokens",
+          f"at most max_length - T = {max_length} - {length} = {max_length - length} "
+          "(raise max_length for longer sequences)", max_new_tokens)
+
+
+def _check_sampling(temperature, top_k, top_p, seed):
+  require(isinstance(temperature, numbers.Real) and np.isfinite(temperature)
+          and temperature >= 0, "generate: temperature", "a number >= 0 (0 = greedy)",
+          temperature)
+  require(_is_int(top_k) and top_k >= 0, "generate: top_k", "an integer >= 0 (0 = no limit)",
+          top_k)
+  require(isinstance(top_p, numbers.Real) and 0 < top_p <= 1, "generate: top_p",
+          "a number in (0, 1] (1 = no limit)", top_p)
+  require(seed is None or _is_int(seed), "generate: seed", "an integer or None", seed)
+
+
+def _check_token_settings(stop_ids, pad_id, n_token):
+  for name, ids in (("stop_ids", stop_ids), ("pad_id", (pad_id,))):
+    require(all(_is_int(i) and 0 <= i < n_token for i in ids), f"generate: {name}",
+            f"token id(s) in [0, n_token={n_token})", ids if name == "stop_ids"
+            else pad_id)
 
 
 def _is_int(value) -> bool:
   return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
-
-def _require(ok: bool, name: str, expected: str, got) -> None:
-  if not ok:
-    raise UserInputError(f"generate: {name} must be {expected}; got {got}")

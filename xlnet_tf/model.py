@@ -5,28 +5,20 @@ N heads, H head size.
 """
 
 import contextlib
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict
 
 import keras
-import numpy as np
 import tensorflow as tf
 
+# BACKBONE_INPUTS and backbone_inputs stay importable from here (the public API).
+from xlnet_tf.backbone_inputs import (BACKBONE_INPUTS, backbone_inputs,  # noqa: F401
+                                      checked_backbone_inputs)
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.layers import masks as mask_lib
 from xlnet_tf.layers.dropout import FastDropout
 from xlnet_tf.layers.position_encoding import RelativePositionEncoding
 from xlnet_tf.layers.two_stream_block import TwoStreamBlock
 from xlnet_tf.ops import random as random_ops
-
-# Every input XLNetModel takes. Heads and data pass their feature dicts through
-# `backbone_inputs`, which keeps these keys.
-BACKBONE_INPUTS = ("input_ids", "segment_ids", "input_mask", "perm_mask", "target_mapping",
-                   "mems", "memory_mask")
-
-
-def backbone_inputs(features) -> Dict[str, Any]:
-  """The entries of `features` that XLNetModel takes (labels, p_mask, targets... dropped)."""
-  return {key: features[key] for key in BACKBONE_INPUTS if key in features}
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -61,6 +53,18 @@ class XLNetModel(keras.Model):
                         outputs add keys_values, the same for this call's T tokens (to append).
     position_keys       list of L [1, N, R, H] from `layer_position_keys(T, M + T)`: calls
                         with equal lengths share them.
+
+  >>> import numpy as np
+  >>> from xlnet_tf import XLNetConfig, XLNetModel
+  >>> model = XLNetModel(XLNetConfig.preset("tiny", mem_len=4))  # 2 layers, d_model 32
+  >>> target_mapping = np.zeros([2, 1, 5], np.float32); target_mapping[:, 0, 2] = 1
+  >>> outputs = model({"input_ids": np.array([[5, 17, 42, 8, 3], [0, 0, 12, 9, 3]]),
+  ...                  "input_mask": np.array([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]]),
+  ...                  "target_mapping": target_mapping})  # predict position 2
+  >>> {key: tuple(value.shape) for key, value in outputs.items() if key != "new_mems"}
+  {'sequence_output': (2, 5, 32), 'query_output': (2, 1, 32)}
+  >>> [tuple(memory.shape) for memory in outputs["new_mems"]]  # each layer's, mem_len kept
+  [(2, 4, 32), (2, 4, 32)]
   """
 
   def __init__(self, config, recompute_blocks: bool = False, fused: bool = True, **kwargs):
@@ -122,11 +126,9 @@ class XLNetModel(keras.Model):
   def call(self, inputs: Dict[str, Any], training=False, return_attention=False,
            memory_keys_values=None, position_keys=None):
     config = self.config
-    inputs = self._checked_inputs(inputs, memory_keys_values, position_keys)
+    inputs = checked_backbone_inputs(config, inputs, memory_keys_values, position_keys)
     dtype = self.compute_dtype
     input_ids = tf.convert_to_tensor(inputs["input_ids"])
-    segment_ids = inputs.get("segment_ids")
-    target_mapping = inputs.get("target_mapping")
     mems = inputs.get("mems")
 
     batch_size = tf.shape(input_ids)[0]
@@ -134,13 +136,9 @@ class XLNetModel(keras.Model):
     memory_length = tf.shape(mems[0])[1] if mems else 0
     if memory_keys_values is not None:
       memory_length = tf.shape(memory_keys_values[0][0])[2]
-    content_mask, query_mask = mask_lib.attention_masks(
-        length, memory_length, config.attn_type, config.same_length,
-        inputs.get("input_mask"), inputs.get("perm_mask"), inputs.get("memory_mask"))
-    mismatch = None
-    if segment_ids is not None:
-      mismatch = mask_lib.segment_mismatch(tf.cast(segment_ids, tf.int32), memory_length)
-
+    block_kwargs = dict(training=training, return_attention=return_attention,
+                        **_stream_masks(config, inputs, batch_size, length, memory_length,
+                                        dtype))
     position_encoding = None
     if position_keys is None:
       position_encoding = self.position_encoding(length, memory_length + length, batch_size)
@@ -149,63 +147,15 @@ class XLNetModel(keras.Model):
                                   dtype)
     content = tf.cast(tf.gather(self.word_embedding, input_ids), dtype)  # [B, T, D]
     content = self.embedding_dropout(content, training=training)
-
-    stream_kwargs = {}
     query = None
-    if target_mapping is not None:
-      target_mapping = tf.cast(target_mapping, dtype)
-      positions, valid = mask_lib.prediction_positions(target_mapping)  # [B, P]
-      query = tf.tile(tf.cast(self.mask_emb, dtype), tf.stack([batch_size,
-                                                               tf.shape(positions)[1], 1]))
+    if "query_positions" in block_kwargs:  # the query stream: mask_emb at each prediction
+      predictions = tf.shape(block_kwargs["query_positions"])[1]
+      query = tf.tile(tf.cast(self.mask_emb, dtype), tf.stack([batch_size, predictions, 1]))
       query = self.embedding_dropout(query, training=training)  # [B, P, D]
-      stream_kwargs = dict(query_positions=positions, query_valid=valid)
-      if query_mask is not None:
-        query_mask = tf.broadcast_to(query_mask, tf.stack(
-            [batch_size, length, memory_length + length]))
-        stream_kwargs["query_mask"] = tf.gather(query_mask, positions, batch_dims=1)
-      if mismatch is not None:
-        stream_kwargs["query_segment_mismatch"] = tf.gather(mismatch, positions, batch_dims=1)
 
-    new_mems, attention_maps, new_keys_values = [], [], []
-    for index, block in enumerate(self.blocks):
-      memory = mems[index] if mems else None
-      cache_kwargs = {}
-      if memory_keys_values is not None:
-        current = block.attention.project_keys_values(content)  # this call's tokens
-        new_keys_values.append(current)
-        cache_kwargs["keys_values"] = tuple(
-            tf.concat([tf.cast(cached, tensor.dtype), tensor], axis=2)
-            for cached, tensor in zip(memory_keys_values[index], current))
-      if position_keys is not None:
-        cache_kwargs["position_keys"] = position_keys[index]
-      if config.mem_len > 0:
-        new_mems.append(self._cache_memory(content, memory))
-      layer_bias = ((lambda bias, index=index: bias[index]) if config.untie_r
-                    else (lambda bias: bias))
-      biases = {"r_w_bias": layer_bias(self.r_w_bias), "r_r_bias": layer_bias(self.r_r_bias)}
-      if mismatch is not None:
-        biases.update(r_s_bias=layer_bias(self.r_s_bias), seg_embed=self.seg_embed[index])
-
-      block_seed = None
-      if training and (config.dropout or config.dropatt):
-        block_seed = random_ops.next_seed(self.block_seed_generator)
-
-      def run_block(content, query, biases, block=block, memory=memory, seed=block_seed,
-                    cache_kwargs=cache_kwargs):
-        segment_kwargs = {"segment_mismatch": mismatch} if mismatch is not None else {}
-        seeds = (contextlib.nullcontext() if seed is None
-                 else random_ops.seeds_derived_from(seed))
-        with seeds:
-          return block(content, position_encoding, memory=memory, content_mask=content_mask,
-                       query=query, training=training, return_attention=return_attention,
-                       **biases, **segment_kwargs, **stream_kwargs, **cache_kwargs)
-
-      if self.recompute_blocks and training and not return_attention:
-        content, query = _recomputed(run_block, content, query, biases)
-      else:
-        content, query, *attention = run_block(content, query, biases)
-        attention_maps.extend(attention)
-
+    content, query, new_mems, attention_maps, new_keys_values = self._run_blocks(
+        content, query, position_encoding, mems, block_kwargs, memory_keys_values,
+        position_keys)
     outputs = {"sequence_output": self.output_dropout(content, training=training)}
     if query is not None:
       outputs["query_output"] = self.output_dropout(query, training=training)
@@ -216,6 +166,48 @@ class XLNetModel(keras.Model):
     if memory_keys_values is not None:
       outputs["keys_values"] = new_keys_values
     return outputs
+
+  def _run_blocks(self, content, query, position_encoding, mems, block_kwargs,
+                  memory_keys_values, position_keys):
+    """The L blocks in turn: (content, query, new_mems, attention maps, new keys_values)."""
+    config = self.config
+    training = block_kwargs["training"]
+    new_mems, attention_maps, new_keys_values = [], [], []
+    for index, block in enumerate(self.blocks):
+      memory = mems[index] if mems else None
+      cache_kwargs, current = _cache_keywords(block, index, content, memory_keys_values,
+                                              position_keys)
+      if current is not None:
+        new_keys_values.append(current)
+      if config.mem_len > 0:
+        new_mems.append(_next_memory(content, memory, config.reuse_len, config.mem_len))
+      biases = self._layer_biases(index, "segment_mismatch" in block_kwargs)
+      block_seed = None
+      if training and (config.dropout or config.dropatt):
+        block_seed = random_ops.next_seed(self.block_seed_generator)
+
+      def run_block(content, query, biases, block=block, memory=memory, seed=block_seed,
+                    cache_kwargs=cache_kwargs):
+        seeds = (contextlib.nullcontext() if seed is None
+                 else random_ops.seeds_derived_from(seed))
+        with seeds:
+          return block(content, position_encoding, memory=memory, query=query, **biases,
+                       **block_kwargs, **cache_kwargs)
+
+      if self.recompute_blocks and training and not block_kwargs["return_attention"]:
+        content, query = _recomputed(run_block, content, query, biases)
+      else:
+        content, query, *attention = run_block(content, query, biases)
+        attention_maps.extend(attention)
+    return content, query, new_mems, attention_maps, new_keys_values
+
+  def _layer_biases(self, index: int, with_segments: bool) -> Dict[str, Any]:
+    """Block `index`'s attention biases: its own slices with untie_r, else the shared ones."""
+    layer_bias = (lambda bias: bias[index]) if self.config.untie_r else (lambda bias: bias)
+    biases = {"r_w_bias": layer_bias(self.r_w_bias), "r_r_bias": layer_bias(self.r_r_bias)}
+    if with_segments:
+      biases.update(r_s_bias=layer_bias(self.r_s_bias), seg_embed=self.seg_embed[index])
+    return biases
 
   def layer_position_keys(self, query_length: int, key_length: int):
     """Each layer's projected relative position encoding for T queries over K = M + T keys:
@@ -229,101 +221,6 @@ class XLNetModel(keras.Model):
     sequence = self(backbone_inputs(features), training=False)["sequence_output"]
     return {"pooled_output": sequence[:, -1], "sequence_output": sequence}
 
-  def _cache_memory(self, layer_input, memory):
-    """The memory the next segment sees at this layer: [B, min(M + reuse, mem_len), D]."""
-    reuse_len = self.config.reuse_len
-    current = layer_input[:, :reuse_len] if reuse_len > 0 else layer_input
-    if memory is not None:
-      current = tf.concat([tf.cast(memory, current.dtype), current], axis=1)
-    return tf.stop_gradient(current[:, -self.config.mem_len:])
-
-  # ---- input checks ----------------------------------------------------------------------
-  def _checked_inputs(self, inputs, memory_keys_values=None, position_keys=None
-                      ) -> Dict[str, Any]:
-    """Checks ranks, dtypes and shape agreement; token ids too when running eagerly."""
-    if not isinstance(inputs, dict):
-      raise TypeError("XLNetModel takes a dict of inputs with keys from "
-                      f"{BACKBONE_INPUTS}; got {type(inputs).__name__}")
-    unknown = sorted(set(inputs) - set(BACKBONE_INPUTS))
-    if unknown:
-      raise ValueError(f"XLNetModel: unknown input(s) {unknown}; expected keys from "
-                       f"{BACKBONE_INPUTS}")
-    if "input_ids" not in inputs:
-      raise ValueError("XLNetModel: the input 'input_ids' [B, T] is required")
-    inputs = {key: value for key, value in inputs.items() if value is not None}
-    config = self.config
-    ids = tf.convert_to_tensor(inputs["input_ids"])
-    _check(ids.dtype.is_integer, "input_ids", f"an integer tensor, got dtype {ids.dtype.name}")
-    _check(ids.shape.rank == 2, "input_ids", f"rank 2 [B, T], got shape {ids.shape}")
-    batch, length = ids.shape
-    memory_length = 0
-    expected = {"segment_ids": [batch, length], "input_mask": [batch, length],
-                "perm_mask": [batch, length, length]}
-    for key, shape in expected.items():
-      if key in inputs:
-        inputs[key] = tf.convert_to_tensor(inputs[key])
-        _check_shape(key, inputs[key], shape)
-    if "segment_ids" in inputs:
-      _check(inputs["segment_ids"].dtype.is_integer, "segment_ids",
-             f"an integer tensor, got dtype {inputs['segment_ids'].dtype.name}")
-    if "target_mapping" in inputs:
-      inputs["target_mapping"] = tf.convert_to_tensor(inputs["target_mapping"])
-      _check_shape("target_mapping", inputs["target_mapping"], [batch, None, length])
-    if "mems" in inputs:
-      mems = inputs["mems"]
-      _check(isinstance(mems, (list, tuple)) and len(mems) == config.n_layer, "mems",
-             f"a list of n_layer={config.n_layer} tensors [B, M, {config.d_model}], got "
-             f"{len(mems) if isinstance(mems, (list, tuple)) else type(mems).__name__}")
-      mems = [tf.convert_to_tensor(memory) for memory in mems]
-      memory_length = mems[0].shape[1] if mems[0].shape.rank == 3 else None
-      for index, memory in enumerate(mems):
-        _check_shape(f"mems[{index}]", memory, [batch, memory_length, config.d_model])
-      inputs["mems"] = mems
-    if memory_keys_values is not None or position_keys is not None:
-      memory_length = self._check_cache_projections(memory_keys_values, position_keys, inputs,
-                                                    batch, length)
-    if "memory_mask" in inputs:
-      _check("mems" in inputs or memory_keys_values is not None, "memory_mask",
-             "given only with 'mems' or memory_keys_values (it masks their slots)")
-      inputs["memory_mask"] = tf.convert_to_tensor(inputs["memory_mask"])
-      _check_shape("memory_mask", inputs["memory_mask"], [batch, memory_length])
-    if config.bi_data and batch is not None:
-      _check(batch % 2 == 0, "input_ids",
-             f"an even batch size with bi_data (forward and backward halves), got {batch}")
-    if tf.executing_eagerly():
-      ids_array = ids.numpy()
-      bad = (ids_array < 0) | (ids_array >= config.n_token)
-      if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"XLNetModel: input_ids{list(where)} = {ids_array[where]} is outside "
-                         f"[0, n_token={config.n_token})")
-    return inputs
-
-  def _check_cache_projections(self, memory_keys_values, position_keys, inputs, batch, length):
-    """Checks the call keywords memory_keys_values and position_keys; returns M."""
-    config = self.config
-    memory_length = inputs["mems"][0].shape[1] if "mems" in inputs else 0
-    if memory_keys_values is not None:
-      _check("mems" not in inputs, "mems", "left out when memory_keys_values is given")
-      _check(isinstance(memory_keys_values, (list, tuple))
-             and len(memory_keys_values) == config.n_layer, "memory_keys_values",
-             f"a list of n_layer={config.n_layer} (keys, values) pairs")
-      memory_length = memory_keys_values[0][0].shape[2]
-      for index, pair in enumerate(memory_keys_values):
-        for tensor in pair:
-          _check_shape(f"memory_keys_values[{index}]", tf.convert_to_tensor(tensor),
-                       [batch, config.n_head, memory_length, config.d_head])
-    if position_keys is not None:
-      _check(isinstance(position_keys, (list, tuple)) and len(position_keys) == config.n_layer,
-             "position_keys", f"a list of n_layer={config.n_layer} tensors [1, N, R, H]")
-      positions = None  # R = K + T ('bi') or K + 1 ('uni'), from the static lengths
-      if length is not None and memory_length is not None:
-        positions = memory_length + length + (length if config.attn_type == "bi" else 1)
-      for index, tensor in enumerate(position_keys):
-        _check_shape(f"position_keys[{index}]", tf.convert_to_tensor(tensor),
-                     [None, config.n_head, positions, config.d_head])
-    return memory_length
-
   # ---- serialization ---------------------------------------------------------------------
   def get_config(self):
     return {"config": self.config.to_dict(), "name": self.name,
@@ -334,6 +231,54 @@ class XLNetModel(keras.Model):
     return cls(XLNetConfig.from_dict(config["config"]), name=config.get("name", "transformer"),
                recompute_blocks=config.get("recompute_blocks", False),
                fused=config.get("fused", True))
+
+
+def _stream_masks(config, inputs, batch_size, length, memory_length, dtype) -> Dict[str, Any]:
+  """The masks every block takes for this call: content_mask, segment_mismatch (with
+  segment_ids) and, with target_mapping, the query stream's prediction positions [B, P] and
+  its masks gathered at them."""
+  content_mask, query_mask = mask_lib.attention_masks(
+      length, memory_length, config.attn_type, config.same_length,
+      inputs.get("input_mask"), inputs.get("perm_mask"), inputs.get("memory_mask"))
+  masks = {"content_mask": content_mask}
+  mismatch = None
+  if inputs.get("segment_ids") is not None:
+    mismatch = mask_lib.segment_mismatch(tf.cast(inputs["segment_ids"], tf.int32),
+                                         memory_length)
+    masks["segment_mismatch"] = mismatch
+  if inputs.get("target_mapping") is None:
+    return masks
+  positions, valid = mask_lib.prediction_positions(tf.cast(inputs["target_mapping"], dtype))
+  masks.update(query_positions=positions, query_valid=valid)
+  if query_mask is not None:
+    query_mask = tf.broadcast_to(query_mask, tf.stack(
+        [batch_size, length, memory_length + length]))
+    masks["query_mask"] = tf.gather(query_mask, positions, batch_dims=1)
+  if mismatch is not None:
+    masks["query_segment_mismatch"] = tf.gather(mismatch, positions, batch_dims=1)
+  return masks
+
+
+def _cache_keywords(block, index, content, memory_keys_values, position_keys):
+  """(Block `index`'s decoding keywords, this call's own (keys, values) or None): keys_values
+  (the cache, then this call's tokens) and position_keys, each when given."""
+  keywords, current = {}, None
+  if memory_keys_values is not None:
+    current = block.attention.project_keys_values(content)  # this call's tokens
+    keywords["keys_values"] = tuple(
+        tf.concat([tf.cast(cached, tensor.dtype), tensor], axis=2)
+        for cached, tensor in zip(memory_keys_values[index], current))
+  if position_keys is not None:
+    keywords["position_keys"] = position_keys[index]
+  return keywords, current
+
+
+def _next_memory(layer_input, memory, reuse_len: int, mem_len: int):
+  """The memory the next segment sees at this layer: [B, min(M + reuse, mem_len), D]."""
+  current = layer_input[:, :reuse_len] if reuse_len > 0 else layer_input
+  if memory is not None:
+    current = tf.concat([tf.cast(memory, current.dtype), current], axis=1)
+  return tf.stop_gradient(current[:, -mem_len:])
 
 
 def _recomputed(run_block, content, query, biases):
@@ -352,20 +297,3 @@ def _recomputed(run_block, content, query, biases):
       content, query, *[biases[n] for n in names])
   return outputs[0], outputs[1]
 
-
-def _check(ok: bool, name: str, expected: str) -> None:
-  if not ok:
-    raise ValueError(f"XLNetModel: input '{name}' must be {expected}")
-
-
-def _check_shape(name: str, tensor, expected: List[Optional[int]]) -> None:
-  actual = tensor.shape
-  agrees = actual.rank == len(expected) and all(
-      want is None or have is None or want == have for want, have in zip(expected, actual))
-  glossary = {"input_ids": "[B, T]", "segment_ids": "[B, T]", "input_mask": "[B, T]",
-              "perm_mask": "[B, T, T]", "target_mapping": "[B, P, T]",
-              "memory_mask": "[B, M]", "memory_keys_values": "[B, N, M, H]",
-              "position_keys": "[1, N, R, H]"}
-  layout = glossary.get(name.split("[")[0], "[B, M, D]")
-  _check(agrees, name, f"of shape {layout} = {[d if d is not None else '?' for d in expected]} "
-         f"to agree with input_ids, got {list(actual)}")

@@ -16,7 +16,17 @@ from xlnet_tf.model import backbone_inputs
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetClassifier(XLNetHead):
   """Inputs as XLNetModel's (input_ids, segment_ids, input_mask[, mems]); returns logits
-  [B, C], or [B] scores when `num_classes == 1` (regression, e.g. STS-B)."""
+  [B, C], or [B] scores when `num_classes == 1` (regression, e.g. STS-B).
+
+  >>> import numpy as np
+  >>> from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel
+  >>> classifier = XLNetClassifier(XLNetModel(XLNetConfig.preset("tiny")), num_classes=3)
+  >>> logits = classifier({"input_ids": np.array([[5, 17, 42, 8, 3], [0, 0, 12, 9, 3]]),
+  ...                      "segment_ids": np.array([[0, 0, 1, 1, 2], [0, 0, 0, 1, 2]]),
+  ...                      "input_mask": np.array([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]])})
+  >>> tuple(logits.shape)  # [B, C]
+  (2, 3)
+  """
 
   def __init__(self, backbone, num_classes: int, summary_type: str = "last",
                task_name: str = "task", **kwargs):

@@ -17,7 +17,16 @@ from xlnet_tf.model import backbone_inputs
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetMultipleChoice(XLNetHead):
-  """Inputs [B, C, T] (input_ids, segment_ids, input_mask) -> logits [B, C]."""
+  """Inputs [B, C, T] (input_ids, segment_ids, input_mask) -> logits [B, C].
+
+  >>> import numpy as np
+  >>> from xlnet_tf import XLNetConfig, XLNetModel, XLNetMultipleChoice
+  >>> chooser = XLNetMultipleChoice(XLNetModel(XLNetConfig.preset("tiny")))
+  >>> options = {"input_ids": np.array([[[5, 17, 42, 8, 3], [0, 0, 12, 9, 3]]]),  # B 1, C 2
+  ...            "input_mask": np.array([[[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]]])}
+  >>> tuple(chooser(options).shape)  # [B, C]
+  (1, 2)
+  """
 
   serving_text_inputs = ("text", "options")  # options [B, C]: each packed with the text
 

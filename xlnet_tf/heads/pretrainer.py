@@ -60,6 +60,17 @@ class XLNetPretrainer(XLNetHead):
       in the inputs is ignored: masked LM attends to the whole input) or "clm" (content
       stream at every position of a "uni" backbone; logits [B, T, V]).
     next_sentence: add a 2-way classifier at the last position (<cls>) for the A/B label.
+
+  >>> import numpy as np
+  >>> from xlnet_tf import XLNetConfig, XLNetModel, XLNetPretrainer
+  >>> pretrainer = XLNetPretrainer(XLNetModel(XLNetConfig.preset("tiny")))  # objective perm
+  >>> perm_mask = np.zeros([2, 5, 5], np.float32); perm_mask[:, :, 2] = 1  # none sees 2
+  >>> target_mapping = np.zeros([2, 1, 5], np.float32); target_mapping[:, 0, 2] = 1
+  >>> outputs = pretrainer({"input_ids": np.array([[5, 17, 42, 8, 3], [0, 0, 12, 9, 3]]),
+  ...                       "input_mask": np.array([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]]),
+  ...                       "perm_mask": perm_mask, "target_mapping": target_mapping})
+  >>> tuple(outputs["logits"].shape)  # [B, P, V]: position 2 over the 1000 tokens
+  (2, 1, 1000)
   """
 
   def __init__(self, backbone, objective: str = "perm", next_sentence: bool = False, **kwargs):

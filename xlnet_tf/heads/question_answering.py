@@ -41,7 +41,24 @@ class XLNetQuestionAnswering(XLNetHead):
   """Inputs: backbone inputs + p_mask [B, T] + cls_index [B]; in training also
   start_positions [B]. Returns (training) start_log_probs, end_log_probs [B, T], cls_logits
   [B]; (inference) start_top_log_probs / start_top_index [B, K], end_top_log_probs /
-  end_top_index [B, K, E], cls_logits [B]."""
+  end_top_index [B, K, E], cls_logits [B].
+
+  >>> import numpy as np
+  >>> from xlnet_tf import XLNetConfig, XLNetModel, XLNetQuestionAnswering
+  >>> reader = XLNetQuestionAnswering(XLNetModel(XLNetConfig.preset("tiny")), start_n_top=3,
+  ...                                 end_n_top=2)
+  >>> outputs = reader({"input_ids": np.array([[5, 17, 42, 8, 3], [0, 0, 12, 9, 3]]),
+  ...                   "input_mask": np.array([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]]),
+  ...                   "p_mask": np.array([[0, 0, 0, 1, 1], [1, 1, 0, 1, 1]]),  # 1 = no answer
+  ...                   "cls_index": np.array([4, 4])})
+  >>> for key, value in sorted(outputs.items()):  # K 3 starts, E 2 ends for each
+  ...   print(key, tuple(value.shape))
+  cls_logits (2,)
+  end_top_index (2, 3, 2)
+  end_top_log_probs (2, 3, 2)
+  start_top_index (2, 3)
+  start_top_log_probs (2, 3)
+  """
 
   serving_text_inputs = ("question", "context")  # packed context <sep> question <sep> <cls>
   extra_inputs = ("p_mask", "cls_index")  # besides the backbone's

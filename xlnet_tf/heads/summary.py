@@ -21,7 +21,15 @@ ORIGINAL_SCOPE = "model/sequnece_summary/"
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class SequenceSummary(keras.layers.Layer):
-  """[B, T, D] (+ input_mask [B, T], 1 = real) -> [B, D]."""
+  """[B, T, D] (+ input_mask [B, T], 1 = real) -> [B, D].
+
+  >>> import numpy as np
+  >>> from xlnet_tf.heads import SequenceSummary
+  >>> summary = SequenceSummary("attn", n_head=2, d_head=4)
+  >>> sequence = np.random.default_rng(0).normal(size=[2, 5, 8]).astype(np.float32)
+  >>> tuple(summary(sequence, input_mask=np.array([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]])).shape)
+  (2, 8)
+  """
 
   def __init__(self, summary_type: str = "last", n_head: int = 12, d_head: int = 64,
                dropout: float = 0.1, dropatt: float = 0.1, init_std: float = 0.02,

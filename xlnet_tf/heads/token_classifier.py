@@ -25,7 +25,16 @@ def token_loss(label_ids, logits):
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetTokenClassifier(XLNetHead):
   """Inputs as XLNetModel's; returns logits [B, T, L]. Trains with `fit(x, label_ids)`, the
-  loss skipping label -1."""
+  loss skipping label -1.
+
+  >>> import numpy as np
+  >>> from xlnet_tf import XLNetConfig, XLNetModel, XLNetTokenClassifier
+  >>> tagger = XLNetTokenClassifier(XLNetModel(XLNetConfig.preset("tiny")), num_labels=4)
+  >>> logits = tagger({"input_ids": np.array([[5, 17, 42, 8, 3], [0, 0, 12, 9, 3]]),
+  ...                  "input_mask": np.array([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]])})
+  >>> tuple(logits.shape)  # [B, T, L]
+  (2, 5, 4)
+  """
 
   def __init__(self, backbone, num_labels: int, **kwargs):
     super().__init__(backbone, **kwargs)

@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.errors import require
 
 SEG_A, SEG_B, SEG_CLS, SEG_PAD = 0, 1, 2, 4
 
@@ -49,9 +49,8 @@ def pack_texts(tokenizer, texts: Sequence[str], texts_b: Optional[Sequence[Optio
 
   `report` (a ReadReport), if given, notes truncated rows and empty texts at `where[i]`.
   """
-  if max_seq_length < 4:
-    raise UserInputError(f"max_seq_length must be at least 4 (A <sep> <sep> <cls>); got "
-                         f"{max_seq_length}")
+  require(max_seq_length >= 4, "max_seq_length", "at least 4 (A <sep> <sep> <cls>)",
+          max_seq_length)
   sep, cls = tokenizer.special_ids.sep, tokenizer.special_ids.cls
   pad = max(tokenizer.special_ids.pad, 0)
   texts_b = list(texts_b) if texts_b is not None else [None] * len(texts)

@@ -90,13 +90,28 @@ def check_vocabulary(tokenizer_or_sp_path: Union["XLNetTokenizer", str], config,
 
 
 class XLNetTokenizer:
-  """Text -> ids exactly as the original XLNet preprocessing and `encode_ids` do.
+  r"""Text -> ids exactly as the original XLNet preprocessing and `encode_ids` do.
 
   Args:
     sp_path: SentencePiece .model file (the original spiece.model, or one trained by
       data/train_sentencepiece.py).
     lower: lower-case the text (the uncased models).
     keep_accents: keep accents (the original strips them by default).
+
+  >>> import os, tempfile
+  >>> from xlnet_tf.text.sentencepiece_training import train_sentencepiece
+  >>> folder = tempfile.TemporaryDirectory()
+  >>> corpus = os.path.join(folder.name, "corpus.txt")
+  >>> with open(corpus, "w") as text:
+  ...   _ = text.write("the cat sat on the mat.\nthe dog sat on the log.\n" * 50)
+  >>> sp_path = train_sentencepiece([corpus], os.path.join(folder.name, "spiece"), vocab_size=30)
+  >>> tokenizer = XLNetTokenizer(sp_path, lower=True)
+  >>> ids = tokenizer.encode("The  Cat sat on the log.")  # cleaned as the original does
+  >>> tokenizer.decode(ids), tokenizer.vocab_size
+  ('the cat sat on the log.', 30)
+  >>> tokenizer.special_ids.sep, tokenizer.special_ids.cls  # A <sep> B <sep> <cls>
+  (4, 3)
+  >>> folder.cleanup()
   """
 
   def __init__(self, sp_path: str, lower: bool = False, keep_accents: bool = False):
