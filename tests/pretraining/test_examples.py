@@ -3,10 +3,10 @@ import random
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from xlnet_tf.pretraining.examples import (ExampleBuilder, PretrainingSettings, StreamRow,
-                                           batch_count, batchify, is_backward_row,
-                                           split_a_and_b, stream_rows, token_stream,
-                                           trim_to_total)
+from xlnet_tf.pretraining.examples import ExampleBuilder, split_a_and_b, trim_to_total
+from xlnet_tf.pretraining.rows import (StreamRow, batch_count, batchify, is_backward_row,
+                                       stream_rows, token_stream)
+from xlnet_tf.pretraining.settings import PretrainingSettings
 from xlnet_tf.pretraining.token_files import SortedBoundaries
 
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from xlnet_tf import XLNetConfig, XLNetModel
 from xlnet_tf.heads import XLNetPretrainer
-from xlnet_tf.pretraining.examples import PretrainingSettings
+from xlnet_tf.pretraining.settings import PretrainingSettings
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
 from xlnet_tf.pretraining.masked_lm import (MASK_FRACTION, RANDOM_FRACTION, draw_replacements,
                                             expand_masked_lm)

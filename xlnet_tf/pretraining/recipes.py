@@ -7,6 +7,8 @@ Every value is a flag default; a flag given on the command line wins.
 import dataclasses
 from typing import Optional
 
+from xlnet_tf.pretraining import objectives
+
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
@@ -28,13 +30,10 @@ class Recipe:
 MAIN_JOB = Recipe()
 # --input_glob: a domain's text of 1-2 M words within --max_minutes (10-15 on 2 CPU cores).
 FROM_TEXT = Recipe(vocab_size=8000, learning_rate=1e-3, warmup_steps=200, held_out_every=20)
-# --objective=clm: Transformer-XL's layout, segments of 32 tokens with a memory of 128 (4
-# segments), every token a target. Measured (docs/language_modelling.md): trained with a
-# memory as long as the segment, the model used no context beyond it.
-LEFT_TO_RIGHT = dict(seq_len=32, reuse_len=0, mem_len=128, bi_data=False)
 
 
 def recipe_for(objective: str, from_text: bool) -> Recipe:
-  """The defaults of a run: the main job's or FROM_TEXT, in the clm layout for objective clm."""
+  """The defaults of a run: the main job's or FROM_TEXT, in the objective's layout (clm:
+  Transformer-XL's, `objectives.LEFT_TO_RIGHT_LM.recipe_layout`)."""
   recipe = FROM_TEXT if from_text else MAIN_JOB
-  return dataclasses.replace(recipe, **LEFT_TO_RIGHT) if objective == "clm" else recipe
+  return dataclasses.replace(recipe, **objectives.named(objective).recipe_layout)
