@@ -64,7 +64,7 @@ class XLNetPretrainer(XLNetHead):
   def __init__(self, backbone, objective: str = "perm", next_sentence: bool = False, **kwargs):
     super().__init__(backbone, **kwargs)
     self.lm_objective = objectives.named(objective)
-    self.lm_objective.check_backbone(backbone.config.attn_type)
+    self.lm_objective.check_backbone(self.backbone.config.attn_type)
     self.objective, self.next_sentence = objective, next_sentence
     config = self.backbone.config
     self.lm_bias = self.add_weight(name="lm_loss_bias", shape=(config.n_token,),

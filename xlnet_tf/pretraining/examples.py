@@ -80,6 +80,11 @@ class StoredExample:
   # The objective's own features (Objective.stored_extras), e.g. perm's ranks int16 [T].
   extras: Tuple[Tuple[StoredFeature, np.ndarray], ...] = ()
 
+  def feature(self, name: str) -> np.ndarray:
+    """The stored values called `name` (input_ids, ..., or one of the extras, e.g. ranks)."""
+    extras = {feature.name: values for feature, values in self.extras}
+    return extras[name] if name in extras else getattr(self, name)
+
 
 class ExampleBuilder:
   """Builds the examples of one token stream, batch after batch."""
