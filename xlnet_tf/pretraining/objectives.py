@@ -16,13 +16,14 @@ Below the heads: this module imports only `errors` and the data modules of the o
 (NumPy / TensorFlow ops), never the model, heads, records or the loop.
 """
 
+import abc
 import dataclasses
 from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.errors import UserInputError, require
 from xlnet_tf.pretraining import lm_streams, masked_lm, permutation
 
 QUERY_STREAM, CONTENT_STREAM = "query", "content"
@@ -56,7 +57,7 @@ PAIR_FEATURES = (StoredFeature("input_ids", IDS, "seq_len", "seq_len ids"),
 
 
 @dataclasses.dataclass(frozen=True)
-class Objective:
+class Objective(abc.ABC):
   """The facts of one objective; subclasses add how its examples are drawn and read.
 
   Attributes:
@@ -90,7 +91,9 @@ class Objective:
     return not self.consecutive_segments
 
   def check_settings(self, settings) -> None:
-    """Raises UserInputError if the data stage's settings do not fit the objective's layout."""
+    """Raises UserInputError if the data stage's settings do not fit the objective's layout
+    (beyond the A/B layout's rules, which PretrainingSettings checks)."""
+    del settings  # perm and mlm add no rule
 
   def check_backbone(self, attn_type: str) -> None:
     """Raises UserInputError unless the head can predict from a backbone of this attn_type."""
@@ -107,10 +110,10 @@ class Objective:
     tokens int32 [T]; selected, functional bool [T]; targets: the target positions."""
     return ()
 
+  @abc.abstractmethod
   def model_inputs(self, columns: Dict, settings: Mapping) -> Dict:
     """TF, batched: the model's inputs from the decoded stored features (int32 [B, length]
     each, `label` int32 [B] for A/B examples)."""
-    raise NotImplementedError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,8 +125,9 @@ class _PairObjective(Objective):
     features.update(segment_ids=columns["segment_ids"], label=columns["label"])
     return features
 
+  @abc.abstractmethod
   def _expand(self, columns, settings) -> Dict:
-    raise NotImplementedError
+    """The objective's inputs from the stored ids, target positions and its own features."""
 
 
 _RANKS = StoredFeature("ranks", "int16", "seq_len", "seq_len ranks")
@@ -172,14 +176,11 @@ class LeftToRightLM(Objective):
   """clm: consecutive segments (memory = the previous segment); every position predicts."""
 
   def check_settings(self, settings) -> None:
-    # Consecutive segments follow each other: the whole segment becomes the next one's memory.
-    if settings.reuse_len != 0:
-      raise UserInputError(f"PretrainingSettings.reuse_len must be 0 for objective {self.name} "
-                           "(it reads consecutive segments: the whole segment becomes memory)"
-                           f"; got {settings.reuse_len}")
-    if settings.bi_data:
-      raise UserInputError(f"PretrainingSettings.bi_data must be False for objective "
-                           f"{self.name} (it reads left to right); got True")
+    require(settings.reuse_len == 0, "PretrainingSettings.reuse_len",
+            f"0 for objective {self.name} (it reads consecutive segments: the whole segment "
+            "becomes memory)", settings.reuse_len)
+    require(not settings.bi_data, "PretrainingSettings.bi_data",
+            f"False for objective {self.name} (it reads left to right)", settings.bi_data)
 
   def model_inputs(self, columns, settings):
     input_ids, target = lm_streams.split_lm_segment(columns["input_ids"])
