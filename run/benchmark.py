@@ -306,7 +306,7 @@ def run_data_stage(spec):
   import tempfile
   from xlnet_tf.pretraining import corpus
   from xlnet_tf.pretraining.stage import create_pretraining_data
-  from xlnet_tf.pretraining.examples import PretrainingSettings
+  from xlnet_tf.pretraining.settings import PretrainingSettings
   from xlnet_tf.text.sentencepiece_training import train_sentencepiece
   with tempfile.TemporaryDirectory() as directory:
     documents = corpus.python_docs_documents()

@@ -31,8 +31,7 @@ import keras
 
 from xlnet_tf import XLNetConfig
 from xlnet_tf.config import SIZE_PRESETS
-from xlnet_tf.pretraining import default_data, recipes
-from xlnet_tf.pretraining.examples import OBJECTIVES
+from xlnet_tf.pretraining import default_data, objectives, recipes
 from xlnet_tf.pretraining.records import load_record_info
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
@@ -47,7 +46,7 @@ flags.DEFINE_string("input_glob", None, "Raw text files (one sentence a line, a 
 flags.DEFINE_string("output_dir", None, "Where the data (data/) and the model (model/) go "
                     "when the data are made here (--input_glob or the default). Default: "
                     "pretrain_output (pretrain_output_mlm, pretrain_output_clm for the others).")
-flags.DEFINE_enum("objective", "perm", OBJECTIVES, "perm: XLNet's permutation LM; mlm: "
+flags.DEFINE_enum("objective", "perm", objectives.NAMES, "perm: XLNet's permutation LM; mlm: "
                   "BERT's masked LM on the same backbone (80/10/10 <mask>/random/same); clm: "
                   "Transformer-XL's left-to-right LM (attn_type uni, consecutive segments with "
                   "memory, every token a target; evaluated by run/evaluate_lm.py).")
@@ -136,7 +135,7 @@ def model_config(info, run_recipe: recipes.Recipe) -> XLNetConfig:
   mem_len = run_recipe.mem_len
   runtime = dict(mem_len=mem_len if mem_len is not None else settings["reuse_len"],
                  reuse_len=settings["reuse_len"], bi_data=settings["bi_data"],
-                 attn_type="uni" if settings["objective"] == "clm" else "bi")
+                 attn_type=objectives.named(settings["objective"]).attn_type)
   if FLAGS.model_config:
     return XLNetConfig.from_json_file(FLAGS.model_config, **runtime)
   size = run_recipe.model_size
@@ -183,7 +182,9 @@ def recipe() -> recipes.Recipe:
 def output_dir() -> str:
   if FLAGS.output_dir:
     return FLAGS.output_dir
-  return "pretrain_output" if FLAGS.objective == "perm" else f"pretrain_output_{FLAGS.objective}"
+  if FLAGS.objective == objectives.DEFAULT.name:
+    return "pretrain_output"
+  return f"pretrain_output_{FLAGS.objective}"
 
 
 def prepare_data(run_recipe: recipes.Recipe):
@@ -268,7 +269,7 @@ def pretrain(strategy, model_dir: str, started: float) -> None:
            f" with the LM head (run/evaluate_lm.py): {model_dir}/{LM_DIR}; "
            f"TensorBoard: tensorboard --logdir {model_dir}"]
   if before and after:
-    name = {"perm": "permutation-LM", "mlm": "masked-LM", "clm": "left-to-right LM"}[run.objective]
+    name = objectives.named(run.objective).display_name
     lines.append(f"Held-out {name} loss: {before['loss']:.3f} (perplexity "
                  f"{before['perplexity']:.0f}) at the start -> {after['loss']:.3f} (perplexity "
                  f"{after['perplexity']:.0f}) now, over {after['targets']:.0f} predicted tokens.")

@@ -9,7 +9,7 @@ import pytest  # noqa: E402
 
 from xlnet_tf.json_files import read_json, write_json  # noqa: E402
 from xlnet_tf.pretraining import corpus  # noqa: E402
-from xlnet_tf.pretraining.examples import PretrainingSettings  # noqa: E402
+from xlnet_tf.pretraining.settings import PretrainingSettings  # noqa: E402
 from xlnet_tf.pretraining.stage import create_pretraining_data  # noqa: E402
 from xlnet_tf.text.sentencepiece_training import train_sentencepiece  # noqa: E402
 

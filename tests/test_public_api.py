@@ -14,7 +14,7 @@ import xlnet_tf
 from model_inputs import tiny_config
 from xlnet_tf import XLNetModel, checkpoints
 from xlnet_tf.pretraining import create_pretraining_data
-from xlnet_tf.pretraining.examples import PretrainingSettings
+from xlnet_tf.pretraining.settings import PretrainingSettings
 
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
 

@@ -42,6 +42,7 @@ import tensorflow as tf
 
 from xlnet_tf.errors import require
 from xlnet_tf.heads.pretrainer import XLNetPretrainer
+from xlnet_tf.pretraining import objectives
 
 # The default limit on prompt + new tokens: twice the released models' pretraining length
 # (512); the cache and every step's attention grow with it.
@@ -280,9 +281,10 @@ def _checked_model(model):
   require(isinstance(model, XLNetPretrainer), "generate: model",
           "an XLNetPretrainer (xlnet_tf.heads.XLNetPretrainer, the LM head)",
           type(model).__name__)
-  require(model.objective != "mlm", "generate: model",
-          "trained to predict the next token (objective 'perm' or 'clm')",
-          "objective 'mlm'")
+  require(model.lm_objective.predicts_next_token, "generate: model",
+          "trained to predict the next token (objective " + " or ".join(
+              repr(name) for name, objective in objectives.OBJECTIVES.items()
+              if objective.predicts_next_token) + ")", f"objective {model.objective!r}")
   config = model.backbone.config
   require(not config.bi_data, "generate: model",
           "built with bi_data=False (bi_data reads half of a batch backwards; load it with "

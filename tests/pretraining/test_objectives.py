@@ -1,7 +1,12 @@
 """The objectives and Table 6's switches: masked LM against its definition, no leak of a masked
-token to its own prediction, token-level vs span targets, memory off, next sentence, bytes."""
+token to its own prediction, token-level vs span targets, memory off, next sentence, bytes; the
+objective objects (what each states and refuses, the lookup, data from before the objectives,
+a new objective as one object)."""
 
+import dataclasses
 import filecmp
+import json
+import shutil
 import os
 import random
 
@@ -12,8 +17,12 @@ import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
 from xlnet_tf import XLNetConfig, XLNetModel
+from xlnet_tf.errors import UserInputError
+from xlnet_tf.generation import generate
 from xlnet_tf.heads import XLNetPretrainer
-from xlnet_tf.pretraining.examples import PretrainingSettings
+from xlnet_tf.pretraining import objectives, recipes
+from xlnet_tf.pretraining.examples import ExampleBuilder
+from xlnet_tf.pretraining.settings import PretrainingSettings
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
 from xlnet_tf.pretraining.masked_lm import (MASK_FRACTION, RANDOM_FRACTION, draw_replacements,
                                             expand_masked_lm)
@@ -257,3 +266,101 @@ def test_mlm_trains_and_the_run_refuses_other_data(objective_data, tmp_path):
   assert run.evaluate(batches=2)["loss"] < before - 0.5
   with pytest.raises(ValueError, match="objective 'mlm', this run trains 'perm'"):
     _run(objective_data["mlm"], tmp_path / "x", objective="perm")
+
+
+# ---- the objective objects ----------------------------------------------------------------
+
+def test_each_objective_states_its_attention_stream_and_layout():
+  facts = {name: (o.attn_type, o.stream, o.predicts_next_token, o.consecutive_segments,
+                  o.needs_mask_id, [f.name for f in o.stored_features])
+           for name, o in objectives.OBJECTIVES.items()}
+  pair = ["input_ids", "segment_ids", "target_positions"]
+  assert facts == {
+      "perm": ("bi", "query", True, False, False, pair + ["ranks"]),
+      "mlm": ("bi", "content", False, False, True, pair + ["replacements"]),
+      "clm": ("uni", "content", True, True, False, ["input_ids"])}
+  assert objectives.NAMES == ("perm", "mlm", "clm") and objectives.DEFAULT.name == "perm"
+  assert [o.display_name for o in objectives.OBJECTIVES.values()] == [
+      "permutation-LM", "masked-LM", "left-to-right LM"]
+  assert recipes.recipe_for("clm", False).seq_len == 32
+  assert recipes.recipe_for("perm", False) == recipes.recipe_for("mlm", False) == recipes.MAIN_JOB
+
+
+def test_lookup_names_the_argument_and_the_valid_names():
+  assert objectives.named("mlm") is objectives.MASKED_LM
+  for bad in ("plm", None, 3):
+    with pytest.raises(UserInputError, match=r"^objective must be one of 'perm', 'mlm', 'clm'; "
+                       f"got {bad!r}$"):
+      objectives.named(bad)
+  with pytest.raises(UserInputError, match=r"PretrainingSettings.objective must be one of"):
+    PretrainingSettings(objective="PERM")
+  with pytest.raises(ValueError, match=r"objective must be one of 'perm', 'mlm', 'clm'"):
+    XLNetPretrainer(XLNetModel(XLNetConfig.preset("tiny")), objective="bert")
+
+
+def test_each_objective_refuses_what_it_should(sp_model):
+  # clm: consecutive segments (reuse_len 0, no bi_data), a 'uni' backbone; perm and mlm run on
+  # either backbone, as before.
+  with pytest.raises(UserInputError, match=r"reuse_len must be 0 for objective clm.*; got 8"):
+    PretrainingSettings(seq_len=16, reuse_len=8, bi_data=False, objective="clm")
+  with pytest.raises(UserInputError, match=r"bi_data must be False for objective clm"):
+    PretrainingSettings(seq_len=16, reuse_len=0, bsz_per_host=4, objective="clm")
+  PretrainingSettings(seq_len=16, reuse_len=0, bsz_per_host=4, bi_data=False, objective="clm")
+  with pytest.raises(UserInputError, match=r"objective 'clm' needs a backbone with attn_type "
+                     r"'uni'; got attn_type 'bi'"):
+    objectives.LEFT_TO_RIGHT_LM.check_backbone("bi")
+  for objective in (objectives.PERMUTATION_LM, objectives.MASKED_LM):
+    objective.check_backbone("uni")
+    objective.check_backbone("bi")
+  # The A/B layout's rules hold for perm and mlm, not for clm's segments.
+  for name in ("perm", "mlm"):
+    with pytest.raises(UserInputError, match="reuse_len must be in"):
+      PretrainingSettings(seq_len=16, reuse_len=14, objective=name)
+  # mlm: a <mask> to show; a model that cannot generate.
+  tokenizer = XLNetTokenizer(sp_model)
+  with pytest.raises(UserInputError, match="objective mlm needs a <mask> symbol"):
+    ExampleBuilder(PretrainingSettings(**SETTINGS, objective="mlm"), tokenizer.word_start,
+                   tokenizer.special_ids.sep, tokenizer.special_ids.cls, None)
+  masked = XLNetPretrainer(XLNetModel(XLNetConfig.preset("tiny", bi_data=False)), objective="mlm")
+  with pytest.raises(UserInputError, match=r"trained to predict the next token \(objective "
+                     r"'perm' or 'clm'\); got objective 'mlm'"):
+    generate(masked, np.array([[7, 8, 9]]), 1)
+
+
+def test_record_info_from_before_the_objectives_reads_as_perm(objective_data, tmp_path):
+  """Data written before record_info.json named the objective (and span_prediction) read as
+  what they are: permutation-LM data with span targets."""
+  old = tmp_path / "old"
+  shutil.copytree(objective_data["perm"], old)
+  info_path = old / "record_info.json"
+  info = json.loads(info_path.read_text())
+  del info["settings"]["objective"], info["settings"]["span_prediction"]
+  info_path.write_text(json.dumps(info))
+  assert load_record_info(str(old))["settings"]["objective"] == "perm"
+  old_batch = next(iter(pretraining_dataset(str(old), objective="perm")))
+  new_batch = next(iter(pretraining_dataset(objective_data["perm"])))
+  assert sorted(old_batch) == sorted(new_batch) and "perm_mask" in old_batch
+  for name in new_batch:
+    np.testing.assert_array_equal(old_batch[name], new_batch[name])
+
+
+def test_a_new_objective_is_one_object(objective_data, corpus_files, sp_model, tmp_path,
+                                       monkeypatch):
+  """Registered in a test only: perm under another name makes, reads and trains on its data
+  with nothing else changed, and writes the same examples as perm."""
+  renamed = dataclasses.replace(objectives.PERMUTATION_LM, name="perm_again",
+                                display_name="permutation-LM again")
+  monkeypatch.setitem(objectives.OBJECTIVES, "perm_again", renamed)
+  directory = tmp_path / "again"
+  create_pretraining_data(corpus_files[:1], sp_model, str(directory),
+                          PretrainingSettings(**SETTINGS, objective="perm_again"), seed=3,
+                          num_workers=1)
+  name = "train-0-00000.tfrecords"
+  assert filecmp.cmp(os.path.join(objective_data["perm"], name), directory / name,
+                     shallow=False)
+  batch = next(iter(pretraining_dataset(str(directory), objective="perm_again")))
+  assert "perm_mask" in batch
+  run = _run(str(directory), tmp_path / "model", objective="perm_again")
+  assert run.model.lm_objective is renamed
+  outputs = run.model(run._model_inputs(batch, run._zero_mems()))
+  assert outputs["logits"].shape == (4, SETTINGS["num_predict"], run.config.n_token)

@@ -15,10 +15,11 @@ from xlnet_tf.pretraining import stage
 from xlnet_tf.pretraining.corpus import ReadStats, read_documents
 from xlnet_tf.pretraining.stage import create_pretraining_data
 from xlnet_tf.pretraining.permutation import perm_mask_from_ranks
-from xlnet_tf.pretraining.examples import (ExampleBuilder, PretrainingSettings, StreamRow,
-                                           batchify, token_stream)
+from xlnet_tf.pretraining.examples import ExampleBuilder
 from xlnet_tf.pretraining.records import (load_record_info, pretraining_dataset,
                                           serialize_example)
+from xlnet_tf.pretraining.rows import StreamRow, batchify, token_stream
+from xlnet_tf.pretraining.settings import PretrainingSettings
 from xlnet_tf.text.sentencepiece_training import train_sentencepiece
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 

@@ -21,9 +21,11 @@ from tests.cli_output import run_tool
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.json_files import read_json, write_json
 from xlnet_tf.pretraining import stage
-from xlnet_tf.pretraining.examples import ExampleBuilder, PretrainingSettings, stream_rows
+from xlnet_tf.pretraining.examples import ExampleBuilder
 from xlnet_tf.pretraining.records import (RECORD_INFO_FILE, explain_data_loss,
                                           load_record_info)
+from xlnet_tf.pretraining.rows import stream_rows
+from xlnet_tf.pretraining.settings import PretrainingSettings
 from xlnet_tf.pretraining.stage import create_pretraining_data
 from xlnet_tf.pretraining.token_files import TokenStream, write_part
 from xlnet_tf.text.sentencepiece_training import MAX_SENTENCE_BYTES, train_sentencepiece
@@ -119,7 +121,7 @@ def test_a_failing_stage_leaves_nothing(text_file, sp_model, tmp_path, monkeypat
 _SLOW_STAGE = """
 import sys, time
 from xlnet_tf.pretraining import stage
-from xlnet_tf.pretraining.examples import PretrainingSettings
+from xlnet_tf.pretraining.settings import PretrainingSettings
 build = stage._build_block
 def slow_build(job):
   written = build(job)
@@ -221,7 +223,7 @@ RECORD_CASES = [
     ("num_batch not the files' sum", edit_info(num_batch=10 ** 6), "info",
      "not the sum of the files' num_batch"),
     ("settings that cannot be", edit_info(**{"settings.reuse_len": 40}), "info",
-     "settings: Pretraining settings: reuse_len must be in"),
+     "settings: PretrainingSettings.reuse_len must be in"),
     ("data file missing", lambda d: os.remove(first_file(d)), "first",
      "listed in record_info.json but missing"),
 ]

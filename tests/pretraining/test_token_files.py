@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from xlnet_tf.pretraining.examples import (PretrainingSettings, batchify, stream_rows,
-                                           token_stream)
+from xlnet_tf.pretraining.rows import batchify, stream_rows, token_stream
+from xlnet_tf.pretraining.settings import PretrainingSettings
 from xlnet_tf.pretraining.token_files import TokenStream, flag_changes, write_part
 
 

@@ -1,4 +1,5 @@
-"""XLNetPretrainer: the language-modelling head over XLNetModel, for each objective.
+"""XLNetPretrainer: the language-modelling head over XLNetModel, for each objective
+(`xlnet_tf.pretraining.objectives`: which stream predicts, at which positions):
 
 - perm: XLNet's permutation LM; the query stream predicts the targets (perm_mask and
   target_mapping from the data).
@@ -17,6 +18,7 @@ import tensorflow as tf
 from xlnet_tf.heads.base import XLNetHead
 from xlnet_tf.model import backbone_inputs
 from xlnet_tf.ops.flat_matmul import flat_matmul
+from xlnet_tf.pretraining import objectives
 
 
 def lm_loss_sum(logits, target, target_mask):
@@ -34,9 +36,6 @@ def masked_lm_loss(logits, target, target_mask):
   """The mean cross-entropy per real target (see lm_loss_sum)."""
   loss_sum, count = lm_loss_sum(logits, target, target_mask)
   return loss_sum / tf.maximum(count, 1.0)
-
-
-OBJECTIVES = ("perm", "mlm", "clm")
 
 
 def next_sentence_loss_sum(logits, label):
@@ -75,11 +74,8 @@ class XLNetPretrainer(XLNetHead):
 
   def __init__(self, backbone, objective: str = "perm", next_sentence: bool = False, **kwargs):
     super().__init__(backbone, **kwargs)
-    if objective not in OBJECTIVES:
-      raise ValueError(f"objective must be one of {OBJECTIVES}; got {objective!r}")
-    if objective == "clm" and backbone.config.attn_type != "uni":
-      raise ValueError("objective 'clm' needs a left-to-right backbone (attn_type 'uni'); "
-                       f"got attn_type {backbone.config.attn_type!r}")
+    self.lm_objective = objectives.named(objective)
+    self.lm_objective.check_backbone(self.backbone.config.attn_type)
     self.objective, self.next_sentence = objective, next_sentence
     config = self.backbone.config
     self.lm_bias = self.add_weight(name="lm_loss_bias", shape=(config.n_token,),
@@ -98,17 +94,17 @@ class XLNetPretrainer(XLNetHead):
 
   def call(self, inputs, training=False):
     features = backbone_inputs(inputs)
-    if self.objective == "clm":
+    if self.lm_objective.consecutive_segments:
       features.pop("target_mapping", None)
       features.pop("perm_mask", None)
       outputs = self.backbone(features, training=training)
       predicting = outputs["sequence_output"]  # [B, T, D]: every position predicts the next
     elif "target_mapping" not in features:
       raise ValueError("XLNetPretrainer needs 'target_mapping' [B, P, T] (the predictions)")
-    elif self.objective == "perm":
+    elif self.lm_objective.stream == objectives.QUERY_STREAM:
       outputs = self.backbone(features, training=training)
       predicting = outputs["query_output"]  # [B, P, D]
-    else:
+    else:  # the content stream at the targets, attending to the whole input
       target_mapping = features.pop("target_mapping")
       features.pop("perm_mask", None)
       outputs = self.backbone(features, training=training)

@@ -11,7 +11,7 @@ from typing import Dict, List, Sequence
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.pretraining import corpus
 from xlnet_tf.pretraining.stage import create_pretraining_data
-from xlnet_tf.pretraining.examples import PretrainingSettings
+from xlnet_tf.pretraining.settings import PretrainingSettings
 from xlnet_tf.pretraining.records import RECORD_INFO_FILE
 from xlnet_tf.text.sentencepiece_training import train_sentencepiece
 

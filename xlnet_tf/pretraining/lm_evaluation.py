@@ -21,7 +21,7 @@ import tensorflow as tf
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.heads.pretrainer import XLNetPretrainer, lm_loss_sum
 from xlnet_tf.model import XLNetModel
-from xlnet_tf.pretraining.examples import token_stream
+from xlnet_tf.pretraining.rows import token_stream
 
 
 @dataclasses.dataclass
@@ -58,7 +58,7 @@ def with_memory(pretrainer: XLNetPretrainer, mem_len: int,
   """A copy of a left-to-right LM that keeps `mem_len` positions of memory (every position of
   a segment enters it: reuse_len 0) and clamps relative distances at `clamp_len`."""
   config = pretrainer.backbone.config
-  if config.attn_type != "uni" or pretrainer.objective != "clm":
+  if config.attn_type != "uni" or not pretrainer.lm_objective.consecutive_segments:
     raise UserInputError("model: left-to-right evaluation needs a clm model (attn_type 'uni'); got "
                      f"objective {pretrainer.objective!r}, attn_type {config.attn_type!r}")
   if mem_len < 0:
@@ -66,7 +66,8 @@ def with_memory(pretrainer: XLNetPretrainer, mem_len: int,
   changes = dict(mem_len=mem_len, reuse_len=0, dropout=0.0, dropatt=0.0, same_length=False)
   if clamp_len is not None:
     changes["clamp_len"] = clamp_len
-  copy = XLNetPretrainer(XLNetModel(dataclasses.replace(config, **changes)), objective="clm")
+  copy = XLNetPretrainer(XLNetModel(dataclasses.replace(config, **changes)),
+                         objective=pretrainer.objective)
   copy.set_weights(pretrainer.get_weights())
   return copy
 

@@ -51,7 +51,7 @@ from xlnet_tf.ops import random as random_ops
 from xlnet_tf.training import loss_scale as loss_scale_lib
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
-from xlnet_tf.pretraining import summaries
+from xlnet_tf.pretraining import objectives, summaries
 from xlnet_tf.training.optimization import create_optimizer, global_norm
 
 
@@ -124,10 +124,10 @@ def _check_data(info, config: XLNetConfig, global_batch: int, strategy, source: 
       problems.append(f"the data were laid out for num_core_per_host="
                       f"{settings['num_core_per_host']} (forward/backward halves per core), "
                       f"this run has {local_replicas} replicas per worker")
-  left_to_right = settings["objective"] == "clm"
-  if left_to_right != (config.attn_type == "uni"):
-    problems.append(f"objective {settings['objective']} needs attn_type "
-                    f"{'uni' if left_to_right else 'bi'}; the model has {config.attn_type!r}")
+  objective = objectives.named(settings["objective"])
+  if config.attn_type != objective.attn_type:
+    problems.append(f"objective {objective.name} needs attn_type {objective.attn_type}; the "
+                    f"model has {config.attn_type!r}")
   if config.mem_len and config.reuse_len != settings["reuse_len"]:
     problems.append(f"reuse_len: data {settings['reuse_len']}, model {config.reuse_len}")
   if problems:
@@ -151,9 +151,10 @@ class PretrainingRun:
       raise UserInputError(f"{options.train_data}: the data were made for objective "
                            f"{self.objective!r}, this run trains {options.objective!r}; create the "
                            f"data with --objective={options.objective}")
-    if options.next_sentence and self.objective == "clm":
-      raise UserInputError("next_sentence: left-to-right LM data (objective clm) hold no A/B "
-                           "pairs")
+    lm_objective = objectives.named(self.objective)
+    if options.next_sentence and not lm_objective.has_pairs:
+      raise UserInputError(f"next_sentence: {lm_objective.display_name} data (objective "
+                           f"{lm_objective.name}) hold no A/B pairs")
     self.seq_len = self.info["settings"]["seq_len"]
     self.local_replicas = strategy.num_replicas_in_sync // workers
     self.per_replica_batch = self.global_batch // strategy.num_replicas_in_sync

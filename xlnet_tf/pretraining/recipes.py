@@ -10,8 +10,9 @@ in one place (`Recipe.loop_options`).
 import dataclasses
 from typing import Optional
 
-from xlnet_tf.pretraining.examples import PretrainingSettings
+from xlnet_tf.pretraining import objectives
 from xlnet_tf.pretraining.loop import PretrainingOptions
+from xlnet_tf.pretraining.settings import PretrainingSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,14 +63,10 @@ MAIN_JOB = Recipe()
 # --input_glob: a domain's text of 1-2 M words within --max_minutes (10-15 on 2 CPU cores).
 FROM_TEXT = MAIN_JOB.replace(vocab_size=8000, learning_rate=1e-3, warmup_steps=200,
                              held_out_every=20)
-# --objective=clm: Transformer-XL's layout, segments of 32 tokens with a memory of 128 (4
-# segments), every token a target. Measured (docs/language_modelling.md): trained with a
-# memory as long as the segment, the model used no context beyond it.
-LEFT_TO_RIGHT = dict(seq_len=32, reuse_len=0, mem_len=128, bi_data=False)
 
 
 def recipe_for(objective: str, from_text: bool) -> Recipe:
-  """The preset of a run: the main job's or FROM_TEXT, for `objective` (the clm layout for
-  objective clm)."""
-  layout = LEFT_TO_RIGHT if objective == "clm" else {}
+  """The preset of a run: the main job's or FROM_TEXT, for `objective` in its layout (clm:
+  Transformer-XL's, `objectives.LEFT_TO_RIGHT_LM.recipe_layout`)."""
+  layout = objectives.named(objective).recipe_layout
   return (FROM_TEXT if from_text else MAIN_JOB).replace(objective=objective, **layout)

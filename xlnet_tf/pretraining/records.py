@@ -1,12 +1,13 @@
 """TFRecord schema of pretraining examples, the record-info JSON, and the tf.data reader.
 
-Per example (bytes features, little-endian): input_ids (uint16 when the vocabulary fits, else
-int32) [T], segment_ids uint8 [T], target_positions int16 [P], label int64, and per objective
-ranks int16 [T] (perm) or replacements [P] (mlm, the ids' dtype). For seq_len 128 and
-num_predict 21 that is about 730 bytes, where float32 perm_mask and target_mapping alone would
-take 76 KB. The reader rebuilds every model input with a few comparisons per batch
-(`permutation.expand_factorization`, `masked_lm.expand_masked_lm`); record_info.json names the
-objective and a reader asked for another one refuses the data.
+The objective gives the schema (`Objective.stored_features`, little-endian bytes features; ids
+are uint16 when the vocabulary fits, else int32). An A/B example: input_ids [T], segment_ids
+uint8 [T], target_positions int16 [P], label int64, and the objective's own: ranks int16 [T]
+(perm) or replacements [P] (mlm, the ids' dtype); a clm segment: seq_len + 1 ids. For seq_len
+128 and num_predict 21 a perm example is about 730 bytes, where float32 perm_mask and
+target_mapping alone would take 76 KB. The reader rebuilds every model input with a few
+comparisons per batch (`Objective.model_inputs`); record_info.json names the objective and a
+reader asked for another one refuses the data.
 """
 
 import dataclasses
@@ -22,10 +23,9 @@ from google.protobuf.message import DecodeError as _ProtoDecodeError
 
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.json_files import write_json
-from xlnet_tf.pretraining.lm_streams import split_lm_segment
-from xlnet_tf.pretraining.masked_lm import expand_masked_lm
-from xlnet_tf.pretraining.permutation import expand_factorization
-from xlnet_tf.pretraining.examples import PretrainingSettings, StoredExample
+from xlnet_tf.pretraining import objectives
+from xlnet_tf.pretraining.examples import StoredExample
+from xlnet_tf.pretraining.settings import PretrainingSettings
 
 RECORD_INFO_FILE = "record_info.json"
 FORMAT_VERSION = 1
@@ -39,34 +39,35 @@ _LITTLE_ENDIAN = {name: np.dtype(name).newbyteorder("<")
                   for name in ("uint8", "uint16", "int16", "int32")}
 
 
-def serialize_example(example: StoredExample, ids_dtype: str) -> bytes:
+def _serialized(columns, label: Optional[int] = None) -> bytes:
+  """A tf.train.Example of (name, values, dtype) bytes features and an optional int64 label."""
   # Filled in place: building Feature objects and a dict first took 3x as long.
   proto = tf.train.Example()
   feature = proto.features.feature
-
-  def put(name, array, dtype):
+  for name, values, dtype in columns:
     feature[name].bytes_list.value.append(
-        np.asarray(array).astype(_LITTLE_ENDIAN[dtype], copy=False).tobytes())
-
-  put("input_ids", example.input_ids, ids_dtype)
-  put("segment_ids", example.segment_ids, "uint8")
-  put("target_positions", example.target_positions, "int16")
-  feature["label"].int64_list.value.append(int(example.label))
-  if example.ranks is not None:
-    put("ranks", example.ranks, "int16")
-  if example.replacements is not None:
-    put("replacements", example.replacements, ids_dtype)
+        np.asarray(values).astype(_LITTLE_ENDIAN[dtype], copy=False).tobytes())
+  if label is not None:
+    feature["label"].int64_list.value.append(int(label))
   # deterministic: the feature map is otherwise written in an order that varies with the
   # process's hash seed, and the same seed would not give the same bytes.
   return proto.SerializeToString(deterministic=True)
 
 
+def serialize_example(example: StoredExample, ids_dtype: str) -> bytes:
+  """An A/B example: its ids, segment ids, target positions and label, and its objective's
+  own features."""
+  columns = [("input_ids", example.input_ids, ids_dtype),
+             ("segment_ids", example.segment_ids, "uint8"),
+             ("target_positions", example.target_positions, "int16")]
+  columns += [(feature.name, values, feature.stored_dtype(ids_dtype))
+              for feature, values in example.extras]
+  return _serialized(columns, example.label)
+
+
 def serialize_lm_segment(segment: np.ndarray, ids_dtype: str) -> bytes:
-  """objective clm: one stored segment, seq_len + 1 ids (see lm_streams)."""
-  ids = np.ascontiguousarray(segment, dtype=np.dtype(ids_dtype).newbyteorder("<")).tobytes()
-  feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=[ids]))
-  return tf.train.Example(features=tf.train.Features(feature={"input_ids": feature})
-                          ).SerializeToString(deterministic=True)
+  """A consecutive segment (objective clm): seq_len + 1 ids (see lm_streams)."""
+  return _serialized([("input_ids", segment, ids_dtype)])
 
 
 # ---- record info -------------------------------------------------------------------------
@@ -127,7 +128,7 @@ def _check_fields(info: Dict[str, Any], path: str) -> None:
     fail("tokenizer.ids_dtype must be 'uint16' or 'int32'")
   stored = info["settings"]
   # Data written before the objectives existed are permutation-LM data with span targets.
-  stored.setdefault("objective", "perm")
+  stored.setdefault("objective", objectives.DEFAULT.name)
   stored.setdefault("span_prediction", True)
   known = {field.name for field in dataclasses.fields(PretrainingSettings)}
   try:
@@ -171,17 +172,9 @@ def _check_first_record(path: str, info: Dict[str, Any]) -> None:
   """The byte lengths of the first example's features against those the settings give."""
   settings = info["settings"]
   seq_len, num_predict = settings["seq_len"], settings["num_predict"]
-  id_bytes = np.dtype(info["tokenizer"]["ids_dtype"]).itemsize
-  if settings["objective"] == "clm":
-    expected = {"input_ids": ((seq_len + 1) * id_bytes, "seq_len + 1 ids")}
-  else:
-    expected = {"input_ids": (seq_len * id_bytes, "seq_len ids"),
-                "segment_ids": (seq_len, "seq_len segment ids"),
-                "target_positions": (num_predict * 2, "num_predict positions")}
-    if settings["objective"] == "mlm":
-      expected["replacements"] = (num_predict * id_bytes, "num_predict replacements")
-    else:
-      expected["ranks"] = (seq_len * 2, "seq_len ranks")
+  ids_dtype = info["tokenizer"]["ids_dtype"]
+  expected = {feature.name: (feature.byte_length(settings, ids_dtype), feature.meaning)
+              for feature in objectives.named(settings["objective"]).stored_features}
   try:
     features = tf.train.Example.FromString(_read_first_record(path)).features.feature
   except _ProtoDecodeError:
@@ -233,7 +226,8 @@ def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
                         input_context: Optional[tf.distribute.InputContext] = None,
                         repeat: bool = True, skip_batches: int = 0,
                         **expected_settings) -> tf.data.Dataset:
-  """Batches of permutation-LM inputs with static shapes, in stream order (for mems).
+  """Batches of the data's objective's model inputs with static shapes, in stream order (for
+  mems).
 
   Args:
     record_info_path: record_info.json or its directory.
@@ -262,43 +256,8 @@ def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
       raise UserInputError(f"{info['directory']}: {len(files)} data files cannot be sharded over "
                            f"{pipelines} input pipelines; create the data with more shards")
     files = files[input_context.input_pipeline_id::pipelines]
-  seq_len, num_predict = settings["seq_len"], settings["num_predict"]
-  reuse_len = settings["reuse_len"]
-  masked_lm = settings["objective"] == "mlm"
-  ids_dtype = tf.uint16 if info["tokenizer"]["ids_dtype"] == "uint16" else tf.int32
-  if settings["objective"] == "clm":
-    decode = _lm_segment_decoder(batch_size, seq_len, ids_dtype)
-    return _batched_records(files, batch_size, decode, repeat, skip_batches)
-  schema = {"input_ids": tf.io.FixedLenFeature([], tf.string),
-            "segment_ids": tf.io.FixedLenFeature([], tf.string),
-            "replacements" if masked_lm else "ranks": tf.io.FixedLenFeature([], tf.string),
-            "target_positions": tf.io.FixedLenFeature([], tf.string),
-            "label": tf.io.FixedLenFeature([], tf.int64)}
-
-  def decode(serialized):
-    parsed = tf.io.parse_example(serialized, schema)
-
-    def column(name, dtype, length):
-      values = tf.io.decode_raw(parsed[name], dtype, little_endian=True)
-      return tf.reshape(tf.cast(values, tf.int32), [batch_size, length])
-
-    input_ids = column("input_ids", ids_dtype, seq_len)
-    target_positions = column("target_positions", tf.int16, num_predict)
-    if masked_lm:
-      features = expand_masked_lm(input_ids, target_positions,
-                                  column("replacements", ids_dtype, num_predict))
-    else:
-      features = expand_factorization(input_ids, column("ranks", tf.int16, seq_len),
-                                      target_positions, reuse_len)
-      features["input_ids"] = input_ids
-    features.update(segment_ids=column("segment_ids", tf.uint8, seq_len),
-                    label=tf.cast(parsed["label"], tf.int32))
-    return features
-
-  return _batched_records(files, batch_size, decode, repeat, skip_batches)
-
-
-def _batched_records(files, batch_size, decode, repeat, skip_batches) -> tf.data.Dataset:
+  decode = _decoder(objectives.named(settings["objective"]), settings,
+                    info["tokenizer"]["ids_dtype"], batch_size)
   dataset = tf.data.TFRecordDataset(files)  # files in order: rows continue across batches
   if repeat:
     dataset = dataset.repeat()
@@ -309,15 +268,22 @@ def _batched_records(files, batch_size, decode, repeat, skip_batches) -> tf.data
   return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def _lm_segment_decoder(batch_size, seq_len, ids_dtype):
-  """objective clm: stored [B, seq_len + 1] -> inputs, next-token targets, all real."""
-  schema = {"input_ids": tf.io.FixedLenFeature([], tf.string)}
+def _decoder(objective: objectives.Objective, settings: Dict[str, Any], ids_dtype: str,
+             batch_size: int):
+  """Serialized records [B] -> the objective's model inputs: its stored features decoded to
+  int32 [B, length] (and the A/B label), expanded by the objective."""
+  stored = [(feature.name, tf.as_dtype(feature.stored_dtype(ids_dtype)), feature.length(settings))
+            for feature in objective.stored_features]
+  schema = {name: tf.io.FixedLenFeature([], tf.string) for name, _, _ in stored}
+  if objective.has_pairs:
+    schema["label"] = tf.io.FixedLenFeature([], tf.int64)
 
   def decode(serialized):
-    stored = tf.io.decode_raw(tf.io.parse_example(serialized, schema)["input_ids"], ids_dtype,
-                              little_endian=True)
-    stored = tf.reshape(tf.cast(stored, tf.int32), [batch_size, seq_len + 1])
-    input_ids, target = split_lm_segment(stored)
-    return {"input_ids": input_ids, "target": target,
-            "target_mask": tf.ones([batch_size, seq_len], tf.float32)}
+    parsed = tf.io.parse_example(serialized, schema)
+    columns = {name: tf.reshape(tf.cast(tf.io.decode_raw(parsed[name], dtype, little_endian=True),
+                                        tf.int32), [batch_size, length])
+               for name, dtype, length in stored}
+    if objective.has_pairs:
+      columns["label"] = tf.cast(parsed["label"], tf.int32)
+    return objective.model_inputs(columns, settings)
   return decode

@@ -23,8 +23,10 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.pretraining.corpus import ReadStats, document_ranges, read_documents
-from xlnet_tf.pretraining.examples import (ExampleBuilder, PretrainingSettings, batch_count,
-                                           row_step, stream_count, stream_rows, token_stream)
+from xlnet_tf.pretraining.examples import ExampleBuilder
+from xlnet_tf.pretraining.rows import (batch_count, example_span, row_step, stream_count,
+                                       stream_rows, token_stream)
+from xlnet_tf.pretraining.settings import PretrainingSettings
 from xlnet_tf.pretraining.lm_streams import lm_segment_batches
 from xlnet_tf.pretraining.token_files import StreamPart, TokenStream, write_part
 from xlnet_tf.temporary_folders import temporary_folder
@@ -152,7 +154,7 @@ def _build_block(job):
   from xlnet_tf.pretraining.records import id_dtype, serialize_example
   (parts, first, stop, part_path, sp_path, settings, seed) = job
   tokenizer = _tokenizer(sp_path, settings.uncased)
-  if settings.objective == "clm":
+  if settings.lm_objective.consecutive_segments:
     return _build_lm_block(parts, first, stop, part_path, id_dtype(tokenizer.vocab_size),
                            settings)
   builder = ExampleBuilder(settings, tokenizer.word_start, tokenizer.special_ids.sep,
@@ -170,7 +172,7 @@ def _build_block(job):
 
 
 def _build_lm_block(parts, first, stop, part_path, ids_dtype, settings) -> int:
-  """objective clm: the rows' consecutive segments [first, stop) (lm_streams)."""
+  """Consecutive segments (objective clm): the rows' segments [first, stop) (lm_streams)."""
   import tensorflow as tf  # the TFRecord writer
   from xlnet_tf.pretraining.records import serialize_lm_segment
   written = 0
@@ -216,9 +218,9 @@ def create_pretraining_data(input_files: Sequence[str], sp_path: str, save_dir: 
   tokenizer = _tokenizer(sp_path, settings.uncased)  # fails early on a bad model
   if settings.use_eod and tokenizer.special_ids.eod < 0:
     raise UserInputError(f"{sp_path}: use_eod needs an <eod> symbol in the SentencePiece model")
-  if settings.objective == "mlm" and tokenizer.special_ids.mask < 0:
-    raise UserInputError(f"{sp_path}: objective mlm needs a <mask> symbol in the SentencePiece "
-                         "model")
+  if settings.lm_objective.needs_mask_id and tokenizer.special_ids.mask < 0:
+    raise UserInputError(f"{sp_path}: objective {settings.objective} needs a <mask> symbol in "
+                         "the SentencePiece model")
   files = sorted(input_files)
   if not files:
     raise UserInputError("No input files (check --input_glob)")
@@ -337,9 +339,7 @@ def _write_examples(files, outputs, parts, stats, sp_path, settings, seed, work_
     num_batch = written[index]
     consumed = 0
     if num_batch:
-      # The last batch's rows end at seq_len tokens (clm: plus the last target).
-      row_end = settings.seq_len + (settings.objective == "clm")
-      consumed = ((num_batch - 1) * step + row_end) * settings.bsz_per_host
+      consumed = ((num_batch - 1) * step + example_span(settings)) * settings.bsz_per_host
       if settings.bi_data:
         consumed //= 2
     elif tokens[index]:

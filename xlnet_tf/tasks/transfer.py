@@ -25,7 +25,7 @@ from xlnet_tf.errors import UserInputError
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.json_files import read_json, write_json
 from xlnet_tf.pretraining.default_data import prepare_pretraining_data, read_text_files
-from xlnet_tf.pretraining.examples import PretrainingSettings
+from xlnet_tf.pretraining.settings import PretrainingSettings
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
 from xlnet_tf.pretraining.records import RECORD_INFO_FILE
 from xlnet_tf.pretraining.stage import create_pretraining_data
