@@ -282,8 +282,9 @@ def test_each_objective_states_its_attention_stream_and_layout():
   assert objectives.NAMES == ("perm", "mlm", "clm") and objectives.DEFAULT.name == "perm"
   assert [o.display_name for o in objectives.OBJECTIVES.values()] == [
       "permutation-LM", "masked-LM", "left-to-right LM"]
-  assert recipes.recipe_for("clm", False).seq_len == 32
-  assert recipes.recipe_for("perm", False) == recipes.recipe_for("mlm", False) == recipes.MAIN_JOB
+  assert recipes.recipe_for("clm", False).data.seq_len == 32
+  assert recipes.recipe_for("perm", False) == recipes.MAIN_JOB
+  assert recipes.recipe_for("mlm", False) == recipes.MAIN_JOB.replace(objective="mlm")
 
 
 def test_lookup_names_the_argument_and_the_valid_names():
