@@ -29,7 +29,10 @@ def _topic_task(directory):
 
 
 def test_cli_runs_the_study_end_to_end(tmp_path):
-  corpus.write_corpus_files(corpus.python_docs_documents()[:40], str(tmp_path / "text"),
+  # The smallest settings that still check every assertion below: half the corpus (the data
+  # stage), one fine-tuning batch shape that divides every split (one compiled predict), one
+  # dev evaluation per fine-tuning run.
+  corpus.write_corpus_files(corpus.python_docs_documents()[:20], str(tmp_path / "text"),
                             num_files=2)
   task_dir = _topic_task(str(tmp_path / "topics"))
   script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "transfer.py")
@@ -39,8 +42,8 @@ def test_cli_runs_the_study_end_to_end(tmp_path):
              f"--output_dir={out}", "--model_size=tiny", "--vocab_size=400", "--seq_len=32",
              "--reuse_len=16", "--num_predict=5", "--bsz_per_host=4", "--pretrain_steps=4",
              "--pretrain_warmup_steps=1", "--eval_every=2", "--seeds=0,1",
-             "--learning_rates=1e-3", "--finetune_steps=2", "--finetune_batch_size=8",
-             "--finetune_eval_every=1", "--max_seq_length=24"]
+             "--learning_rates=1e-3", "--finetune_steps=2", "--finetune_batch_size=12",
+             "--finetune_eval_every=2", "--max_seq_length=24"]
   result = subprocess.run(command, capture_output=True, text=True, timeout=900)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "ETA" in result.stdout
@@ -66,7 +69,7 @@ def test_cli_runs_the_study_end_to_end(tmp_path):
   backbone = out / "pretraining" / "perm" / "pretrained"
   result = subprocess.run([sys.executable, probe, f"--sp_path={out}/data/base/spiece.model",
                            f"--task_dir={task_dir}", f"--backbones=random,{backbone}",
-                           "--max_seq_length=24", "--probe_steps=20"],
+                           "--max_seq_length=24", "--probe_steps=5"],
                           capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   lines = [line for line in result.stdout.splitlines() if "dev accuracy" in line]
