@@ -1,5 +1,5 @@
 """Builds a transfer-study domain from the machine's manual pages (/usr/share/man): an
-unlabelled corpus and two labelled classification tasks (see xlnet_tf.tasks.manual_pages).
+unlabelled corpus and two labelled classification tasks (see xlnet_tf.studies.manual_pages).
 
   python data/make_manual_page_tasks.py --output_dir=man
   # -> man/corpus/man-*.txt (about 2 M words), man/man_section/{train,dev,test}.jsonl,
@@ -9,7 +9,7 @@ unlabelled corpus and two labelled classification tasks (see xlnet_tf.tasks.manu
 from absl import flags
 from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
-from xlnet_tf.tasks.manual_pages import build_manual_page_data
+from xlnet_tf.studies.manual_pages import build_manual_page_data
 
 flags.DEFINE_string("output_dir", "man", "Where the corpus and the tasks go.")
 flags.DEFINE_string("man_root", "/usr/share/man", "Manual pages (roff, gzip or plain).")

@@ -15,10 +15,12 @@ from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf.json_files import write_json
 from xlnet_tf.tasks import classification, finetuning
+from xlnet_tf.tasks.classification_metrics import classification_metrics
+from xlnet_tf.tasks.classification_readers import GLUE_TASKS
 
 import common_flags
 
-flags.DEFINE_enum("task_name", None, sorted(classification.GLUE_TASKS) + ["imdb", "generic"],
+flags.DEFINE_enum("task_name", None, sorted(GLUE_TASKS) + ["imdb", "generic"],
                   "GLUE task, imdb (aclImdb folders) or generic.")
 flags.DEFINE_string("data_dir", None, "GLUE task directory (train.tsv, dev.tsv, test.tsv) or "
                     "the aclImdb directory.")
@@ -81,8 +83,7 @@ def main(argv):
       finetuning.restore_best(model, best_dir)
     if FLAGS.do_eval:
       logits = classification.predict_logits(model, task.splits["dev"], FLAGS.train_batch_size)
-      metrics = classification.classification_metrics(task.splits["dev"]["label"], logits,
-                                                      task.metric)
+      metrics = classification_metrics(task.splits["dev"]["label"], logits, task.metric)
       write_json(os.path.join(FLAGS.output_dir, "dev_metrics.json"), metrics)
       print(f"dev: {metrics}")
     if FLAGS.do_predict:

@@ -85,8 +85,7 @@ def finetuning_setup(config_path=None, examples_per_row=1, **config_overrides):
     raise app.UsageError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
   options = finetuning_options()
   config_path = config_path or values.model_config
-  config = XLNetConfig.from_json_file(config_path, **{
-      "mem_len": 0, "reuse_len": 0, "bi_data": False, **config_overrides})
+  config = XLNetConfig.from_json_file(config_path, **config_overrides).for_finetuning()
   finetuning.check_sequence_length(config, values.max_seq_length,
                                    values.train_batch_size * examples_per_row)
   tokenizer = XLNetTokenizer(values.sp_path, lower=values.uncased)

@@ -19,6 +19,7 @@ from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 from xlnet_tf import XLNetPretrainer, XLNetTokenizer, checkpoints
 from xlnet_tf.json_files import write_json
 from xlnet_tf.pretraining import default_data, lm_evaluation
+from xlnet_tf.studies.evaluation_speed import evaluation_speed
 from xlnet_tf.text.tokenizer import check_vocabulary
 
 import lm_flags
@@ -78,7 +79,7 @@ def main(argv):
           "against re-running a window of the attention length for each prediction.")
     print("| attention length | with memory (ms/token) | vanilla (ms/token) | speed-up |")
     print("|---:|---:|---:|---:|")
-    for row in lm_evaluation.evaluation_speed(model, speed_lengths, FLAGS.speed_tgt_len):
+    for row in evaluation_speed(model, speed_lengths, FLAGS.speed_tgt_len):
       speed.append(dict(vars(row), speedup=row.speedup))
       print(f"| {row.attention_length} | {row.memory_seconds_per_token * 1e3:.3f} | "
             f"{row.vanilla_seconds_per_token * 1e3:.2f} | {row.speedup:.0f}x |")

@@ -32,6 +32,7 @@ import keras
 from xlnet_tf import XLNetConfig
 from xlnet_tf.config import SIZE_PRESETS
 from xlnet_tf.pretraining import default_data, objectives, recipes
+from xlnet_tf.pretraining.model_config import config_for_data
 from xlnet_tf.pretraining.records import load_record_info
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
@@ -131,17 +132,9 @@ def seconds_left(started, reserved=0.0):
 
 
 def model_config(info, run_recipe: recipes.Recipe) -> XLNetConfig:
-  settings = info["settings"]
-  mem_len = run_recipe.mem_len
-  runtime = dict(mem_len=mem_len if mem_len is not None else settings["reuse_len"],
-                 reuse_len=settings["reuse_len"], bi_data=settings["bi_data"],
-                 attn_type=objectives.named(settings["objective"]).attn_type)
-  if FLAGS.model_config:
-    return XLNetConfig.from_json_file(FLAGS.model_config, **runtime)
-  size = run_recipe.model_size
-  if size == "demo":
-    runtime.update(dropout=0.0, dropatt=0.0)
-  return XLNetConfig.preset(size, n_token=info["tokenizer"]["vocab_size"], **runtime)
+  return config_for_data(info["settings"], info["tokenizer"]["vocab_size"],
+                         model_size=run_recipe.model_size, model_config_file=FLAGS.model_config,
+                         mem_len=run_recipe.mem_len)
 
 
 def use_xla() -> bool:

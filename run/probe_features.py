@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf import XLNetModel, checkpoints
-from xlnet_tf.tasks import transfer
+from xlnet_tf.studies import transfer
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 
 flags.DEFINE_string("sp_path", None, "SentencePiece model of the backbones.")

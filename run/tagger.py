@@ -12,6 +12,7 @@ from absl import app
 from absl import flags
 from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
+from xlnet_tf.checkpoints.labels import LABELS_FILE, save_labels, saved_labels
 from xlnet_tf.heads.token_classifier import XLNetTokenClassifier
 from xlnet_tf.json_files import write_json
 from xlnet_tf.tasks import finetuning
@@ -44,9 +45,9 @@ def main(argv):
   if FLAGS.do_train:
     labels = label_list(data["train"][0])  # saved beside the best weights after training
   else:
-    labels = finetuning.saved_labels(best_dir)
+    labels = saved_labels(best_dir)
     if labels is None:
-      raise app.UsageError(f"No --train_file and no {finetuning.LABELS_FILE} in {best_dir}")
+      raise app.UsageError(f"No --train_file and no {LABELS_FILE} in {best_dir}")
   for split, (sentences, report) in data.items():
     data[split] = (sentences, encode_tagged(tokenizer, sentences, FLAGS.max_seq_length, labels,
                                             report))
@@ -72,7 +73,7 @@ def run(model, data, labels, options):
         model, dataset, options,
         evaluate=(lambda: evaluate(model, data["dev"], labels)[0]) if "dev" in data else None,
         metric="f1", best_dir=best_dir)
-    finetuning.save_labels(best_dir, labels)
+    save_labels(best_dir, labels)
     write_json(os.path.join(FLAGS.output_dir, "train_history.json"), result["history"])
     if result["best"]:
       print(f"Best dev entity F1: {result['best']['f1']:.4f} at step {result['best']['step']}")

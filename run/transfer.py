@@ -25,7 +25,7 @@ from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf.config import SIZE_PRESETS
 from xlnet_tf.pretraining.settings import PretrainingSettings
-from xlnet_tf.tasks import transfer
+from xlnet_tf.studies import transfer
 
 flags.DEFINE_string("input_glob", None, "Pretraining corpus: text files, one sentence a line, "
                     "a blank line between documents.")

@@ -73,3 +73,16 @@ def test_run_time_keys_default_and_sizes_come_from_a_preset_only_when_named(tmp_
   assert XLNetConfig.from_dict(partial, n_token=7).n_token == 7
   XLNetConfig.preset("tiny").to_json_file(str(path))
   assert XLNetConfig.from_json_file(str(path)) == XLNetConfig.preset("tiny")
+
+
+def test_for_finetuning_drops_memory_and_bi_data_and_keeps_the_rest():
+  pretraining = XLNetConfig.preset("tiny", mem_len=16, reuse_len=8, bi_data=True, dropout=0.0,
+                                   attn_type="uni", clamp_len=12)
+  finetuning = pretraining.for_finetuning(dropout=0.1)
+  assert (finetuning.mem_len, finetuning.reuse_len, finetuning.bi_data) == (0, 0, False)
+  assert finetuning.dropout == 0.1
+  assert finetuning.to_dict() == dict(pretraining.to_dict(), mem_len=0, reuse_len=0,
+                                      bi_data=False, dropout=0.1)
+  assert pretraining.mem_len == 16, "a copy: the original is unchanged"
+  with pytest.raises(UserInputError, match="dropout"):
+    pretraining.for_finetuning(dropout=1.5)

@@ -13,7 +13,8 @@ import tensorflow as tf
 
 from xlnet_reference import randomize_weights
 from xlnet_tf import XLNetConfig, XLNetModel, XLNetPretrainer, XLNetTokenClassifier
-from xlnet_tf.tasks.classification import TextExample, encode_examples
+from xlnet_tf.tasks.classification import encode_examples
+from xlnet_tf.tasks.classification_readers import TextExample
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 from xlnet_tf.export import WARMUP_FILE, export_saved_model
 from xlnet_tf.heads.classifier import XLNetClassifier

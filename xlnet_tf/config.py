@@ -97,6 +97,17 @@ class XLNetConfig:
       raise UserInputError(f"Unknown XLNet preset {name!r}; choose one of {sorted(SIZE_PRESETS)}.")
     return cls(**{**SIZE_PRESETS[name], **overrides})
 
+  def for_finetuning(self, **overrides) -> "XLNetConfig":
+    """A copy for fine-tuning and serving: mem_len 0, reuse_len 0, bi_data off (one sequence
+    read at a time, no memory carried between batches), then `overrides` (dropout, ...).
+
+    >>> XLNetConfig.preset("tiny", mem_len=16, reuse_len=8, bi_data=True).for_finetuning(
+    ...     dropout=0.0).mem_len
+    0
+    """
+    return dataclasses.replace(self, **{"mem_len": 0, "reuse_len": 0, "bi_data": False,
+                                        **overrides})
+
   # ---- (de)serialization ---------------------------------------------------------------------
   def to_dict(self, original_keys_only: bool = False) -> Dict[str, Any]:
     values = dataclasses.asdict(self)

@@ -25,16 +25,16 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf import checkpoints
+from xlnet_tf.checkpoints.labels import LABELS_FILE, save_labels, saved_labels
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
 from xlnet_tf.heads.token_classifier import XLNetTokenClassifier
-from xlnet_tf.json_files import read_json, write_json
+from xlnet_tf.json_files import read_json
 from xlnet_tf.model import XLNetModel
 from xlnet_tf.ops import compile as compile_ops
-from xlnet_tf.tasks.finetuning import LABELS_FILE, saved_labels
 from xlnet_tf.text.in_graph_tokenizer import InGraphTokenizer
 from xlnet_tf.text.packing import TextPacker
 from xlnet_tf.text.tokenizer import check_vocabulary
@@ -67,8 +67,7 @@ def load_exportable_model(model_dir: str, head: str = "classifier",
   against the config's n_token first. Dropout off, no memory.
   """
   config_path = os.path.join(model_dir, checkpoints.own.CONFIG_FILE)
-  config = XLNetConfig.from_json_file(config_path, dropout=0.0, dropatt=0.0, mem_len=0,
-                                      reuse_len=0, bi_data=False)
+  config = XLNetConfig.from_json_file(config_path, dropout=0.0, dropatt=0.0).for_finetuning()
   if sp_path:
     check_vocabulary(sp_path, config, config_path)
   labels = saved_labels(model_dir)
@@ -208,7 +207,7 @@ def _export(model, sp_path, export_base, model_name, max_seq_length, *, version,
   os.makedirs(assets, exist_ok=True)
   shutil.copy(sp_path, os.path.join(assets, os.path.basename(sp_path)))
   if labels is not None:
-    write_json(os.path.join(assets, LABELS_FILE), list(labels))
+    save_labels(assets, labels)
   if warmup_requests:
     examples = {name: ["A warm-up request for the model server."] * 2 for name in text_names}
     if "options" in text_names:

@@ -127,14 +127,6 @@ def test_evaluation_refuses_bad_input(rng):
     lm_evaluation.evaluate_stream(bidirectional, np.arange(10, 60), tgt_len=8, mem_len=0)
 
 
-def test_speed_rows_time_both_evaluations():
-  rows = lm_evaluation.evaluation_speed(tiny_lm(), [24, 48], tgt_len=8, timed_segments=1,
-                                        timed_windows=2)
-  assert [row.attention_length for row in rows] == [24, 48]
-  assert all(row.memory_seconds_per_token > 0 and row.vanilla_seconds_per_token > 0
-             for row in rows)
-
-
 def test_clm_run_trains_and_saves_the_lm(corpus_files, sp_model, tmp_path):
   settings = PretrainingSettings(seq_len=16, reuse_len=0, bsz_per_host=4, bi_data=False,
                                  objective="clm")

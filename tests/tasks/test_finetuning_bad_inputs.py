@@ -13,6 +13,8 @@ from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel, checkpoints
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.export import load_exportable_model
 from xlnet_tf.tasks import classification
+from xlnet_tf.tasks.classification_labels import label_ids
+from xlnet_tf.tasks.classification_readers import read_generic
 from xlnet_tf.tasks.finetuning import (FinetuningOptions, NonFiniteTrainingError,
                                        check_sequence_length, feature_dataset, finetune)
 from xlnet_tf.tasks.race import read_race
@@ -25,7 +27,7 @@ GOOD_ROWS = "text,label\nclass value,1\nlist name,0\nmodule type,1\n"
 
 def read(path):
   report = ReadReport()
-  return classification.read_generic(str(path), report), report
+  return read_generic(str(path), report), report
 
 
 # ---- readers: rows without a label never get one ----------------------------------------
@@ -67,8 +69,7 @@ def test_jsonl_records_without_a_label_or_with_an_empty_one_have_none(tmp_path):
   examples, _ = read(path)
   assert [e.label for e in examples] == ["pos", None, None, None, "neg"]
   report = ReadReport()
-  kept, values = classification.label_ids(examples, ["neg", "pos"], report,
-                                           labels_required=True)
+  kept, values = label_ids(examples, ["neg", "pos"], report, labels_required=True)
   assert [e.text_a for e in kept] == ["a", "e"] and values.tolist() == [1, 0]
   assert report.skipped == {"no label": [f"{path}:2", f"{path}:3", f"{path}:4"]}
 

@@ -1,5 +1,6 @@
 """Checkpoint loaders and writers: original TF1, Hugging Face (model.safetensors,
-pytorch_model.bin, tf_model.h5), and our own format.
+pytorch_model.bin, tf_model.h5), and our own format (with labels.json, the class labels of a
+saved classifier or tagger: checkpoints.labels).
 
 Every loader is strict: a missing, unexpected or misshaped weight raises
 `CheckpointMismatchError` naming it, and nothing is assigned. A pytorch_model.bin whose pickle

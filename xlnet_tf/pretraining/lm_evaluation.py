@@ -4,8 +4,8 @@ A held-out token stream is read segment by segment; each segment attends to the 
 previous ones (each layer's input, the last `mem_len` positions), so a prediction sees up to
 mem_len + its position in the segment previous tokens. Relative positions let mem_len (and
 tgt_len, clamp_len) differ from training: perplexity against memory length is the paper's
-Table 6/8 question, per-token time against a vanilla model that re-runs a whole window for
-every prediction its Table 7 (`evaluation_speed`).
+Table 6/8 question (per-token time against a vanilla window, its Table 7, is a study:
+studies/evaluation_speed.py).
 
 Shapes: B streams, T segment length (tgt_len), M memory length, D d_model, V vocabulary.
 """
@@ -13,7 +13,7 @@ Shapes: B streams, T segment length (tgt_len), M memory length, D d_model, V voc
 import dataclasses
 import math
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -144,69 +144,3 @@ def evaluate_stream(pretrainer: XLNetPretrainer, ids: Sequence[int], tgt_len: in
     tokens += (end - begin) * batch_size
   return LMEvaluation(tgt_len, mem_len, loss_sum, tokens, characters,
                       time.perf_counter() - started)
-
-
-# ---- speed: Transformer-XL's memory against re-running a window per prediction ---------------
-
-@dataclasses.dataclass
-class SpeedRow:
-  attention_length: int
-  memory_seconds_per_token: float   # segments of tgt_len over a memory of attention_length
-  vanilla_seconds_per_token: float  # a window of attention_length tokens per prediction
-
-  @property
-  def speedup(self) -> float:
-    return self.vanilla_seconds_per_token / self.memory_seconds_per_token
-
-
-def evaluation_speed(pretrainer: XLNetPretrainer, attention_lengths: Sequence[int],
-                     tgt_len: int = 128, timed_segments: int = 3, timed_windows: int = 4,
-                     seed: int = 0, jit_compile: bool = False) -> List[SpeedRow]:
-  """Per-token evaluation time at each attention length L, batch 1, on random ids:
-
-  - with memory: segments of tgt_len over a memory of L (filled first, untimed), so every
-    prediction sees at least L previous tokens; time per segment / tgt_len.
-  - vanilla (Al-Rfou et al., the paper's baseline): for each prediction a window of the last
-    L tokens is run from scratch and only its last position predicted; timed on
-    `timed_windows` positions.
-  Both compiled and warmed up first.
-  """
-  config = pretrainer.backbone.config
-  rng = np.random.default_rng(seed)
-  rows = []
-  for length in attention_lengths:
-    ids = rng.integers(0, config.n_token, size=[1, length + (timed_segments + 2) * tgt_len + 1])
-    ids = ids.astype(np.int32)
-    scorer = SegmentScorer(with_memory(pretrainer, length), 1, jit_compile)
-    memory = scorer.empty_memory
-    filled = 0
-    # Fill the memory, then one more step at its full length: the compiled regions are
-    # compiled for each new shape, and none of that is timed.
-    while filled < length + tgt_len:
-      _, memory = scorer.step(tf.constant(ids[:, filled:filled + tgt_len]),
-                              tf.constant(ids[:, filled + 1:filled + tgt_len + 1]), memory)
-      filled += tgt_len
-    started = time.perf_counter()
-    for index in range(timed_segments):
-      begin = filled + index * tgt_len
-      loss, memory = scorer.step(tf.constant(ids[:, begin:begin + tgt_len]),
-                                 tf.constant(ids[:, begin + 1:begin + tgt_len + 1]), memory)
-    float(loss)
-    memory_time = (time.perf_counter() - started) / (timed_segments * tgt_len)
-
-    window_model = with_memory(pretrainer, 0)
-
-    @tf.function(input_signature=[tf.TensorSpec([1, length], tf.int32)],
-                 jit_compile=jit_compile)
-    def last_position_logits(window, model=window_model):
-      hidden = model.backbone({"input_ids": window}, training=False)["sequence_output"]
-      return model.lm_logits(hidden[:, -1])  # [1, V]: only the last position is predicted
-
-    last_position_logits(tf.constant(ids[:, :length]))  # compile
-    started = time.perf_counter()
-    for index in range(timed_windows):
-      logits = last_position_logits(tf.constant(ids[:, index + 1:index + 1 + length]))
-    float(logits[0, 0])
-    vanilla_time = (time.perf_counter() - started) / timed_windows
-    rows.append(SpeedRow(length, memory_time, vanilla_time))
-  return rows

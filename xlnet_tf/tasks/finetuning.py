@@ -13,7 +13,7 @@ import dataclasses
 import math
 import os
 import shutil
-from typing import Callable, Dict, List, Optional, Sequence, TextIO, Union
+from typing import Callable, Dict, Optional, Sequence, TextIO, Union
 
 from absl import logging
 import keras
@@ -22,15 +22,12 @@ import tensorflow as tf
 
 from xlnet_tf import checkpoints
 from xlnet_tf.errors import UserInputError
-from xlnet_tf.json_files import read_json, write_json
 from xlnet_tf.model import backbone_inputs
 from xlnet_tf.tasks.progress import ProgressDisplay, check_progress_mode
 from xlnet_tf.training import run_lock
 from xlnet_tf.training.optimization import create_optimizer
 
 BEST_DIR = "best"  # under the output directory: the kept weights (own format)
-# Beside the kept weights: the label of each output class, in order (predict, export read it).
-LABELS_FILE = "labels.json"
 
 
 class NonFiniteTrainingError(UserInputError):
@@ -225,20 +222,3 @@ def restore_best(model, best_dir: Optional[str]) -> bool:
     return False
   checkpoints.load_own_checkpoint(model, best_dir)
   return True
-
-
-
-def save_labels(directory: str, labels: Sequence[str]) -> str:
-  """Writes the label order of a model's outputs to directory/labels.json; returns the path."""
-  return write_json(os.path.join(directory, LABELS_FILE), list(labels))
-
-
-def saved_labels(directory: str) -> Optional[List[str]]:
-  """The label order saved by `save_labels` in `directory`, or None when there is none."""
-  path = os.path.join(directory, LABELS_FILE)
-  if not os.path.exists(path):
-    return None
-  labels = read_json(path)
-  if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
-    raise UserInputError(f"{path}: expected a JSON list of label strings; got {labels!r}")
-  return labels

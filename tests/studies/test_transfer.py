@@ -1,7 +1,5 @@
-"""The transfer study end to end on a tiny setting, its row summary, and the manual-page
-reader that builds the real study's data."""
+"""The transfer study end to end on a tiny setting, and its row summary."""
 
-import gzip
 import json
 import os
 import subprocess
@@ -10,7 +8,7 @@ import sys
 import pytest
 
 from xlnet_tf.pretraining import corpus
-from xlnet_tf.tasks import manual_pages, transfer
+from xlnet_tf.studies import transfer
 
 
 def _topic_task(directory):
@@ -31,7 +29,10 @@ def _topic_task(directory):
 
 
 def test_cli_runs_the_study_end_to_end(tmp_path):
-  corpus.write_corpus_files(corpus.python_docs_documents()[:40], str(tmp_path / "text"),
+  # The smallest settings that still check every assertion below: half the corpus (the data
+  # stage), one fine-tuning batch shape that divides every split (one compiled predict), one
+  # dev evaluation per fine-tuning run.
+  corpus.write_corpus_files(corpus.python_docs_documents()[:20], str(tmp_path / "text"),
                             num_files=2)
   task_dir = _topic_task(str(tmp_path / "topics"))
   script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "transfer.py")
@@ -41,8 +42,8 @@ def test_cli_runs_the_study_end_to_end(tmp_path):
              f"--output_dir={out}", "--model_size=tiny", "--vocab_size=400", "--seq_len=32",
              "--reuse_len=16", "--num_predict=5", "--bsz_per_host=4", "--pretrain_steps=4",
              "--pretrain_warmup_steps=1", "--eval_every=2", "--seeds=0,1",
-             "--learning_rates=1e-3", "--finetune_steps=2", "--finetune_batch_size=8",
-             "--finetune_eval_every=1", "--max_seq_length=24"]
+             "--learning_rates=1e-3", "--finetune_steps=2", "--finetune_batch_size=12",
+             "--finetune_eval_every=2", "--max_seq_length=24"]
   result = subprocess.run(command, capture_output=True, text=True, timeout=900)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "ETA" in result.stdout
@@ -68,7 +69,7 @@ def test_cli_runs_the_study_end_to_end(tmp_path):
   backbone = out / "pretraining" / "perm" / "pretrained"
   result = subprocess.run([sys.executable, probe, f"--sp_path={out}/data/base/spiece.model",
                            f"--task_dir={task_dir}", f"--backbones=random,{backbone}",
-                           "--max_seq_length=24", "--probe_steps=20"],
+                           "--max_seq_length=24", "--probe_steps=5"],
                           capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   lines = [line for line in result.stdout.splitlines() if "dev accuracy" in line]
@@ -90,45 +91,3 @@ def test_row_summary_picks_the_rate_by_median_dev_and_reports_its_test():
 def test_unknown_variant_settings_are_refused():
   with pytest.raises(ValueError, match="unknown settings"):
     transfer._check_variants({"x": {"mask_prob": 0.2}})
-
-
-ROFF = r""".\" comment
-.TH OPEN 2 2023-02-05 "Linux"
-.SH NAME
-open \- open a file
-.SH DESCRIPTION
-The
-.BR open ()
-system call opens the file specified by
-.IR pathname .
-If the file does not exist it may be created with \fBO_CREAT\fP \(em see below.
-.PP
-A second paragraph of the description has enough words to count here.
-.SH "RETURN VALUE"
-On success a new file descriptor is returned to the caller of this function.
-"""
-
-
-def test_manual_page_reader_and_task_builder(tmp_path):
-  root = tmp_path / "man"
-  for section, count in (("2", 6), ("5", 6)):
-    (root / f"man{section}").mkdir(parents=True)
-    for index in range(count):
-      with gzip.open(root / f"man{section}" / f"page{section}{index}.{section}.gz", "wt") as f:
-        f.write(ROFF.replace("system call", f"section {section} call"))
-  (root / "man2" / "alias.2").write_text(".so man2/page20.2\n")
-  name, section, paragraphs = manual_pages.read_page(str(root / "man2" / "page20.2.gz"))
-  assert (name, section) == ("page20.2", "2")
-  assert paragraphs[1] == ("DESCRIPTION", "The open() section 2 call opens the file specified "
-                           "by pathname. If the file does not exist it may be created with "
-                           "O_CREAT - see below.")
-  assert paragraphs[-1][0] == "RETURN VALUE"
-  assert manual_pages.read_page(str(root / "man2" / "alias.2"))[2] == []
-  data = manual_pages.build_manual_page_data(str(tmp_path / "out"), str(root),
-                                             train_examples=4, dev_examples=2, test_examples=2)
-  assert data.corpus_words > 0
-  held_out = {manual_pages.page_pool(f"page{s}{i}.{s}") == "held_out"
-              for s in "25" for i in range(6)}
-  assert held_out == {True, False}, "both pools are used"
-  rows = [json.loads(line) for line in open(data.task_files["man_section"]["train"])]
-  assert {row["label"] for row in rows} <= {"2", "5"} and rows

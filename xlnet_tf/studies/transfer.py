@@ -27,9 +27,11 @@ from xlnet_tf.json_files import read_json, write_json
 from xlnet_tf.pretraining.default_data import prepare_pretraining_data, read_text_files
 from xlnet_tf.pretraining.settings import PretrainingSettings
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
+from xlnet_tf.pretraining.model_config import config_for_data
 from xlnet_tf.pretraining.records import RECORD_INFO_FILE
 from xlnet_tf.pretraining.stage import create_pretraining_data
 from xlnet_tf.tasks import classification, finetuning
+from xlnet_tf.tasks.classification_metrics import classification_metrics
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 
 RANDOM_INIT = "random_init"
@@ -150,10 +152,9 @@ def _model_config(study: StudySettings, n_token: int, settings: PretrainingSetti
                   overrides: Dict) -> XLNetConfig:
   architecture = dict(study.model)
   size = architecture.pop("size", None)
-  runtime = dict(n_token=n_token, reuse_len=settings.reuse_len, bi_data=settings.bi_data,
-                 mem_len=overrides.get("mem_len", settings.reuse_len), dropout=0.0, dropatt=0.0)
-  runtime.update(architecture)
-  return XLNetConfig.preset(size, **runtime) if size else XLNetConfig(**runtime)
+  return config_for_data(settings.to_dict(), n_token, model_size=size,
+                         mem_len=overrides.get("mem_len"),
+                         **{"dropout": 0.0, "dropatt": 0.0, **architecture})
 
 
 def pretrain_variant(study: StudySettings, name: str, overrides: Dict, data: Dict[str, str]
@@ -216,8 +217,7 @@ def finetune_once(study: StudySettings, config: XLNetConfig, task: classificatio
   finally:
     shutil.rmtree(best_dir, ignore_errors=True)
   logits = classification.predict_logits(model, task.splits["test"], study.finetune_batch_size)
-  test = classification.classification_metrics(task.splits["test"]["label"], logits,
-                                               "accuracy")["accuracy"]
+  test = classification_metrics(task.splits["test"]["label"], logits, "accuracy")["accuracy"]
   return {"dev": result["best"]["accuracy"], "test": test, "learning_rate": learning_rate,
           "seed": seed, "best_step": result["best"]["step"]}
 
@@ -287,9 +287,8 @@ def run_study(study: StudySettings, printer=print) -> Dict:
 
 def classification_config(study: StudySettings, n_token: int) -> XLNetConfig:
   """The fine-tuning backbone: the pretrained architecture, no memory, task dropout."""
-  config = _model_config(study, n_token, study.data, {})
-  return dataclasses.replace(config, mem_len=0, reuse_len=0, bi_data=False,
-                             dropout=study.finetune_dropout, dropatt=study.finetune_dropout)
+  return _model_config(study, n_token, study.data, {}).for_finetuning(
+      dropout=study.finetune_dropout, dropatt=study.finetune_dropout)
 
 
 def results_markdown(results: Dict) -> str:

@@ -1,0 +1,49 @@
+"""The manual-page reader (a small roff stripper) and the task builder that make the real
+transfer study's data."""
+
+import gzip
+import json
+
+from xlnet_tf.studies import manual_pages
+
+
+ROFF = r""".\" comment
+.TH OPEN 2 2023-02-05 "Linux"
+.SH NAME
+open \- open a file
+.SH DESCRIPTION
+The
+.BR open ()
+system call opens the file specified by
+.IR pathname .
+If the file does not exist it may be created with \fBO_CREAT\fP \(em see below.
+.PP
+A second paragraph of the description has enough words to count here.
+.SH "RETURN VALUE"
+On success a new file descriptor is returned to the caller of this function.
+"""
+
+
+def test_manual_page_reader_and_task_builder(tmp_path):
+  root = tmp_path / "man"
+  for section, count in (("2", 6), ("5", 6)):
+    (root / f"man{section}").mkdir(parents=True)
+    for index in range(count):
+      with gzip.open(root / f"man{section}" / f"page{section}{index}.{section}.gz", "wt") as f:
+        f.write(ROFF.replace("system call", f"section {section} call"))
+  (root / "man2" / "alias.2").write_text(".so man2/page20.2\n")
+  name, section, paragraphs = manual_pages.read_page(str(root / "man2" / "page20.2.gz"))
+  assert (name, section) == ("page20.2", "2")
+  assert paragraphs[1] == ("DESCRIPTION", "The open() section 2 call opens the file specified "
+                           "by pathname. If the file does not exist it may be created with "
+                           "O_CREAT - see below.")
+  assert paragraphs[-1][0] == "RETURN VALUE"
+  assert manual_pages.read_page(str(root / "man2" / "alias.2"))[2] == []
+  data = manual_pages.build_manual_page_data(str(tmp_path / "out"), str(root),
+                                             train_examples=4, dev_examples=2, test_examples=2)
+  assert data.corpus_words > 0
+  held_out = {manual_pages.page_pool(f"page{s}{i}.{s}") == "held_out"
+              for s in "25" for i in range(6)}
+  assert held_out == {True, False}, "both pools are used"
+  rows = [json.loads(line) for line in open(data.task_files["man_section"]["train"])]
+  assert {row["label"] for row in rows} <= {"2", "5"} and rows

@@ -1,0 +1,30 @@
+"""labels.json: the label of each output class of a saved classifier or tagger, in order.
+
+Part of the saved-model format: a fine-tuning run writes it beside the kept weights; a
+predict-only run, the export (which copies it into the SavedModel's assets) and serving read
+it back to name the predicted classes.
+"""
+
+import os
+from typing import List, Optional, Sequence
+
+from xlnet_tf.errors import UserInputError
+from xlnet_tf.json_files import read_json, write_json
+
+LABELS_FILE = "labels.json"
+
+
+def save_labels(directory: str, labels: Sequence[str]) -> str:
+  """Writes the label order of a model's outputs to directory/labels.json; returns the path."""
+  return write_json(os.path.join(directory, LABELS_FILE), list(labels))
+
+
+def saved_labels(directory: str) -> Optional[List[str]]:
+  """The label order saved by `save_labels` in `directory`, or None when there is none."""
+  path = os.path.join(directory, LABELS_FILE)
+  if not os.path.exists(path):
+    return None
+  labels = read_json(path)
+  if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
+    raise UserInputError(f"{path}: expected a JSON list of label strings; got {labels!r}")
+  return labels
