@@ -24,7 +24,7 @@ from absl import flags
 from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf.config import SIZE_PRESETS
-from xlnet_tf.pretraining.settings import PretrainingSettings
+from xlnet_tf.pretraining import recipes
 from xlnet_tf.studies import transfer
 
 flags.DEFINE_string("input_glob", None, "Pretraining corpus: text files, one sentence a line, "
@@ -34,16 +34,17 @@ flags.DEFINE_list("variants", ["perm", "mlm"], f"Variants, from {sorted(transfer
 flags.DEFINE_string("variants_json", None, "A JSON file {name: {setting: value}} of more "
                     f"variants; settings: {transfer.DATA_KEYS + transfer.RUN_KEYS}.")
 flags.DEFINE_string("output_dir", "transfer_output", "Results, data, pretrained backbones.")
-flags.DEFINE_enum("model_size", "demo", sorted(SIZE_PRESETS), "Backbone size preset.")
-flags.DEFINE_integer("vocab_size", 8000, "SentencePiece vocabulary.")
-flags.DEFINE_integer("seq_len", 128, "Pretraining sequence length.")
-flags.DEFINE_integer("reuse_len", 64, "Pretraining reuse (memory) length.")
-flags.DEFINE_integer("num_predict", 21, "Predicted tokens per pretraining sequence.")
-flags.DEFINE_integer("bsz_per_host", 16, "Pretraining batch.")
+# Defaults None: the --input_glob recipe's (recipes.FROM_TEXT, which this study chose).
+flags.DEFINE_enum("model_size", None, sorted(SIZE_PRESETS), "Backbone size preset.")
+flags.DEFINE_integer("vocab_size", None, "SentencePiece vocabulary.")
+flags.DEFINE_integer("seq_len", None, "Pretraining sequence length.")
+flags.DEFINE_integer("reuse_len", None, "Pretraining reuse (memory) length.")
+flags.DEFINE_integer("num_predict", None, "Predicted tokens per pretraining sequence.")
+flags.DEFINE_integer("bsz_per_host", None, "Pretraining batch.")
 flags.DEFINE_integer("pretrain_steps", 2000, "Pretraining steps of every variant (the equal "
                      "budget: steps x batch x seq_len tokens).")
-flags.DEFINE_float("pretrain_learning_rate", 1e-3, "Peak pretraining learning rate.")
-flags.DEFINE_integer("pretrain_warmup_steps", 200, "Pretraining warmup.")
+flags.DEFINE_float("pretrain_learning_rate", None, "Peak pretraining learning rate.")
+flags.DEFINE_integer("pretrain_warmup_steps", None, "Pretraining warmup.")
 flags.DEFINE_integer("eval_every", 500, "Held-out loss every this many pretraining steps.")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Fine-tuning seeds.")
 flags.DEFINE_list("learning_rates", ["1e-4", "3e-4", "1e-3"], "Fine-tuning learning rates.")
@@ -87,6 +88,16 @@ def parse_variants():
   return variants
 
 
+def pretraining_recipe() -> recipes.Recipe:
+  """recipes.FROM_TEXT with what the flags give."""
+  given = {field: FLAGS[flag].value for field, flag in (
+      ("model_size", "model_size"), ("vocab_size", "vocab_size"), ("seq_len", "seq_len"),
+      ("reuse_len", "reuse_len"), ("num_predict", "num_predict"),
+      ("bsz_per_host", "bsz_per_host"), ("train_steps", "pretrain_steps"),
+      ("learning_rate", "pretrain_learning_rate"), ("warmup_steps", "pretrain_warmup_steps"))}
+  return recipes.FROM_TEXT.replace(**{k: v for k, v in given.items() if v is not None})
+
+
 def main(argv):
   del argv
   if not FLAGS.input_glob:
@@ -99,11 +110,7 @@ def main(argv):
   study = transfer.StudySettings(
       output_dir=FLAGS.output_dir, corpus_files=corpus_files, tasks=parse_tasks(FLAGS.task),
       variants=parse_variants(),
-      data=PretrainingSettings(seq_len=FLAGS.seq_len, reuse_len=FLAGS.reuse_len,
-                               num_predict=FLAGS.num_predict, bsz_per_host=FLAGS.bsz_per_host),
-      vocab_size=FLAGS.vocab_size, model={"size": FLAGS.model_size},
-      pretrain_steps=FLAGS.pretrain_steps, pretrain_learning_rate=FLAGS.pretrain_learning_rate,
-      pretrain_warmup_steps=FLAGS.pretrain_warmup_steps, eval_every=FLAGS.eval_every,
+      pretraining=pretraining_recipe(), eval_every=FLAGS.eval_every,
       seeds=[int(s) for s in FLAGS.seeds],
       learning_rates=[float(r) for r in FLAGS.learning_rates],
       finetune_steps=FLAGS.finetune_steps, finetune_batch_size=FLAGS.finetune_batch_size,

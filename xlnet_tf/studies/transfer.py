@@ -25,8 +25,8 @@ from xlnet_tf.errors import UserInputError
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.json_files import read_json, write_json
 from xlnet_tf.pretraining.default_data import prepare_pretraining_data, read_text_files
-from xlnet_tf.pretraining.settings import PretrainingSettings
-from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
+from xlnet_tf.pretraining import recipes
+from xlnet_tf.pretraining.loop import PretrainingRun
 from xlnet_tf.pretraining.model_config import config_for_data
 from xlnet_tf.pretraining.records import RECORD_INFO_FILE
 from xlnet_tf.pretraining.stage import create_pretraining_data
@@ -64,12 +64,8 @@ class StudySettings:
   tasks: List[Task]
   variants: Dict[str, Dict] = dataclasses.field(
       default_factory=lambda: {name: VARIANTS[name] for name in ("perm", "mlm")})
-  data: PretrainingSettings = dataclasses.field(default_factory=PretrainingSettings)
-  vocab_size: int = 2000
-  model: Dict = dataclasses.field(default_factory=lambda: {"size": "demo"})
-  pretrain_steps: int = 1000
-  pretrain_learning_rate: float = 2e-3
-  pretrain_warmup_steps: int = 100
+  # Every variant's pretraining, before its overrides: model, data, optimisation, steps.
+  pretraining: recipes.Recipe = recipes.FROM_TEXT
   eval_every: int = 200            # held-out loss curve
   seeds: Sequence[int] = (0, 1, 2)
   learning_rates: Sequence[float] = (1e-4, 3e-4)
@@ -79,8 +75,11 @@ class StudySettings:
   max_seq_length: int = 128
   finetune_dropout: float = 0.1
   summary_type: str = "last"       # the classifier's pooling (XLNet's: the <cls> state)
-  held_out_every: int = 20
   seed: int = 0
+
+  def variant(self, overrides: Dict) -> recipes.Recipe:
+    """The pretraining recipe of a variant: the study's with the variant's settings."""
+    return self.pretraining.replace(**overrides)
 
 
 class Progress:
@@ -116,8 +115,9 @@ def prepare_variant_data(study: StudySettings, printer=print) -> Dict[tuple, Dic
   SentencePiece model for all. Returns {data key: {"train", "valid", "sp_path"}}."""
   documents = read_text_files(study.corpus_files)
   base_dir = os.path.join(study.output_dir, "data", "base")
-  base = prepare_pretraining_data(documents, base_dir, study.data, study.vocab_size,
-                                  study.seed, held_out_every=study.held_out_every)
+  recipe = study.pretraining
+  base = prepare_pretraining_data(documents, base_dir, recipe.data, recipe.vocab_size,
+                                  study.seed, held_out_every=recipe.held_out_every)
   for report in base["reports"]:
     printer(report)
   corpus_dir = os.path.join(base_dir, "corpus")
@@ -130,8 +130,8 @@ def prepare_variant_data(study: StudySettings, printer=print) -> Dict[tuple, Dic
     key = _data_key(overrides)
     if key in data:
       continue
-    settings = dataclasses.replace(study.data, **dict(key))
-    if settings == study.data:
+    settings = study.variant(dict(key)).data
+    if settings == recipe.data:
       data[key] = {"train": base["train"], "valid": base["valid"], "sp_path": base["sp_path"]}
       continue
     directory = os.path.join(study.output_dir, "data",
@@ -148,35 +148,27 @@ def prepare_variant_data(study: StudySettings, printer=print) -> Dict[tuple, Dic
   return data
 
 
-def _model_config(study: StudySettings, n_token: int, settings: PretrainingSettings,
-                  overrides: Dict) -> XLNetConfig:
-  architecture = dict(study.model)
-  size = architecture.pop("size", None)
-  return config_for_data(settings.to_dict(), n_token, model_size=size,
-                         mem_len=overrides.get("mem_len"),
-                         **{"dropout": 0.0, "dropatt": 0.0, **architecture})
+def _model_config(recipe: recipes.Recipe, n_token: int) -> XLNetConfig:
+  return config_for_data(recipe.data.to_dict(), n_token, model_size=recipe.model_size,
+                         mem_len=recipe.mem_len, dropout=0.0, dropatt=0.0)
 
 
 def pretrain_variant(study: StudySettings, name: str, overrides: Dict, data: Dict[str, str]
                      ) -> Dict:
   """Pretrains one variant (skipped when its backbone exists); returns its record."""
-  settings = dataclasses.replace(study.data, **dict(_data_key(overrides)))
+  recipe = study.variant(overrides)
   model_dir = os.path.join(study.output_dir, "pretraining", name)
   record_path = os.path.join(model_dir, "variant.json")
   if os.path.exists(record_path):
     return read_json(record_path)
   n_token = XLNetTokenizer(data["sp_path"]).vocab_size
-  config = _model_config(study, n_token, settings, overrides)
+  config = _model_config(recipe, n_token)
   keras.backend.clear_session()
   keras.utils.set_random_seed(study.seed)
-  options = PretrainingOptions(
+  options = recipe.loop_options(
       model_dir=model_dir, train_data=data["train"], valid_data=data["valid"],
-      train_steps=study.pretrain_steps,
-      learning_rate=overrides.get("learning_rate", study.pretrain_learning_rate),
-      warmup_steps=study.pretrain_warmup_steps, save_steps=study.pretrain_steps,
-      log_steps=max(study.pretrain_steps // 10, 1), eval_every=study.eval_every,
-      summaries=False, next_sentence=overrides.get("next_sentence", False),
-      objective=settings.objective)
+      save_steps=recipe.train_steps, log_steps=max(recipe.train_steps // 10, 1),
+      eval_every=study.eval_every, summaries=False)
   started = time.perf_counter()
   run = PretrainingRun(tf.distribute.get_strategy(), config, options)
   initial = run.evaluate()
@@ -243,7 +235,7 @@ def run_study(study: StudySettings, printer=print) -> Dict:
   rows = [RANDOM_INIT] + list(study.variants)
   finetunes = len(rows) * len(study.tasks) * len(study.seeds) * len(study.learning_rates)
   # A pretraining run costs about as much as this many fine-tuning runs (for the ETA only).
-  pretrain_units = max(study.pretrain_steps / max(study.finetune_steps, 1) / 2, 1.0)
+  pretrain_units = max(study.pretraining.train_steps / max(study.finetune_steps, 1) / 2, 1.0)
   progress = Progress(finetunes + pretrain_units * len(study.variants), printer)
   data = prepare_variant_data(study, printer)
   sp_path = next(iter(data.values()))["sp_path"]
@@ -287,7 +279,7 @@ def run_study(study: StudySettings, printer=print) -> Dict:
 
 def classification_config(study: StudySettings, n_token: int) -> XLNetConfig:
   """The fine-tuning backbone: the pretrained architecture, no memory, task dropout."""
-  return _model_config(study, n_token, study.data, {}).for_finetuning(
+  return _model_config(study.pretraining, n_token).for_finetuning(
       dropout=study.finetune_dropout, dropatt=study.finetune_dropout)
 
 
