@@ -180,6 +180,7 @@ def pretrain_variant(study: StudySettings, name: str, overrides: Dict, data: Dic
   run = PretrainingRun(tf.distribute.get_strategy(), config, options)
   initial = run.evaluate()
   result = run.train()
+  run.export()
   record = {"name": name, "overrides": overrides, "steps": result["step"],
             "tokens": result["step"] * run.global_batch * run.seq_len,
             "seconds": time.perf_counter() - started,
