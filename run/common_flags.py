@@ -8,7 +8,7 @@ import keras
 
 from xlnet_tf import XLNetConfig, XLNetModel
 from xlnet_tf.tasks import finetuning
-from xlnet_tf.tasks.progress import PROGRESS_MODES
+from xlnet_tf.progress import PROGRESS_MODES
 from xlnet_tf.text.tokenizer import XLNetTokenizer, check_vocabulary
 from xlnet_tf.training import strategy as strategy_lib
 

@@ -34,6 +34,7 @@ from xlnet_tf.config import SIZE_PRESETS
 from xlnet_tf.pretraining import default_data, objectives, recipes
 from xlnet_tf.pretraining.model_config import config_for_data
 from xlnet_tf.pretraining.records import load_record_info
+from xlnet_tf.pretraining.time_budget import TimeBudget
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.pretraining.loop import LM_DIR, PRETRAINED_DIR, PretrainingRun, write_run_summary
@@ -121,11 +122,11 @@ def check_flags() -> None:
         raise app.UsageError(f"--{name}={value}: must be {wanted}")
 
 
-def seconds_left(started, reserved=0.0):
-  """What --max_minutes leaves for training, less `reserved` seconds."""
-  left = FLAGS.max_minutes * 60 - (time.perf_counter() - started) - reserved - _FINISH_SECONDS
+def seconds_left(budget: TimeBudget, reserved=0.0):
+  """What --max_minutes (`budget`) leaves for training, less `reserved` seconds and the end."""
+  left = budget.left(reserved + _FINISH_SECONDS)
   if left <= 0:
-    raise app.UsageError(f"--max_minutes={FLAGS.max_minutes}: {time.perf_counter() - started:.0f}"
+    raise app.UsageError(f"--max_minutes={FLAGS.max_minutes}: {budget.elapsed():.0f}"
                          " s went to preparing the data and the first evaluation; nothing is "
                          "left to train")
   return left
@@ -226,13 +227,14 @@ def pretrain(strategy, model_dir: str, started: float) -> None:
   run_recipe = recipe()
   train_data, valid_data = prepare_data(run_recipe)
   config = model_config(load_record_info(train_data), run_recipe)
-  budget = None
-  if FLAGS.max_minutes:
-    budget = seconds_left(started)  # provisional: set again after the first evaluation
+  budget = TimeBudget(FLAGS.max_minutes * 60, started) if FLAGS.max_minutes else None
+  max_seconds = None
+  if budget:
+    max_seconds = seconds_left(budget)  # provisional: set again after the first evaluation
     if FLAGS.train_steps is None:
       run_recipe = run_recipe.replace(train_steps=10 ** 9)  # the budget decides
   options = run_recipe.loop_options(
-      model_dir=model_dir, train_data=train_data, valid_data=valid_data, max_seconds=budget,
+      model_dir=model_dir, train_data=train_data, valid_data=valid_data, max_seconds=max_seconds,
       global_batch_size=FLAGS.train_batch_size, save_steps=FLAGS.save_steps,
       log_steps=FLAGS.log_steps, jit_compile=use_xla(), eval_batches=FLAGS.eval_batches,
       loss_scale=loss_scale(),
@@ -245,11 +247,12 @@ def pretrain(strategy, model_dir: str, started: float) -> None:
         f"{run.global_batch} x seq_len {run.seq_len}.")
   evaluation_started = time.perf_counter()
   before = run.evaluate() if valid_data else None
-  if FLAGS.max_minutes:
+  if budget:
     # Keep back what the final evaluation will cost: it reuses this one's compiled step.
     final_evaluation = run.evaluation_seconds or time.perf_counter() - evaluation_started
-    run.options.max_seconds = seconds_left(started, final_evaluation)
+    run.options.max_seconds = seconds_left(budget, final_evaluation)
   result = run.train()
+  run.export()
   after = run.evaluate() if valid_data else None
   summary = {"train_steps": result["step"], "skipped_steps": result["skipped_steps"],
              "last_checkpoint": result["last_checkpoint"],

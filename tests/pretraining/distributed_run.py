@@ -59,7 +59,7 @@ def main():
     options.update(json.loads(extra.get("options", "{}")))
     run = PretrainingRun(strategy, XLNetConfig(**config), PretrainingOptions(**options))
     if "kill_after" in extra:
-      run._train_step = _killing_after(run._train_step, int(extra["kill_after"]))
+      run.steps.train_step = _killing_after(run.steps.train_step, int(extra["kill_after"]))
     result = run.train()
     if "weights" in extra:
       np.savez(model_dir + ".npz", **{v.path: v.numpy() for v in run.model.weights})

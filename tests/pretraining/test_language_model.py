@@ -140,7 +140,10 @@ def test_clm_run_trains_and_saves_the_lm(corpus_files, sp_model, tmp_path):
                                  learning_rate=3e-3, save_steps=10, log_steps=10,
                                  summaries=False, objective="clm")
     keras.utils.set_random_seed(0)
-    return PretrainingRun(tf.distribute.get_strategy(), config, options).train()
+    pretraining = PretrainingRun(tf.distribute.get_strategy(), config, options)
+    result = pretraining.train()
+    pretraining.export()
+    return result
 
   result = run(40)
   assert result["history"][-1]["loss"] < result["history"][0]["loss"] - 0.5

@@ -50,9 +50,14 @@ def test_killed_run_resumes_to_the_same_weights(small_data, tmp_path):
   data = small_data["bi"]
   straight = make_run(data, tmp_path / "straight", 6)
   straight.train()
+  assert not os.path.exists(tmp_path / "straight" / "pretrained")  # the caller exports
+  assert straight.export() == {"pretrained": str(tmp_path / "straight" / "pretrained"),
+                               "lm": str(tmp_path / "straight" / "lm")}
+  assert checkpoints.load_pretrained(str(tmp_path / "straight" / "pretrained")).config == (
+      straight.config)
   interrupted = make_run(data, tmp_path / "interrupted", 6)
   interrupted.train(stop_after=4)  # checkpoint at 3; step 4 is lost with the "kill"
-  assert interrupted.manager.latest_checkpoint.endswith("ckpt-3")
+  assert interrupted.checkpoints.manager.latest_checkpoint.endswith("ckpt-3")
   resumed = make_run(data, tmp_path / "interrupted", 6, seed=99)  # other init: restored anyway
   result = resumed.train()
   assert result["history"][0]["step"] == 4
@@ -280,7 +285,7 @@ def test_train_step_compiles_with_xla(small_data, tmp_path):
   mems = tuple(tf.zeros([4, 16, 32]) for _ in range(2))
   normalizers = tf.constant([24.0, 4.0])  # global target and example counts
   dropout_seed = tf.constant([0, 0], tf.int64)
-  hlo = run._compute.experimental_get_compiler_ir(batch, mems, normalizers, None,
+  hlo = run.steps.compute.experimental_get_compiler_ir(batch, mems, normalizers, None,
                                                   dropout_seed)(stage="hlo")
   assert "HloModule" in hlo
 
@@ -355,10 +360,10 @@ def test_final_evaluation_reuses_the_compiled_step(small_data, tmp_path):
   run.evaluate()
   run.train()
   run.evaluate()
-  assert run._eval_step.experimental_get_tracing_count() == 1
-  assert run._evaluate_replica.experimental_get_tracing_count() == 1
-  assert run._train_step.experimental_get_tracing_count() == 1
-  assert run._compute.experimental_get_tracing_count() == 1
+  assert run.steps.eval_step.experimental_get_tracing_count() == 1
+  assert run.steps.evaluate_replica.experimental_get_tracing_count() == 1
+  assert run.steps.train_step.experimental_get_tracing_count() == 1
+  assert run.steps.compute.experimental_get_tracing_count() == 1
   assert run.evaluation_seconds > 0
 
 
@@ -383,7 +388,7 @@ def test_float16_overflow_skips_the_step_halves_the_scale_and_good_steps_double_
   state = run.model.trainable_variables + run.optimizer.variables
   run.loss_scale.scale.assign(2.0 ** 40)  # float16 gradients of a loss times 2^40 overflow
   before = [v.numpy().copy() for v in state if v is not run.optimizer.iterations]
-  _, norm, mems = run._train_step(iterator, mems)
+  _, norm, mems = run.steps.train_step(iterator, mems)
   assert not np.isfinite(float(norm))
   for value, variable in zip(before, [v for v in state if v is not run.optimizer.iterations]):
     np.testing.assert_array_equal(variable.numpy(), value, err_msg=variable.path)
@@ -392,7 +397,7 @@ def test_float16_overflow_skips_the_step_halves_the_scale_and_good_steps_double_
   assert int(run.optimizer.iterations.numpy()) == 1  # the batch was consumed
   run.loss_scale.scale.assign(2.0 ** 10)
   for _ in range(2):
-    _, norm, mems = run._train_step(iterator, mems)
+    _, norm, mems = run.steps.train_step(iterator, mems)
     assert np.isfinite(float(norm))
   assert float(run.loss_scale.scale.numpy()) == 2.0 ** 11  # doubled after 2 good steps
   assert int(run.loss_scale.skipped_steps.numpy()) == 1

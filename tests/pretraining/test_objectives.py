@@ -232,11 +232,11 @@ def test_memory_off_means_no_memory(objective_data, tmp_path):
   for mem_len, carried in ((0, False), (16, True)):
     run = _run(data, tmp_path / f"m{mem_len}", mem_len=mem_len, objective="mlm")
     batches = list(pretraining_dataset(data, repeat=False).take(2))
-    inputs = run._model_inputs(batches[1], run._zero_mems())
+    inputs = run.steps.model_inputs(batches[1], run._zero_mems())
     assert ("mems" in inputs) == carried
-    _, mems = run._forward(batches[0], run._zero_mems())
-    after_first, _ = run._forward(batches[1], mems)
-    alone, _ = run._forward(batches[1], run._zero_mems())
+    _, mems = run.steps.forward(batches[0], run._zero_mems())
+    after_first, _ = run.steps.forward(batches[1], mems)
+    alone, _ = run.steps.forward(batches[1], run._zero_mems())
     # rtol=0: the memory moves an untrained model's loss sum (~120) by ~1e-3 only.
     same = np.allclose(after_first.numpy(), alone.numpy(), rtol=0, atol=1e-5)
     assert same != carried
@@ -245,7 +245,7 @@ def test_memory_off_means_no_memory(objective_data, tmp_path):
 def test_next_sentence_loss_is_added(objective_data, tmp_path):
   run = _run(objective_data["perm"], tmp_path / "ns", next_sentence=True)
   batch = next(iter(pretraining_dataset(objective_data["perm"])))
-  outputs = run.model(run._model_inputs(batch, run._zero_mems()))
+  outputs = run.model(run.steps.model_inputs(batch, run._zero_mems()))
   lm_sum, lm_count, ns_sum, ns_count = [float(v) for v in
                                         run.model.pretraining_loss_sums(outputs, batch)]
   logits = outputs["next_sentence_logits"].numpy().astype(np.float64)

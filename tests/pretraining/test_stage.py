@@ -180,18 +180,6 @@ def test_one_file_is_shared_by_the_workers_with_the_same_bytes(one_file, sp_mode
              for line in progress)
 
 
-def test_progress_is_quiet_in_short_runs_and_reports_long_ones():
-  lines = []
-  quiet = stage.Progress(lines.append, every=3600)
-  quiet.update("Writing examples", 5, 10, "corpus tokens")
-  assert lines == []
-  loud = stage.Progress(lines.append, every=0)
-  loud.start -= 10  # 10 s into the run
-  loud.update("Writing examples", 2_500, 10_000, "corpus tokens")
-  assert lines == ["Writing examples: 25% (2,500 of 10,000 corpus tokens), 250 corpus tokens/s, "
-                   "ETA 0 min 30 s"]
-
-
 def test_reader_refuses_other_settings(made):
   directory, _ = made
   with pytest.raises(ValueError, match=r"seq_len: data 32, run 64"):

@@ -29,6 +29,7 @@ from xlnet_tf.pretraining.rows import (batch_count, example_span, row_step, stre
 from xlnet_tf.pretraining.settings import PretrainingSettings
 from xlnet_tf.pretraining.lm_streams import lm_segment_batches
 from xlnet_tf.pretraining.token_files import StreamPart, TokenStream, write_part
+from xlnet_tf.progress import PeriodicProgress
 from xlnet_tf.temporary_folders import temporary_folder
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 
@@ -88,34 +89,6 @@ class StageSummary:
     for reason, count in sorted(s.skipped.items()):
       lines.append(f"Skipped {count} ({reason}), e.g. {', '.join(s.examples_of_skips[reason])}")
     return "\n".join(lines)
-
-
-class Progress:
-  """Reports `done` of `total` with a rate and an ETA every PROGRESS_SECONDS; silent in runs
-  shorter than that."""
-
-  def __init__(self, report: Optional[Callable[[str], None]], every: Optional[float] = None):
-    self.report = report
-    self.every = PROGRESS_SECONDS if every is None else every
-    self.start = self.last = time.perf_counter()
-
-  def update(self, what: str, done: float, total: float, unit: str) -> None:
-    now = time.perf_counter()
-    if self.report is None or now - self.last < self.every or not total:
-      return
-    self.last = now
-    rate = done / max(now - self.start, 1e-9)
-    eta = (total - done) / rate if rate else float("inf")
-    self.report(f"{what}: {done / total:.0%} ({done:,.0f} of {total:,.0f} {unit}), "
-                f"{rate:,.0f} {unit}/s, ETA {_duration(eta)}")
-
-
-def _duration(seconds: float) -> str:
-  if seconds == float("inf"):
-    return "unknown"
-  minutes, seconds = divmod(round(seconds), 60)
-  hours, minutes = divmod(minutes, 60)
-  return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {seconds:02d} s"
 
 
 def _tokenizer(sp_path: str, lower: bool) -> XLNetTokenizer:
@@ -232,7 +205,7 @@ def create_pretraining_data(input_files: Sequence[str], sp_path: str, save_dir: 
   files = files[task::num_task]
   names = [f"{split}-{task}-{index:05d}{TFRECORD_SUFFIX}" for index in range(len(files))]
   workers = max(1, num_workers or os.cpu_count() or 1)
-  tracker = Progress(progress)
+  tracker = PeriodicProgress(progress, PROGRESS_SECONDS)
   # Everything is built in a temporary folder (stream parts, record parts, the outputs) and
   # moved into save_dir only when complete: a failed or killed run leaves no partial output.
   with temporary_folder(save_dir, WORK_FOLDER_PREFIX) as work_dir:

@@ -1,9 +1,12 @@
-"""TensorBoard images: one example's permutation masks and per-head attention maps.
+"""TensorBoard for pretraining: the run's writer, and images of one example's permutation masks
+and per-head attention maps.
 
 The masks are the paper's Figures 5-6 for a real example: the content stream may see itself,
 the query stream may not. White = may attend. Masked-LM and left-to-right LM data have no
 permutation masks.
 """
+
+import os
 
 import tensorflow as tf
 
@@ -38,3 +41,14 @@ def write_example_images(writer, pretrainer, data: str, step: int) -> None:
     tf.summary.image("attention/layer_0_heads", (probabilities / peak)[:, :, :, None],
                      max_outputs=int(probabilities.shape[0]))
   writer.flush()
+
+
+def run_writer(model_dir: str, enabled: bool, pretrainer, data: str, step: int):
+  """The writer of model_dir/train (a no-op one unless `enabled`: summaries on, the chief); a
+  run that starts (step 0) gets the example images first."""
+  if not enabled:
+    return tf.summary.create_noop_writer()
+  writer = tf.summary.create_file_writer(os.path.join(model_dir, "train"))
+  if step == 0:
+    write_example_images(writer, pretrainer, data, step)
+  return writer

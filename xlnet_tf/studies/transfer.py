@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import keras
 import numpy as np
@@ -24,6 +24,7 @@ import tensorflow as tf
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.json_files import read_json, write_json
+from xlnet_tf.progress import UnitProgress
 from xlnet_tf.pretraining.default_data import prepare_pretraining_data, read_text_files
 from xlnet_tf.pretraining import recipes
 from xlnet_tf.pretraining.loop import PretrainingRun
@@ -80,20 +81,6 @@ class StudySettings:
   def variant(self, overrides: Dict) -> recipes.Recipe:
     """The pretraining recipe of a variant: the study's with the variant's settings."""
     return self.pretraining.replace(**overrides)
-
-
-class Progress:
-  """'[k/n] what ... elapsed, ETA' lines; the ETA weighs the remaining units equally."""
-
-  def __init__(self, total_units: float, printer: Callable[[str], None] = print):
-    self.total, self.done, self.start, self.printer = total_units, 0.0, time.perf_counter(), printer
-
-  def step(self, message: str, units: float = 1.0) -> None:
-    self.done += units
-    elapsed = time.perf_counter() - self.start
-    eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
-    self.printer(f"[{self.done:.0f}/{self.total:.0f}] {message}  (elapsed {elapsed / 60:.1f} min,"
-                 f" ETA {eta / 60:.1f} min)")
 
 
 def _data_key(overrides: Dict) -> tuple:
@@ -173,11 +160,12 @@ def pretrain_variant(study: StudySettings, name: str, overrides: Dict, data: Dic
   run = PretrainingRun(tf.distribute.get_strategy(), config, options)
   initial = run.evaluate()
   result = run.train()
+  exported = run.export()
   record = {"name": name, "overrides": overrides, "steps": result["step"],
             "tokens": result["step"] * run.global_batch * run.seq_len,
             "seconds": time.perf_counter() - started,
             "held_out": [dict(initial, step=0)] + result["held_out"],
-            "backbone": os.path.join(model_dir, "pretrained")}
+            "backbone": exported["pretrained"]}
   write_json(record_path, record)
   return record
 
@@ -236,7 +224,7 @@ def run_study(study: StudySettings, printer=print) -> Dict:
   finetunes = len(rows) * len(study.tasks) * len(study.seeds) * len(study.learning_rates)
   # A pretraining run costs about as much as this many fine-tuning runs (for the ETA only).
   pretrain_units = max(study.pretraining.train_steps / max(study.finetune_steps, 1) / 2, 1.0)
-  progress = Progress(finetunes + pretrain_units * len(study.variants), printer)
+  progress = UnitProgress(finetunes + pretrain_units * len(study.variants), printer)
   data = prepare_variant_data(study, printer)
   sp_path = next(iter(data.values()))["sp_path"]
   pretrained = {}

@@ -1,6 +1,6 @@
 """The one fine-tuning loop of every task: Model.fit, evaluation on dev every `eval_every`
 steps, the best weights kept (by the task's metric, higher is better) and reloaded at the end,
-progress shown as it goes (tasks.progress: a bar on a terminal, plain lines in logs).
+progress shown as it goes (xlnet_tf.progress: a bar on a terminal, plain lines in logs).
 
 A task supplies its model (a head over XLNetModel), its training batches, its loss (or the
 head's own `compute_loss`) and an `evaluate()` returning its dev scores; the task modules
@@ -23,7 +23,7 @@ import tensorflow as tf
 from xlnet_tf import checkpoints
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.model import backbone_inputs
-from xlnet_tf.tasks.progress import ProgressDisplay, check_progress_mode
+from xlnet_tf.progress import ProgressDisplay, check_progress_mode
 from xlnet_tf.training import run_lock
 from xlnet_tf.training.optimization import create_optimizer
 

@@ -1,4 +1,14 @@
-"""What a person watching a fine-tuning run sees on stdout.
+"""Progress and ETA reporting, for every long job of the project (a leaf: imports nothing of it).
+
+  pace, seconds_to_go    a rate of units per second and the time the remaining units take at
+                         it: the one ETA rule of the pretraining loop, the data stage and the
+                         studies (ProgressDisplay adds the evaluations still to come)
+  PeriodicProgress       the data stage: "what: 25% (done of total unit), rate unit/s, ETA"
+                         every `every` seconds, silent in shorter runs
+  UnitProgress           a study: "[k/n] message  (elapsed, ETA)" per finished unit of work
+  ProgressDisplay        fine-tuning's stdout, below
+
+What a person watching a fine-tuning run sees on stdout (ProgressDisplay).
 
   bar    one line redrawn in place (carriage return) on a terminal:
            step  120/1000 [==>                 ] loss 0.6931  0.21 s/step  ETA 3:05
@@ -21,6 +31,16 @@ PROGRESS_MODES = ("auto", "bar", "lines", "none")
 BAR_WIDTH = 20
 
 
+def pace(done: float, seconds: float) -> float:
+  """Units per second: `done` units in `seconds`."""
+  return done / max(seconds, 1e-9)
+
+
+def seconds_to_go(remaining: float, rate: float) -> float:
+  """The time `remaining` units take at `rate` units per second (inf at rate 0)."""
+  return remaining / rate if rate else float("inf")
+
+
 def check_progress_mode(mode: str) -> str:
   if mode not in PROGRESS_MODES:
     raise ValueError(f"progress must be one of {PROGRESS_MODES}; got {mode!r}")
@@ -39,10 +59,56 @@ def format_duration(seconds: float) -> str:
   return f"{hours}:{minutes:02d}:{seconds:02d}"
 
 
+def format_minutes(seconds: float) -> str:
+  """'0 min 30 s', '1 h 02 min'; 'unknown' for inf."""
+  if seconds == float("inf"):
+    return "unknown"
+  minutes, seconds = divmod(round(seconds), 60)
+  hours, minutes = divmod(minutes, 60)
+  return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {seconds:02d} s"
+
+
 def format_scores(scores: Dict) -> str:
   """'accuracy 0.8125, f1 0.8' (numbers only; the step is shown elsewhere)."""
   return ", ".join(f"{name} {value:.4g}" for name, value in scores.items()
                    if name != "step" and isinstance(value, (int, float)))
+
+
+class PeriodicProgress:
+  """Reports `done` of `total` with a rate and an ETA to `report` every `every` seconds; silent
+  in runs shorter than that (and with report None)."""
+
+  def __init__(self, report: Optional[Callable[[str], None]], every: float,
+               clock: Callable[[], float] = time.perf_counter):
+    self.report, self.every, self.clock = report, every, clock
+    self.start = self.last = clock()
+
+  def update(self, what: str, done: float, total: float, unit: str) -> None:
+    now = self.clock()
+    if self.report is None or now - self.last < self.every or not total:
+      return
+    self.last = now
+    rate = pace(done, now - self.start)
+    eta = seconds_to_go(total - done, rate)
+    self.report(f"{what}: {done / total:.0%} ({done:,.0f} of {total:,.0f} {unit}), "
+                f"{rate:,.0f} {unit}/s, ETA {format_minutes(eta)}")
+
+
+class UnitProgress:
+  """'[k/n] message  (elapsed, ETA)' lines, one per finished piece of work; the ETA weighs the
+  remaining units equally."""
+
+  def __init__(self, total_units: float, printer: Callable[[str], None] = print,
+               clock: Callable[[], float] = time.perf_counter):
+    self.total, self.done, self.printer, self.clock = total_units, 0.0, printer, clock
+    self.start = clock()
+
+  def step(self, message: str, units: float = 1.0) -> None:
+    self.done += units
+    elapsed = self.clock() - self.start
+    eta = seconds_to_go(self.total - self.done, pace(self.done, elapsed)) if self.done else 0.0
+    self.printer(f"[{self.done:.0f}/{self.total:.0f}] {message}  (elapsed {elapsed / 60:.1f} min,"
+                 f" ETA {eta / 60:.1f} min)")
 
 
 class ProgressDisplay:

@@ -1,12 +1,14 @@
-"""The progress display: a bar redrawn in place on a terminal, plain lines elsewhere, one line
-per dev evaluation in both; nothing in mode none."""
+"""Progress and ETA: fine-tuning's display (a bar redrawn in place on a terminal, plain lines
+elsewhere, one line per dev evaluation in both; nothing in mode none), the data stage's periodic
+lines and a study's line per unit of work."""
 
 import io
 import re
 
 import pytest
 
-from xlnet_tf.tasks.progress import ProgressDisplay, format_duration
+from xlnet_tf.progress import (PeriodicProgress, ProgressDisplay, UnitProgress,
+                               format_duration, format_minutes, pace, seconds_to_go)
 
 CONTROL_CHARACTERS = re.compile(r"[\r\b\x1b]")
 
@@ -105,3 +107,34 @@ def test_unknown_mode_and_durations():
   with pytest.raises(ValueError, match="progress must be one of .*'fancy'"):
     ProgressDisplay("fancy", 10)
   assert [format_duration(s) for s in (42, 185, 3723)] == ["42s", "3:05", "1:02:03"]
+
+
+def test_periodic_progress_is_quiet_in_short_runs_and_reports_long_ones():
+  lines = []
+  quiet = PeriodicProgress(lines.append, every=3600)
+  quiet.update("Writing examples", 5, 10, "corpus tokens")
+  assert lines == []
+  loud = PeriodicProgress(lines.append, every=0)
+  loud.start -= 10  # 10 s into the run
+  loud.update("Writing examples", 2_500, 10_000, "corpus tokens")
+  assert lines == ["Writing examples: 25% (2,500 of 10,000 corpus tokens), 250 corpus tokens/s, "
+                   "ETA 0 min 30 s"]
+  PeriodicProgress(None, every=0).update("Writing examples", 1, 10, "corpus tokens")  # silent
+
+
+def test_unit_progress_weighs_the_remaining_units_equally():
+  clock, lines = FakeClock(), []
+  progress = UnitProgress(5, lines.append, clock=clock)
+  clock.now += 120  # a pretraining run worth 2 units: 1 min a unit
+  progress.step("pretrained perm", units=2)
+  clock.now += 60
+  progress.step("task / perm: dev 0.8")
+  assert lines == ["[2/5] pretrained perm  (elapsed 2.0 min, ETA 3.0 min)",
+                   "[3/5] task / perm: dev 0.8  (elapsed 3.0 min, ETA 2.0 min)"]
+
+
+def test_pace_eta_and_minutes():
+  assert pace(30, 10.0) == 3.0 and pace(5, 0.0) == 5e9  # no division by zero
+  assert seconds_to_go(90, 3.0) == 30.0 and seconds_to_go(10, 0.0) == float("inf")
+  assert [format_minutes(s) for s in (30, 185, 3723, float("inf"))] == [
+      "0 min 30 s", "3 min 05 s", "1 h 02 min", "unknown"]
