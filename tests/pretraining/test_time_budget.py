@@ -48,3 +48,16 @@ def test_an_overspent_budget_still_trains_one_more_step():
   fitted = [budget.after_step(step, 1.0) for step in range(2, calibration_step + 1)]
   assert fitted[-1] == calibration_step + 1
 
+
+
+def test_the_fitted_count_never_exceeds_the_runs_train_steps():
+  """--train_steps with --max_minutes is the most: a budget that fits 191 steps stops at 150."""
+  clock = FakeClock()
+  budget = StepBudget(60.0, first_step=100, most_steps=150, clock=clock)
+  clock.now += 10
+  budget.after_step(101, 1.0)
+  fitted = []
+  for step in range(102, 102 + time_budget.CALIBRATION_STEPS):
+    clock.now += 0.5
+    fitted.append(budget.after_step(step, 1.0))
+  assert [f for f in fitted if f is not None] == [150] and budget.total_steps == 150

@@ -265,7 +265,8 @@ class PretrainingRun:
     step, mems = self.checkpoints.restore(self._zero_mems, options.init_checkpoint,
                                           options.init_checkpoint_format)
     budget = (None if options.max_seconds is None else
-              StepBudget(options.max_seconds, step, started=budget_start))
+              StepBudget(options.max_seconds, step, started=budget_start,
+                         most_steps=options.train_steps))
     iterator = self._distributed_data(options.train_data, skip_batches=step)
     writer = summaries.run_writer(options.model_dir, options.summaries and self.chief,
                                   self.model, options.train_data, step)

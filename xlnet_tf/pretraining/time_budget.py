@@ -36,11 +36,14 @@ class StepBudget(TimeBudget):
 
   The loop calls `after_step(step, loss)` after each step; it returns that count once (at the
   calibration step), None otherwise. The loss is read there so that the timed steps have run.
+  The count never exceeds `most_steps` (the run's train_steps: with a budget, the most).
   """
 
-  def __init__(self, seconds: float, first_step: int, **kwargs):
+  def __init__(self, seconds: float, first_step: int, most_steps: Optional[int] = None,
+               **kwargs):
     super().__init__(seconds, **kwargs)
     self.first_step = first_step  # the step the run starts (or resumes) from
+    self.most_steps = most_steps
     self.compiled_at = self.compiled_step = None
     self.total_steps = None  # fixed by the calibration
 
@@ -56,6 +59,8 @@ class StepBudget(TimeBudget):
       rate = CALIBRATION_STEPS / (now - self.compiled_at)
       seconds_left = self.seconds - (now - self.started)
       self.total_steps = step + max(int(rate * (seconds_left - RESERVE_SECONDS)), 1)
+      if self.most_steps is not None:
+        self.total_steps = min(self.total_steps, self.most_steps)
       logging.info("Time budget: %.0f s left at %.2f steps/s -> %d steps in all", seconds_left,
                    rate, self.total_steps)
       return self.total_steps
