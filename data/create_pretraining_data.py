@@ -16,7 +16,7 @@ from absl import app
 from absl import flags
 from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
-from xlnet_tf.pretraining import corpus
+from xlnet_tf.pretraining import corpus, objectives
 from xlnet_tf.pretraining.stage import create_pretraining_data, stage_settings_from_flags
 from xlnet_tf.text.sentencepiece_training import train_sentencepiece
 
@@ -34,8 +34,10 @@ flags.DEFINE_integer("num_core_per_host", 1, "Replicas per host (bi_data halves 
 flags.DEFINE_bool("bi_data", True, "Write forward and backward rows.")
 flags.DEFINE_integer("mask_alpha", 6, "Context tokens per predicted span (numerator).")
 flags.DEFINE_integer("mask_beta", 1, "Context tokens per predicted span (denominator).")
-flags.DEFINE_enum("objective", "perm", ["perm", "mlm"], "perm: factorization orders for the "
-                  "permutation LM; mlm: BERT's 80/10/10 corruption for the masked LM.")
+flags.DEFINE_enum("objective", "perm", objectives.NAMES, "perm: factorization orders for the "
+                  "permutation LM; mlm: BERT's 80/10/10 corruption for the masked LM; clm: "
+                  "consecutive segments for the left-to-right LM (with --reuse_len=0 "
+                  "--nobi_data).")
 flags.DEFINE_bool("span_prediction", True, "Targets are whole-word spans (False: single "
                   "tokens).")
 flags.DEFINE_bool("uncased", False, "Lower-case the text.")
@@ -53,6 +55,7 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
+  settings = stage_settings_from_flags(FLAGS.flag_values_dict())  # refused before any work
   if FLAGS.input_glob:
     input_files = sorted(glob.glob(FLAGS.input_glob))
     if not input_files:
@@ -69,7 +72,6 @@ def main(argv):
                                   vocab_size=FLAGS.vocab_size, uncased=FLAGS.uncased,
                                   seed=FLAGS.seed)
     print(f"Trained a SentencePiece model: {sp_path}")
-  settings = stage_settings_from_flags(FLAGS.flag_values_dict())
   summary = create_pretraining_data(input_files, sp_path, FLAGS.save_dir, settings,
                                     seed=FLAGS.seed, split=FLAGS.split, task=FLAGS.task,
                                     num_task=FLAGS.num_task, num_workers=FLAGS.num_workers,

@@ -384,3 +384,13 @@ def test_create_pretraining_data_cli_refuses_a_running_stage_folder(text_file, s
   assert line == (f"error: {live}: another run (pid {sleeper.pid}) is writing into "
                   f"{tmp_path / 'out'}; wait for it to end, or write elsewhere")
   assert leftovers(tmp_path / "out") == [live.name], "the live run's folder is not touched"
+
+
+def test_create_pretraining_data_cli_refuses_bad_settings_before_any_work(text_file, tmp_path):
+  """clm data need reuse_len 0: refused before a SentencePiece model or a folder is made."""
+  line = one_error_line(run_tool("data/create_pretraining_data.py", f"--input_glob={text_file}",
+                                 f"--save_dir={tmp_path / 'out'}", "--objective=clm",
+                                 "--seq_len=32", "--bsz_per_host=4", "--vocab_size=100"))
+  assert line == ("error: PretrainingSettings.reuse_len must be 0 for objective clm (it reads "
+                  "consecutive segments: the whole segment becomes memory); got 64")
+  assert not (tmp_path / "out").exists()
