@@ -363,5 +363,5 @@ def test_a_new_objective_is_one_object(objective_data, corpus_files, sp_model, t
   assert "perm_mask" in batch
   run = _run(str(directory), tmp_path / "model", objective="perm_again")
   assert run.model.lm_objective is renamed
-  outputs = run.model(run._model_inputs(batch, run._zero_mems()))
+  outputs = run.model(run.steps.model_inputs(batch, run._zero_mems()))
   assert outputs["logits"].shape == (4, SETTINGS["num_predict"], run.config.n_token)
