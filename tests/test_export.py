@@ -116,6 +116,15 @@ def backbone_exports(sp_model, tokenizer, export_dir):
 
 
 @pytest.fixture(scope="module")
+def pair_classifier_export(sp_model, tokenizer, export_dir):
+  """A two-label classifier of text pairs with random weights, and the path of its export."""
+  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
+  model = XLNetClassifier(XLNetModel(config), 2)
+  randomize_weights(model, 0)
+  return model, export_saved_model(model, sp_model, export_dir, "clf", LENGTH, text_pairs=True)
+
+
+@pytest.fixture(scope="module")
 def two_label_export(sp_model, tokenizer, export_dir):
   """A two-label classifier of one text: the path of its export."""
   config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size)
@@ -123,11 +132,9 @@ def two_label_export(sp_model, tokenizer, export_dir):
                             LENGTH)
 
 
-def test_classifier_strings_and_ids_match_keras(sp_model, tokenizer, tmp_path, serve):
-  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
-  model = XLNetClassifier(XLNetModel(config), 3)
-  randomize_weights(model, 0)
-  path = export_saved_model(model, sp_model, str(tmp_path), "clf", LENGTH, text_pairs=True)
+def test_classifier_strings_and_ids_match_keras(sp_model, tokenizer, serve,
+                                                pair_classifier_export):
+  model, path = pair_classifier_export
   assert path.endswith(os.path.join("clf", "1"))
   assert os.path.exists(os.path.join(path, "assets", os.path.basename(sp_model)))
   assert tf.data.TFRecordDataset(os.path.join(path, "assets.extra", WARMUP_FILE)).reduce(
@@ -221,12 +228,9 @@ def _readme_json(marker):
   return json.loads(block.group(1))
 
 
-def test_readme_rest_request_gives_the_documented_response(sp_model, tokenizer, tmp_path,
-                                                           serve):
+def test_readme_rest_request_gives_the_documented_response(serve, pair_classifier_export):
   request, response = _readme_json("<!-- rest-request -->"), _readme_json("<!-- rest-response -->")
-  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size)
-  path = export_saved_model(XLNetClassifier(XLNetModel(config), 2), sp_model, str(tmp_path),
-                            "mrpc", LENGTH, text_pairs=True)
+  path = pair_classifier_export[1]
   columns = {key: [instance[key] for instance in request["instances"]]
              for key in request["instances"][0]}
   out = serve(path, {"r": (request["signature_name"], columns)})["r"]
