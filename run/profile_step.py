@@ -2,25 +2,23 @@
 
   python run/profile_step.py --size=base --shape=4x128 --dtype=bfloat16 --mode=train
 
-Runs the same workload as run/benchmark.py (random ids, seq_len/6 predictions, AdamW step for
-`train`), prints the step time, then one profiled step as a table: total milliseconds per op type
-(XLA fusions by name) with the number of events. With --inter_op_threads=1 ops do not overlap,
-so the column sums to about the step time; XLA launches ("Execute...") contain the fusions
-listed below them.
+Runs the same workload as run/benchmark.py (xlnet_tf.benchmarking: random ids, seq_len/6
+predictions, AdamW step for `train`), prints the step time, then one profiled step as a table:
+total milliseconds per op type (XLA fusions by name) with the number of events. With
+--inter_op_threads=1 ops do not overlap, so the column sums to about the step time; XLA
+launches ("Execute...") contain the fusions listed below them.
 """
 
 import collections
 import glob
-import os
 import re
-import sys
 import tempfile
 import time
 
 from absl import flags
 from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from xlnet_tf.benchmarking import build_xlnet_tf_step
 
 flags.DEFINE_string("size", "base", "Model size from run/benchmark.py: tiny, base, large.")
 flags.DEFINE_string("shape", "4x128", "batch x seq_len.")
@@ -61,13 +59,12 @@ def op_times(logdir):
 def main(argv):
   del argv
   import tensorflow as tf
-  import benchmark
   if FLAGS.inter_op_threads:
     tf.config.threading.set_inter_op_parallelism_threads(FLAGS.inter_op_threads)
   batch, seq_len = (int(v) for v in FLAGS.shape.split("x"))
   spec = dict(size=FLAGS.size, batch=batch, seq_len=seq_len, dtype=FLAGS.dtype, mode=FLAGS.mode,
               jit=FLAGS.xla, fused=FLAGS.fused)
-  run = benchmark.build_xlnet_tf_step(spec)
+  run = build_xlnet_tf_step(spec)
   run()
   run()
   times = []

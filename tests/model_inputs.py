@@ -39,6 +39,23 @@ def factorization_perm_mask(rng, batch, length, num_targets):
   return perm_mask, targets, ranks
 
 
+def perm_mask_from_ranks(ranks, is_target, reuse_len: int):
+  """NumPy [T, T] perm_mask (1 = may not attend) from ranks [T] and is_target [T].
+
+  The stored form's meaning written out in NumPy (the library builds it batched in TF, in
+  permutation.expand_factorization): the reference the data stage and the reader are checked
+  against.
+  """
+  ranks = np.asarray(ranks)
+  selected_or_functional = ranks >= 0
+  own_rank = np.where(is_target, ranks, ranks + 1)
+  local = (own_rank[:, None] <= ranks[None, :]) & selected_or_functional[None, :]
+  new_part = np.arange(len(ranks)) >= reuse_len
+  same_part = new_part[:, None] == new_part[None, :]
+  reuse_sees_new = ~new_part[:, None] & new_part[None, :]
+  return np.where(same_part, local, reuse_sees_new).astype(np.float32)
+
+
 def target_mapping_for(targets, length, padded_slots=0):
   batch, count = targets.shape
   mapping = np.zeros([batch, count + padded_slots, length], np.float32)

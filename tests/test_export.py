@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -26,31 +27,72 @@ PAIRS = ["short", "a b c d e f g h i j k l m n o p q r s t", "", "x", "The end."
 LENGTH = 24
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
 
+# One process for the module's requests (a TensorFlow import each would cost more than the
+# requests): a JSON line [path, requests] in, a line "OUTPUT {outputs | error}" out.
 LOADER = """
-import json, sys
+import json, sys, traceback
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # registers SentencepieceOp, as TF Serving's model server does
 assert "xlnet_tf" not in sys.modules
-path, requests = sys.argv[1], json.loads(sys.argv[2])
-loaded = tf.saved_model.load(path)
-out = {}
-for name, (signature, inputs) in requests.items():
-  tensors = {k: tf.constant(v, dtype=tf.string if np.asarray(v).dtype.kind in "US" else
-                            (tf.float32 if k == "input_mask" else tf.int32))
-             for k, v in inputs.items()}
-  result = loaded.signatures[signature](**tensors)
-  out[name] = {k: v.numpy().tolist() for k, v in result.items()}
-print("OUTPUT " + json.dumps(out))
+models = {}
+for line in sys.stdin:
+  path, requests = json.loads(line)
+  try:
+    if path not in models:
+      models[path] = tf.saved_model.load(path)
+    loaded = models[path]
+    out = {}
+    for name, (signature, inputs) in requests.items():
+      tensors = {k: tf.constant(v, dtype=tf.string if np.asarray(v).dtype.kind in "US" else
+                                (tf.float32 if k == "input_mask" else tf.int32))
+                 for k, v in inputs.items()}
+      result = loaded.signatures[signature](**tensors)
+      out[name] = {k: v.numpy().tolist() for k, v in result.items()}
+    reply = {"outputs": out}
+  except Exception:
+    reply = {"error": traceback.format_exc()}
+  print("OUTPUT " + json.dumps(reply), flush=True)
 """
 
 
-def serve(path, requests):
-  result = subprocess.run([sys.executable, "-c", LOADER, path, json.dumps(requests)],
-                          capture_output=True, text=True, timeout=300)
-  assert result.returncode == 0, result.stderr[-3000:]
-  line = [out for out in result.stdout.splitlines() if out.startswith("OUTPUT ")][-1]
-  return json.loads(line[len("OUTPUT "):])
+class ServingProcess:
+  """A process that imports only tensorflow and tensorflow_text and runs signatures of
+  SavedModels: serve(path, {name: (signature, inputs)}) -> {name: outputs}."""
+
+  def __init__(self, log_path):
+    self._log = open(log_path, "w+")
+    self._process = subprocess.Popen([sys.executable, "-c", LOADER], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self._log, text=True)
+
+  def serve(self, path, requests):
+    self._process.stdin.write(json.dumps([path, requests]) + "\n")
+    self._process.stdin.flush()
+    watchdog = threading.Timer(300, self._process.kill)
+    watchdog.start()
+    try:
+      line = self._process.stdout.readline()
+      while line and not line.startswith("OUTPUT "):
+        line = self._process.stdout.readline()
+    finally:
+      watchdog.cancel()
+    self._log.seek(0)
+    assert line, self._log.read()[-3000:]  # the process ended: its stderr
+    reply = json.loads(line[len("OUTPUT "):])
+    assert "error" not in reply, reply.get("error", "")[-3000:]
+    return reply["outputs"]
+
+  def close(self):
+    self._process.kill()  # a TensorFlow process can take seconds to exit on its own
+    self._process.wait()
+    self._log.close()
+
+
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory):
+  process = ServingProcess(str(tmp_path_factory.mktemp("serving") / "stderr.txt"))
+  yield process.serve
+  process.close()
 
 
 @pytest.fixture(scope="module")
@@ -58,11 +100,42 @@ def tokenizer(sp_model):
   return XLNetTokenizer(sp_model)
 
 
-def test_classifier_strings_and_ids_match_keras(sp_model, tokenizer, tmp_path):
+@pytest.fixture(scope="module")
+def export_dir(tmp_path_factory):
+  return str(tmp_path_factory.mktemp("exports"))
+
+
+@pytest.fixture(scope="module")
+def backbone_exports(sp_model, tokenizer, export_dir):
+  """A float32 backbone with random weights, exported plain and with xla=True."""
   config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
-  model = XLNetClassifier(XLNetModel(config), 3)
+  backbone = XLNetModel(config)
+  randomize_weights(backbone, 5)
+  plain = export_saved_model(backbone, sp_model, export_dir, "plain", LENGTH)
+  with_xla = export_saved_model(backbone, sp_model, export_dir, "xla", LENGTH, xla=True)
+  return backbone, plain, with_xla
+
+
+@pytest.fixture(scope="module")
+def pair_classifier_export(sp_model, tokenizer, export_dir):
+  """A two-label classifier of text pairs with random weights, and the path of its export."""
+  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
+  model = XLNetClassifier(XLNetModel(config), 2)
   randomize_weights(model, 0)
-  path = export_saved_model(model, sp_model, str(tmp_path), "clf", LENGTH, text_pairs=True)
+  return model, export_saved_model(model, sp_model, export_dir, "clf", LENGTH, text_pairs=True)
+
+
+@pytest.fixture(scope="module")
+def two_label_export(sp_model, tokenizer, export_dir):
+  """A two-label classifier of one text: the path of its export."""
+  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size)
+  return export_saved_model(XLNetClassifier(XLNetModel(config), 2), sp_model, export_dir, "m",
+                            LENGTH)
+
+
+def test_classifier_strings_and_ids_match_keras(sp_model, tokenizer, serve,
+                                                pair_classifier_export):
+  model, path = pair_classifier_export
   assert path.endswith(os.path.join("clf", "1"))
   assert os.path.exists(os.path.join(path, "assets", os.path.basename(sp_model)))
   assert tf.data.TFRecordDataset(os.path.join(path, "assets.extra", WARMUP_FILE)).reduce(
@@ -81,13 +154,14 @@ def test_classifier_strings_and_ids_match_keras(sp_model, tokenizer, tmp_path):
   np.testing.assert_allclose(np.sum(outputs["strings"]["probabilities"], -1), 1.0, atol=1e-5)
 
 
-def test_regression_backbone_and_qa_heads(sp_model, tokenizer, tmp_path):
+def test_regression_backbone_and_qa_heads(sp_model, tokenizer, tmp_path, serve,
+                                          backbone_exports):
   config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
   regression = XLNetClassifier(XLNetModel(config), 1)
-  backbone = XLNetModel(config)
+  backbone, paths = backbone_exports[0], {"backbone": backbone_exports[1]}
   qa = XLNetQuestionAnswering(XLNetModel(config), start_n_top=3, end_n_top=2)
-  paths = {name: export_saved_model(model, sp_model, str(tmp_path), name, LENGTH)
-           for name, model in (("reg", regression), ("backbone", backbone), ("qa", qa))}
+  paths.update({name: export_saved_model(model, sp_model, str(tmp_path), name, LENGTH)
+                for name, model in (("reg", regression), ("qa", qa))})
   features = encode_examples(tokenizer, [TextExample(t, None, None, "") for t in TEXTS], LENGTH)
   score = serve(paths["reg"], {"r": ("serving_default", {"text": TEXTS})})["r"]["score"]
   np.testing.assert_allclose(score, regression(features).numpy(), atol=1e-5)
@@ -113,7 +187,8 @@ def test_regression_backbone_and_qa_heads(sp_model, tokenizer, tmp_path):
   assert answers["start_top_index"][1][0] == LENGTH - 1  # empty context: "no answer" first
 
 
-def test_token_classifier_exports_and_the_pretrainer_is_refused(sp_model, tokenizer, tmp_path):
+def test_token_classifier_exports_and_the_pretrainer_is_refused(sp_model, tokenizer, tmp_path,
+                                                                serve):
   config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
   tagger = XLNetTokenClassifier(XLNetModel(config), 3)
   path = export_saved_model(tagger, sp_model, str(tmp_path), "tagger", LENGTH,
@@ -129,10 +204,8 @@ def test_token_classifier_exports_and_the_pretrainer_is_refused(sp_model, tokeni
                        LENGTH)
 
 
-def test_saved_model_cli_show_and_run(sp_model, tokenizer, tmp_path):
-  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size)
-  path = export_saved_model(XLNetClassifier(XLNetModel(config), 2), sp_model, str(tmp_path),
-                            "m", LENGTH)
+def test_saved_model_cli_show_and_run(two_label_export):
+  path = two_label_export
   shown = subprocess.run(["saved_model_cli", "show", "--dir", path, "--all"],
                          capture_output=True, text=True, timeout=300,
                          env=dict(os.environ, PATH=os.path.dirname(sys.executable) + ":" +
@@ -156,11 +229,9 @@ def _readme_json(marker):
   return json.loads(block.group(1))
 
 
-def test_readme_rest_request_gives_the_documented_response(sp_model, tokenizer, tmp_path):
+def test_readme_rest_request_gives_the_documented_response(serve, pair_classifier_export):
   request, response = _readme_json("<!-- rest-request -->"), _readme_json("<!-- rest-response -->")
-  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size)
-  path = export_saved_model(XLNetClassifier(XLNetModel(config), 2), sp_model, str(tmp_path),
-                            "mrpc", LENGTH, text_pairs=True)
+  path = pair_classifier_export[1]
   columns = {key: [instance[key] for instance in request["instances"]]
              for key in request["instances"][0]}
   out = serve(path, {"r": (request["signature_name"], columns)})["r"]
@@ -171,11 +242,8 @@ def test_readme_rest_request_gives_the_documented_response(sp_model, tokenizer, 
     assert np.shape(out[key][0]) == np.shape(documented[0][key])
 
 
-def test_bad_requests(sp_model, tokenizer, tmp_path):
-  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size)
-  path = export_saved_model(XLNetClassifier(XLNetModel(config), 2), sp_model, str(tmp_path),
-                            "m", LENGTH)
-  loaded = tf.saved_model.load(path)
+def test_bad_requests(two_label_export):
+  loaded = tf.saved_model.load(two_label_export)
   serving = loaded.signatures["serving_default"]
   # Empty, non-UTF-8 and over-long texts give defined results.
   out = serving(text=tf.constant([b"", b"bad \xff\xfe bytes", b"word " * 1000]))
@@ -190,7 +258,7 @@ def test_bad_requests(sp_model, tokenizer, tmp_path):
                                    input_mask=tf.ones([1, LENGTH]))
 
 
-def test_multiple_choice_options_in_the_graph(sp_model, tokenizer, tmp_path):
+def test_multiple_choice_options_in_the_graph(sp_model, tokenizer, tmp_path, serve):
   from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
   config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
   model = XLNetMultipleChoice(XLNetModel(config))
@@ -210,7 +278,7 @@ def test_multiple_choice_options_in_the_graph(sp_model, tokenizer, tmp_path):
 
 
 def test_bfloat16_export_serves_the_bfloat16_model_with_float32_outputs(
-    sp_model, tokenizer, tmp_path, policy):
+    sp_model, tokenizer, tmp_path, policy, serve):
   policy("mixed_bfloat16")
   config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
   classifier, backbone = XLNetClassifier(XLNetModel(config), 3), XLNetModel(config)
@@ -257,12 +325,8 @@ def _xla_functions(path):
 
 
 def test_default_export_has_no_xla_functions_and_xla_export_serves_the_same(
-    sp_model, tokenizer, tmp_path):
-  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
-  backbone = XLNetModel(config)
-  randomize_weights(backbone, 5)
-  plain = export_saved_model(backbone, sp_model, str(tmp_path), "plain", LENGTH)
-  with_xla = export_saved_model(backbone, sp_model, str(tmp_path), "xla", LENGTH, xla=True)
+    tokenizer, serve, backbone_exports):
+  backbone, plain, with_xla = backbone_exports
   # TF Serving without --xla_cpu_compilation_enabled fails on a function XLA must compile.
   assert _xla_functions(plain) == []
   assert _xla_functions(with_xla)

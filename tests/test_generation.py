@@ -25,6 +25,13 @@ def tiny_lm(attn_type, seed=0, **overrides):
   return XLNetPretrainer(XLNetModel(config), objective="clm" if attn_type == "uni" else "perm")
 
 
+@pytest.fixture(scope="module")
+def lms():
+  """One tiny LM per attention type, shared: generate() keeps a model's compiled steps, so the
+  tests that run the same settings compile them once."""
+  return {attn_type: tiny_lm(attn_type) for attn_type in ("uni", "bi")}
+
+
 def prompts(rng):
   """Three prompts of lengths 9, 6 and 3, left-padded to 9."""
   ids = rng.integers(10, N_TOKEN, size=(3, 9)).astype(np.int32)
@@ -54,8 +61,8 @@ def reference_next_token_logits(model, sequence, mask, first):
 
 
 @pytest.mark.parametrize("attn_type", ["uni", "bi"])
-def test_greedy_with_cache_equals_recomputing_and_one_forward_pass(attn_type, rng):
-  model = tiny_lm(attn_type)
+def test_greedy_with_cache_equals_recomputing_and_one_forward_pass(attn_type, rng, lms):
+  model = lms[attn_type]
   input_ids, input_mask = prompts(rng)
   cached = generation.generate(model, input_ids, NEW, input_mask=input_mask).numpy()
   recomputed = generation.generate(model, input_ids, NEW, input_mask=input_mask,
@@ -70,8 +77,8 @@ def test_greedy_with_cache_equals_recomputing_and_one_forward_pass(attn_type, rn
 
 
 @pytest.mark.parametrize("attn_type", ["uni", "bi"])
-def test_a_left_padded_row_generates_what_it_generates_alone(attn_type, rng):
-  model = tiny_lm(attn_type, seed=1)
+def test_a_left_padded_row_generates_what_it_generates_alone(attn_type, rng, lms):
+  model = lms[attn_type]
   input_ids, input_mask = prompts(rng)
   batch = generation.generate(model, input_ids, NEW, input_mask=input_mask).numpy()
   for row in range(3):
@@ -80,8 +87,8 @@ def test_a_left_padded_row_generates_what_it_generates_alone(attn_type, rng):
                                   batch[row, -NEW:])
 
 
-def test_sampling_is_reproducible_for_a_seed_and_top_k_1_is_greedy(rng):
-  model = tiny_lm("bi", seed=2)
+def test_sampling_is_reproducible_for_a_seed_and_top_k_1_is_greedy(rng, lms):
+  model = lms["bi"]
   input_ids, input_mask = prompts(rng)
   sample = lambda **kw: generation.generate(  # noqa: E731
       model, input_ids, NEW, input_mask=input_mask, temperature=1.0, **kw).numpy()
@@ -133,8 +140,8 @@ def test_draws_follow_the_filtered_softmax(rng):
   np.testing.assert_allclose(frequencies, expected, atol=0.015)
 
 
-def test_stop_ids_end_each_row_and_the_rest_is_padding(rng):
-  model = tiny_lm("uni", seed=3)
+def test_stop_ids_end_each_row_and_the_rest_is_padding(rng, lms):
+  model = lms["uni"]
   input_ids, input_mask = prompts(rng)
   free = generation.generate(model, input_ids, NEW, input_mask=input_mask).numpy()
   stop = int(free[0, 9 + 2])
@@ -179,8 +186,8 @@ def test_a_uni_step_feeds_one_token_over_the_cache():
      "input_mask"),
     (dict(input_ids=[[1.5, 2.0]], max_new_tokens=2), "input_ids"),
 ])
-def test_bad_input_names_the_argument(arguments, message):
-  model = tiny_lm("uni")
+def test_bad_input_names_the_argument(arguments, message, lms):
+  model = lms["uni"]
   input_ids = arguments.pop("input_ids")
   max_new_tokens = arguments.pop("max_new_tokens")
   with pytest.raises(UserInputError, match=message):

@@ -4,6 +4,7 @@ import pytest
 
 from checkpoint_files import (huggingface_tensors, original_weights, write_huggingface_directory,
                               write_tf1_checkpoint)
+from layer_checks import assert_keras_file_round_trip
 from model_inputs import padded_pair_batch, tiny_config
 from xlnet_reference import randomize_weights, xlnet_forward
 from xlnet_tf import XLNetModel, checkpoints
@@ -95,9 +96,7 @@ def test_regression_and_keras_round_trip(tmp_path, rng):
   scores = model(inputs).numpy()
   assert scores.shape == (2,)
   assert "model/regression_sts-b/logit/kernel" in model.original_head_variables()
-  model.save(str(tmp_path / "m.keras"))
-  restored = keras.models.load_model(str(tmp_path / "m.keras"))
-  np.testing.assert_allclose(restored(inputs).numpy(), scores, atol=1e-6)
+  assert_keras_file_round_trip(model, lambda m: m(inputs), tmp_path / "m.keras")
 
 
 def test_long_documents_depend_on_earlier_segments_through_memory(sp_model):

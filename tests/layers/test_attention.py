@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-
+from layer_checks import assert_config_round_trip
 from xlnet_tf.layers.attention import RelativeMultiHeadAttention
 from xlnet_tf.layers.position_encoding import relative_position_encoding
 
@@ -19,12 +19,8 @@ def test_config_round_trip_and_two_streams(rng):
   query = rng.standard_normal([2, 2, 16]).astype(np.float32)
   positions = np.array([[1, 4], [0, 2]], np.int32)
   content_out, query_out = _call(layer, content, query, positions)
-  clone = RelativeMultiHeadAttention.from_config(layer.get_config())
-  clone.build(content.shape)
-  clone.set_weights(layer.get_weights())
-  clone_content, clone_query = _call(clone, content, query, positions)
-  np.testing.assert_allclose(clone_content.numpy(), content_out.numpy(), atol=1e-6)
-  np.testing.assert_allclose(clone_query.numpy(), query_out.numpy(), atol=1e-6)
+  clone = assert_config_round_trip(layer, lambda a: _call(a, content, query, positions),
+                                   build_shape=content.shape)
   assert clone.get_config()["dropatt"] == 0.2
   # The content stream does not depend on the query stream.
   alone, _ = _call(layer, content, None, positions)

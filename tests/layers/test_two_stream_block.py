@@ -1,5 +1,6 @@
 import numpy as np
 
+from layer_checks import assert_config_round_trip
 from xlnet_tf.layers.feed_forward import PositionwiseFeedForward, gelu_tanh
 from xlnet_tf.layers.position_encoding import relative_position_encoding
 from xlnet_tf.layers.two_stream_block import TwoStreamBlock
@@ -46,18 +47,13 @@ def test_feed_forward_on_two_streams_equals_two_calls(rng):
 def test_block_config_round_trip_and_shared_feed_forward(rng):
   block = TwoStreamBlock(n_head=2, d_head=4, d_inner=12, ff_activation="gelu", name="layer_0")
   block.build((None, None, 8))
-  clone = TwoStreamBlock.from_config(block.get_config())
-  clone.build((None, None, 8))
-  clone.set_weights(block.get_weights())
   content = rng.standard_normal([2, 4, 8]).astype(np.float32)
   query = rng.standard_normal([2, 2, 8]).astype(np.float32)
   encoding = relative_position_encoding(4, 4, 2, 8)
   bias = rng.standard_normal([2, 4]).astype(np.float32)
   kwargs = dict(query=query, query_positions=np.array([[0, 3], [1, 2]], np.int32),
                 query_valid=np.ones([2, 2], np.float32))
-  ours = block(content, encoding, bias, bias, **kwargs)
-  theirs = clone(content, encoding, bias, bias, **kwargs)
-  for a, b in zip(ours, theirs):
-    np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)
+  assert_config_round_trip(block, lambda layer: layer(content, encoding, bias, bias, **kwargs),
+                           build_shape=(None, None, 8))
   # One set of weights for both streams: 5 attention kernels + 2 LayerNorms + 2 dense layers.
   assert len(block.weights) == 5 + 2 + 2 + 2 + 2

@@ -294,7 +294,9 @@ def test_train_step_compiles_with_xla(small_data, tmp_path):
 def test_cli_main_job_builds_data_trains_evaluates_and_resumes(tmp_path):
   script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "pretrain.py")
   common = [sys.executable, script, f"--output_dir={tmp_path}",
-            "--save_steps=10", "--log_steps=10", "--eval_batches=3", "--warmup_steps=5"]
+            "--save_steps=10", "--log_steps=10", "--eval_batches=3", "--warmup_steps=5",
+            "--model_size=tiny", "--vocab_size=500", "--seq_len=32", "--reuse_len=16",
+            "--num_predict=5", "--bsz_per_host=4"]
   first = subprocess.run(common + ["--train_steps=20"], capture_output=True, text=True,
                          timeout=600)
   assert first.returncode == 0, first.stderr[-3000:]

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from model_inputs import perm_mask_from_ranks
 from xlnet_tf import XLNetConfig, XLNetModel
 from xlnet_tf.pretraining import stage
 from xlnet_tf.pretraining.corpus import ReadStats, read_documents
 from xlnet_tf.pretraining.stage import create_pretraining_data
-from xlnet_tf.pretraining.permutation import perm_mask_from_ranks
 from xlnet_tf.pretraining.examples import ExampleBuilder
 from xlnet_tf.pretraining.records import (load_record_info, pretraining_dataset,
                                           serialize_example)

@@ -51,18 +51,6 @@ def _chunks(length: int, perm_size: int):
   return (positions // perm_size) * perm_size, positions % perm_size
 
 
-def perm_mask_from_ranks(ranks, is_target, reuse_len: int):
-  """NumPy [T, T] perm_mask (1 = may not attend) from ranks [T] and is_target [T]."""
-  ranks = np.asarray(ranks)
-  selected_or_functional = ranks >= 0
-  own_rank = np.where(is_target, ranks, ranks + 1)
-  local = (own_rank[:, None] <= ranks[None, :]) & selected_or_functional[None, :]
-  new_part = np.arange(len(ranks)) >= reuse_len
-  same_part = new_part[:, None] == new_part[None, :]
-  reuse_sees_new = ~new_part[:, None] & new_part[None, :]
-  return np.where(same_part, local, reuse_sees_new).astype(np.float32)
-
-
 def expand_factorization(input_ids, ranks, target_positions, reuse_len: int):
   """TF, batched: the model's permutation-LM inputs from the stored form.
 

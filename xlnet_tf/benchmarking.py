@@ -1,0 +1,130 @@
+"""The model steps run/benchmark.py times and run/profile_step.py profiles.
+
+One place for both tools, importable as a package module (no sys.path edits): random inputs
+with the original's permutation-mask semantics, and a callable running one forward, train,
+serving or generation step of xlnet_tf for a benchmark spec (dict: size, batch, seq_len,
+dtype, mode, and optionally jit, fused, vocab, new_tokens, keras_optimizer).
+
+Imports of TensorFlow and of the rest of the package happen inside the functions: the
+benchmark's --baseline workers import this module first, then point `xlnet_tf` at another
+revision, whose layers these steps then time.
+"""
+
+import os
+import tempfile
+
+VOCAB = 32000  # the released models'; --vocab_sizes for others
+
+
+def random_inputs(batch, seq_len, seed=0, vocab=VOCAB):
+  """Random ids; per row seq_len/6 targets in a random order (the original's mask semantics)."""
+  import numpy as np
+  rng = np.random.default_rng(seed)
+  predictions = max(seq_len // 6, 1)
+  ids = rng.integers(10, vocab, size=[batch, seq_len]).astype(np.int32)
+  perm_mask = np.zeros([batch, seq_len, seq_len], np.float32)
+  target_mapping = np.zeros([batch, predictions, seq_len], np.float32)
+  for row in range(batch):
+    targets = rng.choice(seq_len, predictions, replace=False)
+    rank = np.full(seq_len, -1)
+    rank[targets] = rng.permutation(predictions)
+    is_target = rank >= 0
+    # j is hidden from i when j is a target and i is not a later target.
+    perm_mask[row] = is_target[None, :] & (~is_target[:, None] | (rank[None, :] >= rank[:, None]))
+    target_mapping[row, np.arange(predictions), targets] = 1.0
+  return ids, perm_mask, target_mapping
+
+
+def build_xlnet_tf_step(spec):
+  """A callable running one forward or train step of xlnet_tf for `spec` (see the module docstring).
+
+  spec["jit"] overrides the default: XLA for float32; none for bfloat16, whose matmuls XLA's
+  CPU backend runs at the float32 rate while TF's oneDNN kernels use the bfloat16 units."""
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  import keras
+  import tensorflow as tf
+  from xlnet_tf import XLNetConfig, XLNetModel
+  from xlnet_tf.heads import XLNetPretrainer
+  from xlnet_tf.heads.pretrainer import masked_lm_loss
+  from xlnet_tf.training.optimization import create_optimizer
+  if spec["dtype"] == "bfloat16":
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  jit = spec.get("jit")
+  jit = spec["dtype"] == "float32" if jit is None else jit
+  vocab = spec.get("vocab", VOCAB)
+  config = XLNetConfig.preset(spec["size"], n_token=vocab, dropout=0.1, dropatt=0.1)
+  batch, seq_len = spec["batch"], spec["seq_len"]
+  ids, perm_mask, target_mapping = random_inputs(batch, seq_len, vocab=vocab)
+  inputs = {"input_ids": tf.constant(ids), "segment_ids": tf.zeros_like(ids),
+            "input_mask": tf.ones([batch, seq_len])}
+  if spec["mode"] == "generate":
+    return _generation_step(spec)
+  # profile_step.py --nofused; passed only when asked (a --baseline revision may predate it)
+  backbone = XLNetModel(config, **({"fused": spec["fused"]} if "fused" in spec else {}))
+  if spec["mode"] in ("serve", "serve_xla"):
+    return _serving_step(backbone, inputs, seq_len, xla=spec["mode"] == "serve_xla")
+  if spec["mode"] == "forward":
+    model = backbone
+    forward = tf.function(lambda x: model(x, training=False)["sequence_output"],
+                          jit_compile=jit)
+    return lambda: forward(inputs).numpy()
+  model = XLNetPretrainer(backbone)
+  inputs.update(perm_mask=tf.constant(perm_mask), target_mapping=tf.constant(target_mapping))
+  target = tf.gather(inputs["input_ids"], tf.argmax(target_mapping, -1, output_type=tf.int32),
+                     batch_dims=1)
+  mask = tf.ones(target.shape)
+  if spec.get("keras_optimizer"):
+    keras_adamw = keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6, clipnorm=1.0)
+    keras_adamw.build(model.trainable_variables)
+
+    @tf.function(jit_compile=jit)
+    def whole_step(x):
+      with tf.GradientTape() as tape:
+        loss = masked_lm_loss(model(x, training=True)["logits"], target, mask)
+      keras_adamw.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                      model.trainable_variables))
+      return loss
+    return lambda: whole_step(inputs).numpy()
+  optimizer = create_optimizer(model, 1e-4, 1000, 10)
+
+  @tf.function(jit_compile=jit)
+  def gradients(x):
+    with tf.GradientTape() as tape:
+      loss = masked_lm_loss(model(x, training=True)["logits"], target, mask)
+    return loss, tape.gradient(loss, model.trainable_variables)
+
+  @tf.function
+  def step(x):
+    loss, grads = gradients(x)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+  return lambda: step(inputs).numpy()
+
+
+def _generation_step(spec):
+  """Greedy generation of spec["new_tokens"] tokens after random prompts [batch, seq_len] with
+  the XLNet LM (XLNetPretrainer, objective perm; bi_data off, as generation needs)."""
+  from xlnet_tf import XLNetConfig, XLNetModel, generation
+  from xlnet_tf.heads import XLNetPretrainer
+  config = XLNetConfig.preset(spec["size"], n_token=VOCAB, bi_data=False)
+  model = XLNetPretrainer(XLNetModel(config))
+  ids, _, _ = random_inputs(spec["batch"], spec["seq_len"])
+  return lambda: generation.generate(model, ids, spec["new_tokens"]).numpy()
+
+
+def _serving_step(model, inputs, seq_len, xla):
+  """The backbone exported for TF Serving (xlnet_tf.export), loaded back: its serve_ids
+  signature, in the graph a model server runs (the policy's dtype; the element-wise regions
+  as plain ops, or XLA-compiled with `xla`)."""
+  import tensorflow as tf
+  from xlnet_tf.pretraining import corpus
+  from xlnet_tf.text.sentencepiece_training import train_sentencepiece
+  from xlnet_tf.export import export_saved_model
+  with tempfile.TemporaryDirectory() as directory:  # the export needs a SentencePiece model
+    files = corpus.write_corpus_files(corpus.python_docs_documents()[:200],
+                                      os.path.join(directory, "corpus"), num_files=1)
+    sp_path = train_sentencepiece(files, os.path.join(directory, "spiece"), vocab_size=1000)
+    path = export_saved_model(model, sp_path, directory, "bench", seq_len, warmup_requests=0,
+                              xla=xla)
+    serve_ids = tf.saved_model.load(path).signatures["serve_ids"]
+  return lambda: serve_ids(**inputs)["sequence_output"].numpy()
