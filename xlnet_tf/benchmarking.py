@@ -2,7 +2,8 @@
 
 One place for both tools, importable as a package module (no sys.path edits): random inputs
 with the original's permutation-mask semantics, and a callable running one forward, train,
-serving or generation step of xlnet_tf for a benchmark spec (dict: size, batch, seq_len,
+serving or generation step of xlnet_tf (or one classifier fine-tuning step, for
+run/benchmark.py --memory: build_finetuning_step) for a benchmark spec (dict: size, batch, seq_len,
 dtype, mode, and optionally jit, fused, vocab, new_tokens, keras_optimizer).
 
 Imports of TensorFlow and of the rest of the package happen inside the functions: the
