@@ -18,6 +18,15 @@ the new tokens.
 
   python run/benchmark.py --sizes=base --shapes=4x128,2x512 --rounds=2 --output=docs/benchmarks
 
+--memory measures instead the peak memory of ONE fine-tuning step (classifier head, forward +
+backward + the project's AdamW update, dropout on), each --shapes point x --dtypes x
+--recompute in a fresh process (host peak RSS; on a GPU TensorFlow's device-memory peak), fits
+peak = fixed + per_example * batch per row and reports the largest batch that fits
+--memory_budget_gb (xlnet_tf/finetuning_memory.py; docs/benchmarks.md, "Fine-tuning memory"):
+
+  python run/benchmark.py --memory --sizes=base,large --shapes=1x128,2x128,4x128,1x512,2x512 \
+      --dtypes=float32,bfloat16 --recompute=false,true --output=docs/benchmarks_issue27_memory
+
 With --rounds=N every row is measured N times, the implementations taking turns, and the table
 keeps each row's best (all rounds' times are in the JSON).
 
@@ -51,6 +60,7 @@ from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf.benchmarking import VOCAB, build_xlnet_tf_step, random_inputs
 from xlnet_tf.config import SIZE_PRESETS
+from xlnet_tf import finetuning_memory
 
 flags.DEFINE_list("sizes", ["base"], "Model sizes: base, large.")
 flags.DEFINE_list("shapes", ["4x128", "2x512"], "batch x seq_len pairs.")
@@ -77,6 +87,13 @@ flags.DEFINE_bool("keras_optimizer", False, "Train rows: Keras' own AdamW, the w
 flags.DEFINE_string("output", None, "Write OUTPUT.json and OUTPUT.md.")
 flags.DEFINE_string("baseline", None, "A git revision: also time xlnet_tf as it was there, "
                     "taking turns with this revision, and print the ratio.")
+flags.DEFINE_bool("memory", False, "Measure the peak memory of one fine-tuning step per "
+                  "--sizes x --shapes x --dtypes x --recompute point instead (see above).")
+flags.DEFINE_list("recompute", ["false", "true"], "--memory: the backbone's recompute_blocks "
+                  "settings to measure.")
+flags.DEFINE_float("memory_budget_gb", 16.0, "--memory: the largest batch that fits this.")
+flags.DEFINE_float("memory_limit_gb", 20.0, "--memory: skip a point whose peak the row's "
+                   "points so far predict above this (it would exhaust the machine).")
 flags.DEFINE_string("worker", None, "Internal: run one measurement (JSON spec).")
 flags.DEFINE_string("report_only", None, "Rebuild OUTPUT.md from a saved JSON, no measuring.")
 FLAGS = flags.FLAGS
@@ -252,7 +269,8 @@ def _time(run, spec, flops=None):
 
 
 WORKERS = {"xlnet_tf": run_xlnet_tf, "hf_torch": run_hf_torch, "keras_hub": run_keras_hub,
-           "matmul": run_matmul, "dropout": run_dropout, "data_stage": run_data_stage}
+           "matmul": run_matmul, "dropout": run_dropout, "data_stage": run_data_stage,
+           "finetune_memory": finetuning_memory.step_memory}
 MODES = {"forward": {"xlnet_tf", "hf_torch", "keras_hub"},
          "train": {"xlnet_tf", "hf_torch"},  # keras-hub's backbone has no permutation-LM path
          "serve": {"xlnet_tf"}, "serve_xla": {"xlnet_tf"}, "generate": {"xlnet_tf", "hf_torch"}}
@@ -411,6 +429,9 @@ def main(argv):
       _import_xlnet_tf_from(spec["source"])
     print("RESULT " + json.dumps(WORKERS[spec["implementation"]](spec)))
     return
+  if FLAGS.memory:
+    measure_memory()
+    return
   if FLAGS.report_only:
     with open(FLAGS.report_only) as handle:
       saved = json.load(handle)
@@ -437,6 +458,37 @@ def main(argv):
   finally:
     if baseline:
       _remove_worktree(baseline["source"])
+
+
+def measure_memory():
+  """--memory: every point in its own process; the table rewritten after each point (a long
+  run's results so far survive an interruption)."""
+  command = f"python run/benchmark.py {' '.join(sys.argv[1:])}"
+  results = []
+  for spec in finetuning_memory.memory_specs(FLAGS.sizes, FLAGS.shapes, FLAGS.dtypes, [
+      value.lower() == "true" for value in FLAGS.recompute]):
+    point = dict(spec, implementation="finetune_memory")
+    if FLAGS.jit_compile != "auto":
+      point["jit"] = FLAGS.jit_compile == "true"
+    predicted = finetuning_memory.too_big(results, point, FLAGS.memory_limit_gb)
+    result = (dict(point, skipped=f"predicted {predicted:.1f} GB") if predicted is not None
+              else measure(point))
+    print(json.dumps(result), flush=True)
+    results.append(result)
+    _write_memory(results, command)
+
+
+def _write_memory(results, command):
+  rows = finetuning_memory.memory_table(results, FLAGS.memory_budget_gb)
+  table = finetuning_memory.memory_markdown(rows, FLAGS.memory_budget_gb)
+  if not FLAGS.output:
+    print(table)
+    return
+  os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)
+  with open(FLAGS.output + ".json", "w") as handle:
+    json.dump({"command": command, "results": results, "rows": rows}, handle, indent=2)
+  with open(FLAGS.output + ".md", "w") as handle:
+    handle.write(f"# Fine-tuning memory\n\nCommand: `{command}`\n\n{table}\n")
 
 
 def _measure_all(implementations, baseline, dropout, data_stage):

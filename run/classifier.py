@@ -73,6 +73,7 @@ def main(argv):
   with strategy.scope():
     model = classification.build_classifier(config, task, FLAGS.summary_type,
                                             FLAGS.init_checkpoint, FLAGS.init_checkpoint_format)
+    common_flags.apply_memory_flags(model.backbone)
     if FLAGS.do_train:
       result = classification.train_classifier(model, task, options, best_dir)
       write_json(os.path.join(FLAGS.output_dir, "train_history.json"), result)

@@ -7,6 +7,7 @@ from absl import flags
 import keras
 
 from xlnet_tf import XLNetConfig, XLNetModel
+from xlnet_tf.layer_freezing import check_frozen_layers
 from xlnet_tf.tasks import finetuning
 from xlnet_tf.progress import PROGRESS_MODES
 from xlnet_tf.text.tokenizer import XLNetTokenizer, check_vocabulary
@@ -50,6 +51,11 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, train_steps
   flags.DEFINE_integer("warmup_steps", warmup_steps, "Linear warmup steps.")
   flags.DEFINE_float("lr_layer_decay_rate", lr_layer_decay_rate, "Layer i's learning rate is "
                      "multiplied by rate^(n_layer - 1 - i).")
+  flags.DEFINE_bool("recompute", False, "Recompute each block in the backward pass instead of "
+                    "keeping its activations: less memory, about a third more compute "
+                    "(docs/benchmarks.md, Fine-tuning memory).")
+  flags.DEFINE_integer("freeze_layers", None, "Do not train the embedding and the first N "
+                       "blocks (0: the embedding only); default: train everything.")
   flags.DEFINE_bool("do_train", False, "Train.")
   flags.DEFINE_bool("do_eval", False, "Evaluate on dev.")
   flags.DEFINE_bool("do_predict", False, "Write test predictions.")
@@ -68,6 +74,14 @@ def pretrained_backbone(config):
   if values.init_checkpoint:
     finetuning.load_pretrained_weights(backbone, values.init_checkpoint,
                                        values.init_checkpoint_format)
+  return apply_memory_flags(backbone)
+
+
+def apply_memory_flags(backbone):
+  """--recompute and --freeze_layers on `backbone` (before the optimizer is built)."""
+  backbone.recompute_blocks = flags.FLAGS.recompute
+  if flags.FLAGS.freeze_layers is not None:
+    backbone.freeze_layers(flags.FLAGS.freeze_layers)
   return backbone
 
 
@@ -86,6 +100,8 @@ def finetuning_setup(config_path=None, examples_per_row=1, **config_overrides):
   options = finetuning_options()
   config_path = config_path or values.model_config
   config = XLNetConfig.from_json_file(config_path, **config_overrides).for_finetuning()
+  if values.freeze_layers is not None:
+    check_frozen_layers(values.freeze_layers, config.n_layer, "--freeze_layers")
   finetuning.check_sequence_length(config, values.max_seq_length,
                                    values.train_batch_size * examples_per_row)
   tokenizer = XLNetTokenizer(values.sp_path, lower=values.uncased)

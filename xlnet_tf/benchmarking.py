@@ -2,7 +2,8 @@
 
 One place for both tools, importable as a package module (no sys.path edits): random inputs
 with the original's permutation-mask semantics, and a callable running one forward, train,
-serving or generation step of xlnet_tf for a benchmark spec (dict: size, batch, seq_len,
+serving or generation step of xlnet_tf (or one classifier fine-tuning step, for
+run/benchmark.py --memory: build_finetuning_step) for a benchmark spec (dict: size, batch, seq_len,
 dtype, mode, and optionally jit, fused, vocab, new_tokens, keras_optimizer).
 
 Imports of TensorFlow and of the rest of the package happen inside the functions: the
@@ -85,12 +86,21 @@ def build_xlnet_tf_step(spec):
                                       model.trainable_variables))
       return loss
     return lambda: whole_step(inputs).numpy()
-  optimizer = create_optimizer(model, 1e-4, 1000, 10)
+  step = train_step(model, lambda x: masked_lm_loss(model(x, training=True)["logits"], target,
+                                                    mask),
+                     create_optimizer(model, 1e-4, 1000, 10), jit)
+  return lambda: step(inputs).numpy()
+
+
+def train_step(model, loss_of, optimizer, jit):
+  """A tf.function running one training step as run/pretrain.py's loop does: the loss
+  `loss_of(inputs)` and its gradients (XLA-compiled with `jit`), then the optimizer's update."""
+  import tensorflow as tf
 
   @tf.function(jit_compile=jit)
   def gradients(x):
     with tf.GradientTape() as tape:
-      loss = masked_lm_loss(model(x, training=True)["logits"], target, mask)
+      loss = loss_of(x)
     return loss, tape.gradient(loss, model.trainable_variables)
 
   @tf.function
@@ -98,6 +108,41 @@ def build_xlnet_tf_step(spec):
     loss, grads = gradients(x)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     return loss
+  return step
+
+
+def build_finetuning_step(spec):
+  """A callable running one fine-tuning step of the classifier head (forward, backward and the
+  project's AdamW update) for `spec`: size, batch, seq_len, dtype, recompute (the backbone's
+  recompute_blocks), optionally jit (default as build_xlnet_tf_step), vocab, freeze_layers.
+  Two-segment rows (A <sep> B <sep> <cls>), dropout 0.1, 2 classes."""
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  import keras
+  import numpy as np
+  import tensorflow as tf
+  from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel
+  from xlnet_tf.training.optimization import create_optimizer
+  if spec["dtype"] == "bfloat16":
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  jit = spec.get("jit")
+  jit = spec["dtype"] == "float32" if jit is None else jit
+  config = XLNetConfig.preset(spec["size"], n_token=spec.get("vocab", VOCAB)).for_finetuning(
+      dropout=0.1, dropatt=0.1)
+  backbone = XLNetModel(config, recompute_blocks=spec["recompute"])
+  if spec.get("freeze_layers") is not None:
+    backbone.freeze_layers(spec["freeze_layers"])
+  model = XLNetClassifier(backbone, num_classes=2)
+  batch, seq_len = spec["batch"], spec["seq_len"]
+  ids, _, _ = random_inputs(batch, seq_len, vocab=config.n_token)
+  half = (seq_len - 1) // 2
+  segments = np.array([0] * half + [1] * (seq_len - 1 - half) + [2], np.int32)
+  inputs = {"input_ids": tf.constant(ids),
+            "segment_ids": tf.constant(np.tile(segments, [batch, 1])),
+            "input_mask": tf.ones([batch, seq_len])}
+  labels = tf.constant(np.arange(batch) % 2, tf.int32)
+  loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+  step = train_step(model, lambda x: loss(labels, model(x, training=True)),
+                    create_optimizer(model, 2e-5, 1000, weight_decay=0.01), jit)
   return lambda: step(inputs).numpy()
 
 

@@ -5,7 +5,7 @@ N heads, H head size.
 """
 
 import contextlib
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import keras
 import tensorflow as tf
@@ -14,6 +14,7 @@ import tensorflow as tf
 from xlnet_tf.backbone_inputs import (BACKBONE_INPUTS, backbone_inputs,  # noqa: F401
                                       checked_backbone_inputs)
 from xlnet_tf.config import XLNetConfig
+from xlnet_tf import layer_freezing
 from xlnet_tf.layers import masks as mask_lib
 from xlnet_tf.layers.dropout import FastDropout
 from xlnet_tf.layers.position_encoding import RelativePositionEncoding
@@ -67,11 +68,14 @@ class XLNetModel(keras.Model):
   [(2, 4, 32), (2, 4, 32)]
   """
 
-  def __init__(self, config, recompute_blocks: bool = False, fused: bool = True, **kwargs):
+  def __init__(self, config, recompute_blocks: bool = False, fused: bool = True,
+               frozen_layers: Optional[int] = None, **kwargs):
     """`recompute_blocks`: in training, keep only each block's inputs and recompute the rest
     during the backward pass (less memory for long sequences, about a third more compute).
     Each block's dropout seeds derive from one seed per block and step, so the recomputed
     pass draws the forward's masks (with or without recompute_blocks alike).
+
+    `frozen_layers`: see freeze_layers.
 
     `fused=False`: the layers compute with ordinary TensorFlow ops, the attention score as
     one function that reads like the paper (layers.attention.relative_attention_probabilities)
@@ -95,7 +99,19 @@ class XLNetModel(keras.Model):
     self.position_dropout = FastDropout(config.dropout)
     self.output_dropout = FastDropout(config.dropout)
     self.block_seed_generator = keras.random.SeedGenerator(name="block_seed_generator")
+    self.frozen_layers = None
     self.build()
+    if frozen_layers is not None:
+      self.freeze_layers(frozen_layers)
+
+  def freeze_layers(self, frozen_layers: Optional[int]) -> None:
+    """Trains neither the embedding (word_embedding, mask_emb) nor the first `frozen_layers`
+    blocks, their rows of the stacked per-layer variables included (0: the embedding only;
+    None: everything trained). Call it before the optimizer is built; Model.fit, custom loops
+    and XLNetAdamW (weight decay included) then leave them bit-identical (see
+    xlnet_tf.layer_freezing). UserInputError outside 0..n_layer."""
+    layer_freezing.freeze(self, frozen_layers)
+    self.frozen_layers = frozen_layers
 
   def build(self, input_shape=None):
     """Creates every weight from the config alone, so a new model can load weights at once."""
@@ -203,10 +219,12 @@ class XLNetModel(keras.Model):
 
   def _layer_biases(self, index: int, with_segments: bool) -> Dict[str, Any]:
     """Block `index`'s attention biases: its own slices with untie_r, else the shared ones."""
-    layer_bias = (lambda bias: bias[index]) if self.config.untie_r else (lambda bias: bias)
+    # A frozen block's rows of the stacked variables take no gradient (layer_freezing).
+    row = lambda variable: layer_freezing.held_row(variable, index, self.frozen_layers)
+    layer_bias = row if self.config.untie_r else (lambda bias: bias)
     biases = {"r_w_bias": layer_bias(self.r_w_bias), "r_r_bias": layer_bias(self.r_r_bias)}
     if with_segments:
-      biases.update(r_s_bias=layer_bias(self.r_s_bias), seg_embed=self.seg_embed[index])
+      biases.update(r_s_bias=layer_bias(self.r_s_bias), seg_embed=row(self.seg_embed))
     return biases
 
   def layer_position_keys(self, query_length: int, key_length: int):
@@ -224,13 +242,14 @@ class XLNetModel(keras.Model):
   # ---- serialization ---------------------------------------------------------------------
   def get_config(self):
     return {"config": self.config.to_dict(), "name": self.name,
-            "recompute_blocks": self.recompute_blocks, "fused": self.fused}
+            "recompute_blocks": self.recompute_blocks, "fused": self.fused,
+            "frozen_layers": self.frozen_layers}
 
   @classmethod
   def from_config(cls, config):
     return cls(XLNetConfig.from_dict(config["config"]), name=config.get("name", "transformer"),
                recompute_blocks=config.get("recompute_blocks", False),
-               fused=config.get("fused", True))
+               fused=config.get("fused", True), frozen_layers=config.get("frozen_layers"))
 
 
 def _stream_masks(config, inputs, batch_size, length, memory_length, dtype) -> Dict[str, Any]:

@@ -256,6 +256,10 @@ CLASSIFIER_CASES = [  # (extra flags, the error line after "error: "), {root} = 
     (["--model_config=", "--init_checkpoint={root}/corrupt"],
      "{root}/corrupt/model.weights.h5: not a readable HDF5 file"),
     (["--nodo_train"], "nothing to do: pass --do_train, --do_eval and/or --do_predict"),
+    (["--freeze_layers=3"], "--freeze_layers must be an integer from 0 to the model's n_layer "
+     "(2); got 3"),
+    (["--freeze_layers=-1"], "--freeze_layers must be an integer from 0 to the model's n_layer "
+     "(2); got -1"),
 ]
 
 

@@ -14,9 +14,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf.layer_freezing import STACKED_VARIABLES, frozen_row_mask
+
 NO_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias", "lm_loss_bias")
 _LAYER = re.compile(r"(^|/)layer_(\d+)(/|$)")
-_PER_LAYER_VARIABLES = ("r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -73,7 +74,7 @@ def layerwise_multipliers(variables, n_layer: int, decay_rate: float) -> Dict[st
       multipliers[path] = np.float32(decay_rate ** (n_layer - 1 - int(match.group(2))))
     elif name in ("word_embedding", "mask_emb"):
       multipliers[path] = np.float32(decay_rate ** n_layer)
-    elif name in _PER_LAYER_VARIABLES and len(variable.shape) >= 3 and \
+    elif name in STACKED_VARIABLES and len(variable.shape) >= 3 and \
         variable.shape[0] == n_layer:
       per_layer = decay_rate ** (n_layer - 1 - np.arange(n_layer))
       multipliers[path] = per_layer.reshape([n_layer] + [1] * (len(variable.shape) - 1)
@@ -113,6 +114,13 @@ def _adamw_step_in_place(gradient, variable, first, second, *scalars):
 def _assign_all(variables, values):
   for variable, value in zip(variables, values):
     variable.assign(value)
+
+
+def _product(multiplier, mask):
+  """The product of two optional learning-rate multipliers (None = 1)."""
+  if multiplier is None or mask is None:
+    return mask if multiplier is None else multiplier
+  return (np.asarray(multiplier, np.float32) * mask).astype(np.float32)
 
 
 def global_norm(tensors):
@@ -159,8 +167,10 @@ class XLNetAdamW(keras.optimizers.Optimizer):
     super().build(variables)
     self._first_moments = [self.add_variable_from_reference(v, "m") for v in variables]
     self._second_moments = [self.add_variable_from_reference(v, "v") for v in variables]
-    # update_step may receive the backend variable, which has no path: key by index.
-    self._multipliers = [self.lr_multipliers.get(v.path) for v in variables]
+    # update_step may receive the backend variable, which has no path: key by index. Frozen
+    # rows of a stacked variable (layer_freezing) take a zero step, weight decay included.
+    self._multipliers = [_product(self.lr_multipliers.get(v.path), frozen_row_mask(v))
+                         for v in variables]
     self._decayed = [not any(part in v.path for part in NO_WEIGHT_DECAY) for v in variables]
     # Per optimizer: a module-level function would keep traces of deleted variables.
     self._fused_step = tf.function(_adamw_step, jit_compile=True)
