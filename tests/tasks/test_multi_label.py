@@ -203,3 +203,16 @@ def test_export_serves_each_labels_sigmoid_and_the_labels_over_their_thresholds(
   np.testing.assert_array_equal(served["predicted_labels"].numpy(), expected)
   np.testing.assert_allclose(served["thresholds"].numpy()[0], model.thresholds, atol=1e-7)
   assert json.load(open(os.path.join(path, "assets", "labels.json"))) == LABELS
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(task_name="sst-2", multi_label=True), "--multi_label reads generic files"),
+    (dict(multi_label=True, regression=True), "--multi_label and --regression exclude"),
+    (dict(multi_label=True, label_delimiter=""), "--label_delimiter='': must be the separator"),
+])
+def test_multi_label_options_no_run_can_use_are_refused(sp_model, tmp_path, arguments, message):
+  arguments = {"task_name": "generic", **arguments}
+  with pytest.raises(UserInputError, match=message):
+    load_task(tokenizer=XLNetTokenizer(sp_model), max_seq_length=16, data_dir=str(tmp_path),
+              files={"train": write_tsv(tmp_path / "train.tsv", TRAIN)}, splits=("train",),
+              **arguments)
