@@ -40,6 +40,12 @@ flags.DEFINE_enum("objective", "perm", objectives.NAMES, "perm: factorization or
                   "--nobi_data).")
 flags.DEFINE_bool("span_prediction", True, "Targets are whole-word spans (False: single "
                   "tokens).")
+flags.DEFINE_bool("unspaced_pieces_as_words", True, "Spans and whole-word masks take each "
+                  "piece of a script written without spaces (Chinese, Japanese, Thai, ...) as a "
+                  "word (its SentencePiece 'words' run to the next space: whole sentences).")
+flags.DEFINE_integer("max_word_pieces", 32, "A word of more pieces than this is predicted as "
+                     "pieces (spans and whole-word masks count each as a word). 1: every piece "
+                     "a word; 0: no limit.")
 flags.DEFINE_bool("uncased", False, "Lower-case the text.")
 flags.DEFINE_bool("use_eod", True, "Append <eod> at the end of each document.")
 flags.DEFINE_integer("num_task", 1, "Number of machines sharing the input files.")

@@ -5,6 +5,13 @@
       --init_checkpoint_format=original --max_seq_length=128 --train_batch_size=32 \
       --train_steps=1200 --learning_rate=5e-5 --warmup_steps=120 --output_dir=out/sts-b \
       --do_train --do_eval --do_predict
+
+Multi-label (a set of labels per row, `sports|politics` in the label column):
+  python run/classifier.py --task_name=generic --multi_label --train_file=train.tsv \
+      --dev_file=dev.tsv --test_file=test.tsv ... --do_train --do_eval --do_predict
+trains one sigmoid per label (binary cross-entropy), keeps the weights with the best dev
+micro-F1, tunes each label's threshold on dev (thresholds.json beside the weights) and writes
+each test row's label set.
 """
 
 import os
@@ -13,9 +20,9 @@ from absl import app
 from absl import flags
 from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
+from xlnet_tf.checkpoints.labels import saved_thresholds
 from xlnet_tf.json_files import write_json
 from xlnet_tf.tasks import classification, finetuning
-from xlnet_tf.tasks.classification_metrics import classification_metrics
 from xlnet_tf.tasks.classification_readers import GLUE_TASKS
 
 import common_flags
@@ -37,6 +44,11 @@ flags.DEFINE_list("text_columns", None, "generic: the text column(s), text_a[,te
                   "premise/hypothesis, question1/question2, question/sentence, "
                   "question/passage present, else text, text_a or sentence.")
 flags.DEFINE_bool("regression", False, "generic: real-valued labels.")
+flags.DEFINE_bool("multi_label", False, "generic: each row has a set of labels, separated by "
+                  "--label_delimiter in its label column (one sigmoid per label; metrics "
+                  "micro/macro F1; thresholds tuned per label on dev).")
+flags.DEFINE_string("label_delimiter", "|", "--multi_label: the separator of a row's labels "
+                    "(e.g. 'sports|politics'; '|' needs no quoting in CSV or TSV).")
 flags.DEFINE_bool("mnli_mismatched", False, "mnli: evaluate/predict on the mismatched sets.")
 flags.DEFINE_enum("summary_type", "last", ["last", "first", "mean", "attn"], "Pooling.")
 flags.DEFINE_float("weight_decay", 0.0, "AdamW weight decay.")
@@ -54,6 +66,8 @@ def main(argv):
                                        if FLAGS.init_checkpoint else None)
   if not config_path:
     raise app.UsageError("--model_config (or an own-format --init_checkpoint) is required")
+  if FLAGS["label_delimiter"].present and not FLAGS.multi_label:
+    raise app.UsageError("--label_delimiter needs --multi_label (it separates a row's labels)")
   strategy, tokenizer, config, options = common_flags.finetuning_setup(
       config_path, dropout=FLAGS.dropout, dropatt=FLAGS.dropatt)
   # Training evaluates on dev when there is one (a generic task may have no dev file).
@@ -64,7 +78,8 @@ def main(argv):
   best_dir = common_flags.best_dir()
   task = classification.load_task(FLAGS.task_name, tokenizer, FLAGS.max_seq_length,
                                   FLAGS.data_dir, files, FLAGS.labels, FLAGS.regression, splits,
-                                  FLAGS.mnli_mismatched, FLAGS.text_columns, best_dir)
+                                  FLAGS.mnli_mismatched, FLAGS.text_columns, best_dir,
+                                  **multi_label_arguments())
   for split, report in task.reports.items():
     print(f"{task.name} {split}: {report.summary()}")
   if task.labels is not None:
@@ -82,16 +97,25 @@ def main(argv):
               f"{result['best']['step']}; weights in {best_dir}")
     else:
       finetuning.restore_best(model, best_dir)
+    thresholds = saved_thresholds(best_dir, task.labels) if task.multi_label else None
     if FLAGS.do_eval:
       logits = classification.predict_logits(model, task.splits["dev"], FLAGS.train_batch_size)
-      metrics = classification_metrics(task.splits["dev"]["label"], logits, task.metric)
+      metrics = classification.task_metrics(task, task.splits["dev"]["label"], logits,
+                                            thresholds)
       write_json(os.path.join(FLAGS.output_dir, "dev_metrics.json"), metrics)
       print(f"dev: {metrics}")
     if FLAGS.do_predict:
       logits = classification.predict_logits(model, task.splits["test"], FLAGS.train_batch_size)
       path = os.path.join(FLAGS.output_dir, f"{task.name}_test_predictions.tsv")
-      classification.write_predictions(path, task, logits)
+      classification.write_predictions(path, task, logits, thresholds)
       print(f"Wrote {len(logits)} predictions to {path}")
+
+
+def multi_label_arguments():
+  """load_task's multi-label arguments, only when --multi_label is given."""
+  if not FLAGS.multi_label:
+    return {}
+  return {"multi_label": True, "label_delimiter": FLAGS.label_delimiter}
 
 
 if __name__ == "__main__":

@@ -13,6 +13,10 @@ backbone -> pooled (last position) and sequence features), optionally
 QA head's p_mask) and `serving_text_inputs` (the text signature's input names). The
 SavedModel needs only `tensorflow` and `tensorflow_text` (for SentencepieceOp) where it is
 loaded.
+
+A multi-label classifier (head.json: multi_label) serves logits, probabilities (each label's
+sigmoid), thresholds (the thresholds.json a training run tuned on dev, else 0.5 each) and
+predicted_labels (multi-hot: probability >= threshold).
 """
 
 import contextlib
@@ -25,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf import checkpoints
-from xlnet_tf.checkpoints.labels import LABELS_FILE, save_labels, saved_labels
+from xlnet_tf.checkpoints.labels import LABELS_FILE, save_labels, saved_labels, saved_thresholds
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.heads.classifier import XLNetClassifier
@@ -81,6 +85,8 @@ def load_exportable_model(model_dir: str, head: str = "classifier",
                                 labels)
     model = HEAD_CLASSES[head](backbone, **arguments)
   checkpoints.load_own_checkpoint(model, model_dir)
+  if getattr(model, "multi_label", False) and labels is not None:
+    model.thresholds = saved_thresholds(model_dir, labels) or model.thresholds  # else 0.5
   return model, labels if head in ("classifier", "token_classifier") else None
 
 

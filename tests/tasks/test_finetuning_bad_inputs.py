@@ -236,6 +236,7 @@ def cli_files(tmp_path_factory, sp_model):
   (root / "quote.csv").write_text(GOOD_ROWS + '"swallowing,1\n' + "more,0\n" * 31)
   (root / "latin1.csv").write_bytes(b"text,label\nclass value,1\nlist \xff name,0\n")
   (root / "unlabeled.csv").write_text("text\nclass value\n")
+  (root / "unknown_set.csv").write_text("text,label\nclass value,1|0\nlist name,0|7\n")
   corrupt = root / "corrupt"
   corrupt.mkdir()
   (corrupt / "xlnet_config.json").write_text((root / "config.json").read_text())
@@ -260,6 +261,12 @@ CLASSIFIER_CASES = [  # (extra flags, the error line after "error: "), {root} = 
      "(2); got 3"),
     (["--freeze_layers=-1"], "--freeze_layers must be an integer from 0 to the model's n_layer "
      "(2); got -1"),
+    (["--multi_label", "--dev_file={root}/unknown_set.csv"],
+     "{root}/unknown_set.csv:3: label '7' does not occur in the training file "
+     "{root}/train.csv (labels: ['0', '1'])"),
+    (["--multi_label", "--regression"], "--multi_label and --regression exclude each other"),
+    (["--label_delimiter=,"], "--label_delimiter needs --multi_label"),
+    (["--multi_label", "--label_delimiter="], "--label_delimiter='': must be the separator"),
 ]
 
 

@@ -28,3 +28,28 @@ def saved_labels(directory: str) -> Optional[List[str]]:
   if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
     raise UserInputError(f"{path}: expected a JSON list of label strings; got {labels!r}")
   return labels
+
+
+THRESHOLDS_FILE = "thresholds.json"
+
+
+def save_thresholds(directory: str, labels: Sequence[str], thresholds: Sequence[float]) -> str:
+  """Writes a multi-label classifier's decision threshold of each label (its sigmoid
+  probability at or over it: the label is predicted) to directory/thresholds.json, as
+  {label: threshold} in the label order; returns the path."""
+  return write_json(os.path.join(directory, THRESHOLDS_FILE),
+                    {label: float(value) for label, value in zip(labels, thresholds)})
+
+
+def saved_thresholds(directory: str, labels: Sequence[str]) -> Optional[List[float]]:
+  """The thresholds `save_thresholds` wrote in `directory`, in the order of `labels`, or None
+  when there are none; an error naming the file when they do not match the labels."""
+  path = os.path.join(directory, THRESHOLDS_FILE)
+  if not os.path.exists(path):
+    return None
+  stored = read_json(path)
+  if not (isinstance(stored, dict) and sorted(stored) == sorted(labels) and all(
+      isinstance(value, (int, float)) and 0 <= value <= 1 for value in stored.values())):
+    raise UserInputError(f"{path}: expected a JSON object of a threshold in [0, 1] for each of "
+                         f"the labels {list(labels)}; got {stored!r}")
+  return [float(stored[label]) for label in labels]

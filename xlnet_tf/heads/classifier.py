@@ -16,7 +16,10 @@ from xlnet_tf.model import backbone_inputs
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetClassifier(XLNetHead):
   """Inputs as XLNetModel's (input_ids, segment_ids, input_mask[, mems]); returns logits
-  [B, C], or [B] scores when `num_classes == 1` (regression, e.g. STS-B).
+  [B, C], or [B] scores when `num_classes == 1` (regression, e.g. STS-B). `multi_label`: each
+  of the C logits is one label's own sigmoid (a set of labels per example); its serving
+  outputs are per-label probabilities and the labels at or over `thresholds` ([C], 0.5 each
+  unless set, e.g. from the thresholds.json a training run tuned on dev).
 
   >>> import numpy as np
   >>> from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel
@@ -29,12 +32,16 @@ class XLNetClassifier(XLNetHead):
   """
 
   def __init__(self, backbone, num_classes: int, summary_type: str = "last",
-               task_name: str = "task", **kwargs):
+               task_name: str = "task", multi_label: bool = False, **kwargs):
     super().__init__(backbone, **kwargs)
     if num_classes < 1:
       raise ValueError(f"num_classes must be >= 1 (1 = regression); got {num_classes}")
+    if multi_label and num_classes < 2:
+      raise ValueError(f"a multi-label classifier needs num_classes >= 2; got {num_classes}")
     config = self.backbone.config
     self.num_classes = num_classes
+    self.multi_label = multi_label
+    self.thresholds = [0.5] * num_classes if multi_label else None  # serving's decision
     self.summary_type = summary_type
     self.task_name = task_name
     self.summary = SequenceSummary(summary_type, config.n_head, config.d_head, config.dropout,
@@ -78,6 +85,8 @@ class XLNetClassifier(XLNetHead):
     logits = self(features, training=False)
     if self.num_classes == 1:
       return {"score": logits}
+    if self.multi_label:
+      return multi_label_outputs(logits, self.thresholds)
     return classification_outputs(logits)
 
   @property
@@ -100,11 +109,24 @@ class XLNetClassifier(XLNetHead):
             "logits_proj.bias": (self._original_task_scope + "bias", False)}
 
   def head_config(self):
-    return {"num_classes": self.num_classes, "summary_type": self.summary_type,
-            "task_name": self.task_name}
+    config = {"num_classes": self.num_classes, "summary_type": self.summary_type,
+              "task_name": self.task_name}
+    if self.multi_label:  # only then: a single-label head's head.json stays as it was
+      config["multi_label"] = True
+    return config
 
 
 def classification_outputs(logits):
   """Serving outputs of class logits [..., C]: logits, probabilities, predicted_label."""
   return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
           "predicted_label": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+
+
+def multi_label_outputs(logits, thresholds):
+  """Serving outputs of multi-label logits [B, C]: logits, probabilities (each label's
+  sigmoid), thresholds [C], predicted_labels int32 [B, C] (1: probability >= threshold)."""
+  probabilities = tf.sigmoid(logits)
+  thresholds = tf.constant(thresholds, tf.float32)
+  return {"logits": logits, "probabilities": probabilities,
+          "thresholds": tf.broadcast_to(thresholds, tf.shape(logits)),
+          "predicted_labels": tf.cast(probabilities >= thresholds, tf.int32)}

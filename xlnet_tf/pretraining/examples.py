@@ -118,7 +118,7 @@ class ExampleBuilder:
       tokens = tokens[::-1]
     selected = sample_word_spans(self.draw, self.word_start_table[tokens], goal,
                                  self.settings.mask_alpha, self.settings.mask_beta,
-                                 self.settings.max_span_words)
+                                 self.settings.max_span_words, self.settings.max_word_pieces)
     return selected[::-1] if backward else selected
 
   def example(self, row_ids: StreamRow, start: int, backward: bool) -> Optional[StoredExample]:

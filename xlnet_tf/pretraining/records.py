@@ -130,6 +130,9 @@ def _check_fields(info: Dict[str, Any], path: str) -> None:
   # Data written before the objectives existed are permutation-LM data with span targets.
   stored.setdefault("objective", objectives.DEFAULT.name)
   stored.setdefault("span_prediction", True)
+  # Data written before these settings: words from the word-start marker alone, of any length.
+  stored.setdefault("unspaced_pieces_as_words", False)
+  stored.setdefault("max_word_pieces", 0)
   known = {field.name for field in dataclasses.fields(PretrainingSettings)}
   try:
     PretrainingSettings(**{key: value for key, value in stored.items() if key in known})

@@ -27,6 +27,10 @@ class PretrainingSettings:
   use_eod: bool = True
   objective: str = objectives.DEFAULT.name  # a name of objectives.OBJECTIVES
   span_prediction: bool = True  # False: single-token targets
+  # What a word is for spans and whole-word masks (`words`): a piece of a script written
+  # without spaces (Chinese, Japanese, Thai) is one, and a longer "word" is predicted as pieces.
+  unspaced_pieces_as_words: bool = True
+  max_word_pieces: int = 32  # 0: no limit
 
   def __post_init__(self):
     if self.perm_size is None:
@@ -54,6 +58,9 @@ class PretrainingSettings:
       value = getattr(self, name)
       require(isinstance(value, int) and value > 0, f"PretrainingSettings.{name}",
               "a positive integer", repr(value))
+    require(isinstance(self.max_word_pieces, int) and self.max_word_pieces >= 0,
+            "PretrainingSettings.max_word_pieces", "an integer >= 0 (0: no limit)",
+            repr(self.max_word_pieces))
     objective = self.lm_objective
     require(self.bsz_per_host % self.num_core_per_host == 0, "PretrainingSettings.bsz_per_host",
             f"divisible by num_core_per_host ({self.num_core_per_host})", self.bsz_per_host)

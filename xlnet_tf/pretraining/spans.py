@@ -6,6 +6,10 @@ the right), left to right until `goal` tokens are selected. The original counted
 of words (it tested the span's first piece for a word start at every step); here a span runs
 from a word start to the start of the (L+1)-th word. Tokens still missing at the end are picked
 at random among the unselected ones, as in the original.
+
+A "word" of more than `max_word_pieces` pieces is predicted as pieces (`words`: text written
+without spaces has sentence-long "words"). Text whose words are all within the limit samples
+exactly as before.
 """
 
 import bisect
@@ -13,6 +17,8 @@ import functools
 import random
 
 import numpy as np
+
+from xlnet_tf.pretraining.words import split_long_words
 
 
 @functools.lru_cache(maxsize=None)
@@ -23,7 +29,7 @@ def span_length_cdf(max_words: int):
 
 
 def sample_word_spans(draw: random.Random, word_start, goal: int, mask_alpha: int,
-                      mask_beta: int, max_words: int = 5):
+                      mask_beta: int, max_words: int = 5, max_word_pieces: int = 0):
   """bool [len(word_start)] with exactly `goal` True, in reading order.
 
   Args:
@@ -31,11 +37,13 @@ def sample_word_spans(draw: random.Random, word_start, goal: int, mask_alpha: in
       per-call overhead would dominate).
     word_start: bool [L], True where a token begins a word (reading order).
     goal: tokens to select; must be <= L (checked by the settings).
+    max_word_pieces: longer words are predicted as pieces (`split_long_words`); 0: no limit.
   """
   length = len(word_start)
   selected = np.zeros(length, bool)
   if goal <= 0:
     return selected
+  word_start = split_long_words(word_start, max_word_pieces)
   # Python lists and bisect: a handful of spans per call, so per-span work must be cheap.
   starts = np.flatnonzero(word_start).tolist()
   boundaries = starts + [length]  # word k covers [boundaries[k], boundaries[k + 1])

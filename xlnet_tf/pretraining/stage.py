@@ -29,6 +29,7 @@ from xlnet_tf.pretraining.rows import (batch_count, example_span, row_step, stre
 from xlnet_tf.pretraining.settings import PretrainingSettings
 from xlnet_tf.pretraining.lm_streams import lm_segment_batches
 from xlnet_tf.pretraining.token_files import StreamPart, TokenStream, write_part
+from xlnet_tf.pretraining.words import word_start_table
 from xlnet_tf.progress import PeriodicProgress
 from xlnet_tf.temporary_folders import temporary_folder
 from xlnet_tf.text.tokenizer import XLNetTokenizer
@@ -130,7 +131,9 @@ def _build_block(job):
   if settings.lm_objective.consecutive_segments:
     return _build_lm_block(parts, first, stop, part_path, id_dtype(tokenizer.vocab_size),
                            settings)
-  builder = ExampleBuilder(settings, tokenizer.word_start, tokenizer.special_ids.sep,
+  builder = ExampleBuilder(settings,
+                           word_start_table(tokenizer, settings.unspaced_pieces_as_words),
+                           tokenizer.special_ids.sep,
                            tokenizer.special_ids.cls, None, mask_id=tokenizer.special_ids.mask,
                            ordinary_ids=tokenizer.ordinary_ids)
   ids_dtype = id_dtype(tokenizer.vocab_size)

@@ -1,5 +1,6 @@
 """The labels of a sequence-classification task: the set inferred from a training file (or
-saved beside an earlier run's model, checkpoints.labels), and each example's label index.
+saved beside an earlier run's model, checkpoints.labels), and each example's label index, or
+(multi-label) its label set as a multi-hot row.
 """
 
 import os
@@ -13,10 +14,19 @@ from xlnet_tf.tasks.classification_readers import TextExample
 from xlnet_tf.text.read_report import ReadReport
 
 
-def training_labels(examples: Sequence[TextExample], path: str) -> List[str]:
+def split_label_set(label: str, delimiter: str) -> List[str]:
+  """The labels of a multi-label field ("sports|politics"), stripped, empty parts dropped."""
+  return [part.strip() for part in label.split(delimiter) if part.strip()]
+
+
+def training_labels(examples: Sequence[TextExample], path: str,
+                    delimiter: Optional[str] = None) -> List[str]:
   """The label set of a training file, sorted (by value when every label is an integer, so
-  "2" comes before "10"); at least two labels."""
-  labels = {example.label for example in examples if example.label is not None}
+  "2" comes before "10"); at least two labels. With a (multi-label) `delimiter`, every label
+  of every row's set."""
+  labels = {part for example in examples if example.label is not None
+            for part in (split_label_set(example.label, delimiter) if delimiter
+                         else [example.label])}
   if all(label.lstrip("-").isdigit() for label in labels):
     ordered = sorted(labels, key=lambda label: (int(label), label))
   else:
@@ -60,11 +70,45 @@ def label_ids(examples: Sequence[TextExample], labels: Optional[Sequence[str]],
   return kept, np.asarray(values, dtype)
 
 
-def inferred_labels(files, examples, model_dir) -> Tuple[List[str], str]:
+def label_sets(examples: Sequence[TextExample], labels: Sequence[str], delimiter: str,
+               report: ReadReport, label_origin: Optional[str] = None,
+               labels_required: bool = False) -> Tuple[List[TextExample], np.ndarray]:
+  """Multi-label: float32 [N, C] multi-hot rows of the label sets (`delimiter`-separated),
+  with label_ids' conventions: a label outside `labels` is an error naming the file:line and
+  the label when the set was inferred from data (`label_origin`), else a counted skip; no
+  label: a counted skip when `labels_required`, else kept with a row of -1 (nothing reads it).
+  A field of delimiters only ("|") is an empty label set: a counted skip (or kept with -1)."""
+  index = {label: position for position, label in enumerate(labels)}
+  kept, rows = [], []
+  for example in examples:
+    names = split_label_set(example.label, delimiter) if example.label is not None else []
+    unknown = [name for name in names if name not in index]
+    if not names:
+      reason = "no label" if example.label is None else f"empty label set {example.label!r}"
+      if labels_required:
+        report.skip(reason, example.where)
+        continue
+      row = np.full(len(labels), -1.0, np.float32)
+    elif unknown and label_origin:
+      raise UserInputError(f"{example.where}: label {unknown[0]!r} does not occur in "
+                           f"{label_origin} (labels: {list(labels)})")
+    elif unknown:
+      report.skip(f"label not in {list(labels)}", example.where)
+      continue
+    else:
+      row = np.zeros(len(labels), np.float32)
+      row[[index[name] for name in names]] = 1.0
+    kept.append(example)
+    rows.append(row)
+  return kept, np.asarray(rows, np.float32).reshape(len(rows), len(labels))
+
+
+def inferred_labels(files, examples, model_dir, delimiter: Optional[str] = None
+                    ) -> Tuple[List[str], str]:
   """(labels, where from) of a generic task given no labels: the training file's, or the
   order saved beside the model of an earlier training run."""
   if "train" in examples:
-    return (training_labels(examples["train"], files["train"]),
+    return (training_labels(examples["train"], files["train"], delimiter),
             f"the training file {files['train']}")
   saved = saved_labels(model_dir) if model_dir else None
   if saved is None:
