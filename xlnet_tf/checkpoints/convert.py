@@ -13,7 +13,8 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from xlnet_tf.checkpoints.huggingface import (config_from_huggingface, load_huggingface_checkpoint,
+from xlnet_tf.checkpoints.huggingface import (WEIGHT_FILES, config_from_huggingface,
+                                              load_huggingface_checkpoint,
                                               read_huggingface_config)
 from xlnet_tf.checkpoints.huggingface_writer import (huggingface_architecture,
                                                      save_huggingface_checkpoint)
@@ -96,6 +97,8 @@ def convert_checkpoint(input_path: str, input_format: str, output_dir: str,
   output_dir = os.path.abspath(output_dir)
   if os.path.exists(output_dir) and not os.path.isdir(output_dir):
     raise NotADirectoryError(f"{output_dir}: exists and is not a directory")
+  if output_format == "huggingface":
+    _check_no_other_huggingface_weights(output_dir)
   model, load_summary = load_any(input_path, input_format, config_file)
   if output_format == "huggingface":
     huggingface_architecture(model)  # a head transformers has no class for: refused now
@@ -117,6 +120,15 @@ def convert_checkpoint(input_path: str, input_format: str, output_dir: str,
   return (f"{load_summary}\nWrote {output_format} checkpoint of {what} to {output_dir}; "
           f"reloaded it: weights and outputs identical on a verification batch "
           f"(max |diff| = {difference}).")
+
+
+def _check_no_other_huggingface_weights(output_dir: str) -> None:
+  """Refuses an output directory holding Hugging Face weights the new model.safetensors would
+  not replace: a reader could take them for the model (a sharded index of a model, say)."""
+  other = [name for base in WEIGHT_FILES for name in (base, base + ".index.json")
+           if name != "model.safetensors" and os.path.exists(os.path.join(output_dir, name))]
+  require(not other, output_dir, "a directory without other Hugging Face weights (written "
+          "there: config.json and model.safetensors)", ", ".join(other))
 
 
 def _write(model, directory: str, output_format: str, labels=None) -> None:
