@@ -109,12 +109,16 @@ def test_written_backbone_matches_the_float64_reference(tmp_path, rng, untie_r):
 
 
 def test_config_json_holds_the_architecture_and_labels(tmp_path):
-  model = build("classifier", tiny_config(ff_activation="gelu", clamp_len=5))
+  """A pretraining run's data layout (bi_data, reuse_len) is not written: transformers' forward
+  would read the second half of every batch backwards."""
+  model = build("classifier", tiny_config(ff_activation="gelu", clamp_len=5, mem_len=6,
+                                          reuse_len=4, bi_data=True))
   save_huggingface_checkpoint(model, str(tmp_path), labels=["neg", "neutral", "pos"])
   values = json.loads((tmp_path / "config.json").read_text())
   expected = {"architectures": ["XLNetForSequenceClassification"], "model_type": "xlnet",
               "vocab_size": 50, "d_model": 32, "n_layer": 2, "n_head": 4, "d_head": 8,
-              "d_inner": 48, "ff_activation": "gelu_new", "clamp_len": 5, "mem_len": None,
+              "d_inner": 48, "ff_activation": "gelu_new", "clamp_len": 5, "mem_len": 6,
+              "reuse_len": None, "bi_data": False,
               "summary_type": "last", "summary_proj_to_labels": False, "num_labels": 3,
               "id2label": {"0": "neg", "1": "neutral", "2": "pos"},
               "label2id": {"neg": 0, "neutral": 1, "pos": 2}}

@@ -97,8 +97,10 @@ def huggingface_config(model_or_head, labels: Optional[Sequence[str]] = None) ->
       "vocab_size": config.n_token, "d_model": config.d_model, "n_layer": config.n_layer,
       "n_head": config.n_head, "d_head": config.d_head, "d_inner": config.d_inner,
       "ff_activation": _ACTIVATIONS[config.ff_activation], "untie_r": config.untie_r,
+      # bi_data and reuse_len lay out pretraining batches (bi_data: the second half of the
+      # batch read backwards): a pretrained model is used without them, as for_finetuning().
       "attn_type": config.attn_type, "mem_len": config.mem_len or None,
-      "reuse_len": config.reuse_len or None, "bi_data": config.bi_data,
+      "reuse_len": None, "bi_data": False,
       "clamp_len": config.clamp_len, "same_length": config.same_length,
       "dropout": config.dropout, "initializer_range": config.init_std,
       "layer_norm_eps": numerics.LAYER_NORM_EPSILON, "tie_word_embeddings": True,
