@@ -1,4 +1,4 @@
-"""ONNX and LiteRT files of the ids signature: the same outputs as the Keras model (batch 3,
+"""ONNX and LiteRT files of the ids signature: the same outputs as the Keras model (batch 4,
 left padding, segments A / B / <cls>) under ONNX Runtime and the LiteRT interpreter, nothing
 left behind by a failed check, and run/export.py --format's bad inputs in one line.
 
@@ -44,11 +44,12 @@ def build(kind, seed=0):
 
 
 def checked_inputs(kind, rng):
-  """Batch 3 (3 x 2 options for multiple choice), left padding, three segment ids."""
+  """Batch 4 (2 x 2 options for multiple choice; the file's own check used 3), left padding,
+  three segment ids."""
   if kind == "multiple_choice":
-    flat = padded_pair_batch(rng, 6, LENGTH, CONFIG.n_token, pad_lengths=[0, 5, 2, 7, 1, 0])
-    return {key: value.reshape(3, 2, LENGTH) for key, value in flat.items()}
-  return padded_pair_batch(rng, 3, LENGTH, CONFIG.n_token, pad_lengths=[0, 5, 2])
+    flat = padded_pair_batch(rng, 4, LENGTH, CONFIG.n_token, pad_lengths=[0, 5, 2, 7])
+    return {key: value.reshape(2, 2, LENGTH) for key, value in flat.items()}
+  return padded_pair_batch(rng, 4, LENGTH, CONFIG.n_token, pad_lengths=[0, 5, 2, 9])
 
 
 def needs(export_format):
