@@ -1,4 +1,10 @@
-"""Converts XLNet checkpoints: original TF1 / Hugging Face / own format -> own or original.
+"""Converts XLNet checkpoints: original TF1 / Hugging Face / own format -> own, original or
+Hugging Face (config.json + model.safetensors that transformers' from_pretrained loads).
+
+A fine-tuned head (an own-format directory with head.json) converts too; to huggingface where
+transformers has the same head (XLNetLMHeadModel, XLNetForSequenceClassification,
+XLNetForMultipleChoice, XLNetForTokenClassification, XLNetForQuestionAnswering), its
+labels.json becoming config.json's id2label.
 
 A Hugging Face directory may hold model.safetensors, pytorch_model.bin (read without torch, by
 a weights-only unpickler) or tf_model.h5 (read with h5py); the report names the file read. The
@@ -8,6 +14,8 @@ one line naming it.
 
   python run/convert_checkpoint.py --input=xlnet_cased_L-12_H-768_A-12/xlnet_model.ckpt \
       --input_format=original --output=converted/ --output_format=own
+  python run/convert_checkpoint.py --input=out/sst-2/best --input_format=own \
+      --output=sst2-hf/ --output_format=huggingface
 """
 
 from absl import flags

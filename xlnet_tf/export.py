@@ -131,6 +131,34 @@ def _stored_head_arguments(path, head):
   return arguments
 
 
+def ids_serving_function(model, sep_id: int):
+  """(input_ids, segment_ids, input_mask) -> the model's serving outputs, floating ones in
+  float32 whatever the compute dtype: the serve_ids signature (and the ONNX and LiteRT files of
+  export_formats.py). `sep_id` is the <sep> id the model's serving_features may need."""
+  add_features = getattr(model, "serving_features", lambda features, sep_id: features)
+
+  def features_from(input_ids, segment_ids, input_mask):
+    features = add_features({"input_ids": input_ids, "segment_ids": segment_ids,
+                             "input_mask": input_mask}, sep_id)
+    return {name: tf.cast(value, tf.float32) if value.dtype.is_floating else value
+            for name, value in model.serving_outputs(features).items()}
+
+  return features_from
+
+
+def ids_input_signature(model, max_seq_length: int):
+  """[input_ids, segment_ids, input_mask] TensorSpecs [B, T] ([B, C, T] for a model whose text
+  inputs include options); builds the model with one call (Keras exports only built models)."""
+  options = "options" in (getattr(model, "serving_text_inputs", None) or ())
+  shape = [None, None, max_seq_length] if options else [None, max_seq_length]
+  dummy = [1 if size is None else size for size in shape]
+  ids_serving_function(model, 0)(tf.zeros(dummy, tf.int32), tf.zeros(dummy, tf.int32),
+                                 tf.ones(dummy))
+  return [tf.TensorSpec(shape, tf.int32, "input_ids"),
+          tf.TensorSpec(shape, tf.int32, "segment_ids"),
+          tf.TensorSpec(shape, tf.float32, "input_mask")]
+
+
 def _pack_texts(packer, names, strings):
   """(input_ids, segment_ids, input_mask) of a text signature's strings, by input names."""
   values = dict(zip(names, strings))
@@ -180,22 +208,8 @@ def _export(model, sp_path, export_base, model_name, max_seq_length, *, version,
   packer = TextPacker(tokenizer, max_seq_length)
   text_names = getattr(model, "serving_text_inputs", None) or (
       ("text", "text_b") if text_pairs else ("text",))
-  add_features = getattr(model, "serving_features", lambda features, sep_id: features)
-
-  def features_from(input_ids, segment_ids, input_mask):
-    features = add_features({"input_ids": input_ids, "segment_ids": segment_ids,
-                             "input_mask": input_mask}, packer.sep)
-    # Floating outputs in float32 whatever the model's compute dtype.
-    return {name: tf.cast(value, tf.float32) if value.dtype.is_floating else value
-            for name, value in model.serving_outputs(features).items()}
-
-  # One call builds every layer (Keras exports only built models).
-  shape = [None, None, max_seq_length] if "options" in text_names else [None, max_seq_length]
-  dummy = [1 if size is None else size for size in shape]
-  features_from(tf.zeros(dummy, tf.int32), tf.zeros(dummy, tf.int32), tf.ones(dummy))
-  ids_signature = [tf.TensorSpec(shape, tf.int32, "input_ids"),
-                   tf.TensorSpec(shape, tf.int32, "segment_ids"),
-                   tf.TensorSpec(shape, tf.float32, "input_mask")]
+  features_from = ids_serving_function(model, packer.sep)
+  ids_signature = ids_input_signature(model, max_seq_length)
   text_signature = [tf.TensorSpec([None, None] if name == "options" else [None], tf.string,
                                   name) for name in text_names]
   archive = keras.export.ExportArchive()

@@ -1,4 +1,10 @@
-"""Conversion between the original TF1, Hugging Face and own checkpoint formats, verified."""
+"""Conversion between the original TF1, Hugging Face and own checkpoint formats, verified.
+
+A backbone converts between all three. A head (an own-format directory with head.json, e.g. a
+fine-tuning run's best weights) converts to own, original and, where transformers has the same
+head, huggingface; its labels.json travels with it (into config.json's id2label for
+huggingface).
+"""
 
 import os
 import shutil
@@ -7,23 +13,35 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from xlnet_tf.checkpoints.huggingface import (config_from_huggingface, load_huggingface_checkpoint,
+from xlnet_tf.checkpoints.huggingface import (WEIGHT_FILES, config_from_huggingface,
+                                              load_huggingface_checkpoint,
                                               read_huggingface_config)
+from xlnet_tf.checkpoints.huggingface_writer import (huggingface_architecture,
+                                                     save_huggingface_checkpoint)
+from xlnet_tf.checkpoints.labels import LABELS_FILE, save_labels, saved_labels
+from xlnet_tf.checkpoints.naming import backbone_of, original_variable_map
 from xlnet_tf.checkpoints.original import (load_original_checkpoint, resolve_prefix,
                                            save_original_checkpoint)
-from xlnet_tf.checkpoints.own import CONFIG_FILE, load_pretrained, save_pretrained
+from xlnet_tf.checkpoints.own import (CONFIG_FILE, HEAD_FILE, load_own_checkpoint,
+                                      load_pretrained, load_pretrained_head, save_pretrained)
 from xlnet_tf.config import XLNetConfig
+from xlnet_tf.errors import UserInputError, require
+from xlnet_tf.json_files import read_json_object
 
 INPUT_FORMATS = ("original", "huggingface", "own")
-OUTPUT_FORMATS = ("own", "original")
+OUTPUT_FORMATS = ("own", "original", "huggingface")
 ORIGINAL_CHECKPOINT_NAME = "xlnet_model.ckpt"
+# The heads an own-format head.json may name (exported at the top of xlnet_tf).
+HEAD_CLASS_NAMES = ("XLNetPretrainer", "XLNetClassifier", "XLNetMultipleChoice",
+                    "XLNetQuestionAnswering", "XLNetTokenClassifier")
 
 
 def load_any(path: str, input_format: str, config_file: Optional[str] = None):
-  """(XLNetModel, load summary) from a checkpoint of any supported format."""
+  """(XLNetModel or head, load summary) from a checkpoint of any supported format; a head from
+  an own-format directory with head.json."""
   from xlnet_tf.model import XLNetModel
   if input_format == "own":
-    return load_pretrained(path), f"Loaded {path} (xlnet_tf format)."
+    return load_own_model_or_head(path), f"Loaded {path} (xlnet_tf format)."
   if input_format == "huggingface":
     hf_config = read_huggingface_config(path)
     if not hf_config:
@@ -39,6 +57,24 @@ def load_any(path: str, input_format: str, config_file: Optional[str] = None):
     model = XLNetModel(XLNetConfig.from_json_file(config_file))
     return model, load_original_checkpoint(model, prefix).summary()
   raise ValueError(f"input_format must be one of {INPUT_FORMATS}; got {input_format!r}")
+
+
+def load_own_model_or_head(directory: str):
+  """The XLNetModel, or the head its head.json names, saved in an own-format directory."""
+  head_file = os.path.join(directory, HEAD_FILE)
+  if not os.path.exists(head_file):
+    return load_pretrained(directory)
+  stored = read_json_object(head_file).get("class")
+  require(stored in HEAD_CLASS_NAMES, f"{head_file}: class", f"one of {list(HEAD_CLASS_NAMES)}",
+          repr(stored))
+  import xlnet_tf  # heads: imported here, checkpoints/ sits below them
+  head = load_pretrained_head(directory, getattr(xlnet_tf, stored))
+  labels = saved_labels(directory)
+  count = getattr(head, "num_classes", None) or getattr(head, "num_labels", None)
+  if labels is not None and count is not None and len(labels) != count:
+    raise UserInputError(f"{os.path.join(directory, LABELS_FILE)}: lists {len(labels)} labels, "
+                         f"but the {stored} in {head_file} has {count} classes")
+  return head
 
 
 def verification_batch(config: XLNetConfig, seed: int = 0) -> Dict[str, np.ndarray]:
@@ -61,31 +97,80 @@ def convert_checkpoint(input_path: str, input_format: str, output_dir: str,
   output_dir = os.path.abspath(output_dir)
   if os.path.exists(output_dir) and not os.path.isdir(output_dir):
     raise NotADirectoryError(f"{output_dir}: exists and is not a directory")
+  if output_format == "huggingface":
+    _check_no_other_huggingface_weights(output_dir)
   model, load_summary = load_any(input_path, input_format, config_file)
+  if output_format == "huggingface":
+    huggingface_architecture(model)  # a head transformers has no class for: refused now
+  labels = saved_labels(input_path) if input_format == "own" else None
   parent = os.path.dirname(output_dir)
   os.makedirs(parent, exist_ok=True)
   staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.partial-", dir=parent)
   try:
-    _write(model, staging, output_format)
-    reloaded, _ = load_any(staging, output_format)
-    batch = verification_batch(model.config)
-    difference = float(np.max(np.abs(model(batch)["sequence_output"].numpy()
-                                     - reloaded(batch)["sequence_output"].numpy())))
+    _write(model, staging, output_format, labels)
+    difference = _difference_after_reload(model, staging, output_format)
     if difference != 0.0:
       raise RuntimeError(f"Conversion check failed: outputs differ by {difference} after reload")
     _move_into(staging, output_dir)
   finally:
     shutil.rmtree(staging, ignore_errors=True)
-  return (f"{load_summary}\nWrote {output_format} checkpoint to {output_dir}; reloaded it: "
-          f"outputs identical on a verification batch (max |diff| = {difference}).")
+  what = type(model).__name__
+  if output_format == "huggingface":
+    what += f" (transformers' {huggingface_architecture(model)})"
+  return (f"{load_summary}\nWrote {output_format} checkpoint of {what} to {output_dir}; "
+          f"reloaded it: weights and outputs identical on a verification batch "
+          f"(max |diff| = {difference}).")
 
 
-def _write(model, directory: str, output_format: str) -> None:
+def _check_no_other_huggingface_weights(output_dir: str) -> None:
+  """Refuses an output directory holding Hugging Face weights the new model.safetensors would
+  not replace: a reader could take them for the model (a sharded index of a model, say)."""
+  other = [name for base in WEIGHT_FILES for name in (base, base + ".index.json")
+           if name != "model.safetensors" and os.path.exists(os.path.join(output_dir, name))]
+  require(not other, output_dir, "a directory without other Hugging Face weights (written "
+          "there: config.json and model.safetensors)", ", ".join(other))
+
+
+def _write(model, directory: str, output_format: str, labels=None) -> None:
+  if output_format == "huggingface":
+    save_huggingface_checkpoint(model, directory, labels)
+    return
   if output_format == "own":
     save_pretrained(model, directory)
   else:
     save_original_checkpoint(model, os.path.join(directory, ORIGINAL_CHECKPOINT_NAME))
-    model.config.to_json_file(os.path.join(directory, CONFIG_FILE), original_keys_only=True)
+    backbone_of(model).config.to_json_file(os.path.join(directory, CONFIG_FILE),
+                                           original_keys_only=True)
+  if labels is not None:
+    save_labels(directory, labels)
+
+
+_LOADERS = {"own": load_own_checkpoint, "huggingface": load_huggingface_checkpoint,
+            "original": lambda model, directory: load_original_checkpoint(
+                model, os.path.join(directory, ORIGINAL_CHECKPOINT_NAME))}
+
+
+def _difference_after_reload(model, directory: str, output_format: str) -> float:
+  """Max |difference| of the backbone's outputs on the verification batch and of every weight,
+  between `model` and what `directory` gives back. An own or original backbone is rebuilt from
+  the written config; a head, or a huggingface backbone (whose config.json says "gelu" for the
+  erf form, which the reader takes as the tanh form of the released weights), is built as
+  `model` is and loaded from `directory` (the loaders check the written sizes)."""
+  from xlnet_tf.model import XLNetModel
+  if isinstance(model, XLNetModel) and output_format != "huggingface":
+    reloaded, _ = load_any(directory, output_format)
+  else:
+    backbone = XLNetModel(backbone_of(model).config)
+    reloaded = backbone if model is backbone_of(model) else type(model)(backbone,
+                                                                        **model.head_config())
+    _LOADERS[output_format](reloaded, directory)
+  batch = verification_batch(backbone_of(model).config)
+  differences = [np.abs(backbone_of(model)(batch)["sequence_output"].numpy()
+                        - backbone_of(reloaded)(batch)["sequence_output"].numpy())]
+  theirs = original_variable_map(reloaded)
+  differences += [np.abs(variable.numpy() - theirs[name].numpy())
+                  for name, variable in original_variable_map(model).items()]
+  return float(max(np.max(difference) for difference in differences))
 
 
 def _move_into(staging: str, output_dir: str) -> None:

@@ -46,7 +46,9 @@ _PER_LAYER = {  # HF name inside layer.{i}. -> (original name inside layer_{i}/,
     "ff.layer_norm.weight": ("ff/LayerNorm/gamma", False),
     "ff.layer_norm.bias": ("ff/LayerNorm/beta", False),
 }
-_STACKED = ("r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")  # per layer in HF, stacked here
+# Per layer in HF, stacked here on a first [L] axis (the three biases: one copy when untie_r is
+# False).
+STACKED_PER_LAYER = ("r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")
 _HEAD_PREFIXES = ("sequence_summary.", "logits_proj.", "qa_outputs.", "start_logits.",
                   "end_logits.", "answer_class.")
 
@@ -189,7 +191,7 @@ def huggingface_to_original(tensors: Dict[str, np.ndarray], n_layer: int, untie_
   """
   head_names, file_names = head_names or {}, file_names or {}
   arrays, aliases, skipped, problems = {}, {}, {}, []
-  stacked = {name: {} for name in _STACKED}
+  stacked = {name: {} for name in STACKED_PER_LAYER}
   word_embedding = None
   for hf_name, value in tensors.items():
     shown = file_names.get(hf_name, hf_name)
@@ -207,7 +209,7 @@ def huggingface_to_original(tensors: Dict[str, np.ndarray], n_layer: int, untie_
       original = f"{BACKBONE_SCOPE}layer_{match.group(1)}/{inner}"
       arrays[original], aliases[original] = (value.T if transpose else value), shown
     elif match and match.group(2).startswith("rel_attn.") and \
-        match.group(2)[len("rel_attn."):] in _STACKED:
+        match.group(2)[len("rel_attn."):] in STACKED_PER_LAYER:
       stacked[match.group(2)[len("rel_attn."):]][int(match.group(1))] = (shown, value)
     elif name in head_names:
       original, transpose = head_names[name]
@@ -256,20 +258,29 @@ def _stack_per_layer_biases(stacked, n_layer: int, untie_r: bool, arrays, aliase
                       "(untie_r=False); set untie_r=True")
 
 
-def huggingface_name_of(original: str) -> str:
-  """The HF name an original name is read from (for messages about missing weights)."""
+def huggingface_weight_name(original: str) -> Optional[Tuple[str, bool]]:
+  """(HF name, transpose) of an original backbone or LM-head name that HF keeps as one tensor;
+  None for the stacked attention biases (HF keeps them per layer) and for task heads' names
+  (each head's `huggingface_head_names()`)."""
   inner = original[len(BACKBONE_SCOPE):] if original.startswith(BACKBONE_SCOPE) else original
   fixed = {"word_embedding/lookup_table": "transformer.word_embedding.weight",
            "mask_emb/mask_emb": "transformer.mask_emb", "model/lm_loss/bias": "lm_loss.bias"}
   if inner in fixed:
-    return fixed[inner]
-  if inner in _STACKED:
-    return f"transformer.layer.*.rel_attn.{inner}"
+    return fixed[inner], False
   layer, _, rest = inner.partition("/")
-  for hf_inner, (original_inner, _) in _PER_LAYER.items():
+  for hf_inner, (original_inner, transpose) in _PER_LAYER.items():
     if rest == original_inner and layer.startswith("layer_"):
-      return f"transformer.layer.{layer[len('layer_'):]}.{hf_inner}"
-  return original
+      return f"transformer.layer.{layer[len('layer_'):]}.{hf_inner}", transpose
+  return None
+
+
+def huggingface_name_of(original: str) -> str:
+  """The HF name an original name is read from (for messages about missing weights)."""
+  inner = original[len(BACKBONE_SCOPE):] if original.startswith(BACKBONE_SCOPE) else original
+  if inner in STACKED_PER_LAYER:
+    return f"transformer.layer.*.rel_attn.{inner}"
+  named = huggingface_weight_name(original)
+  return named[0] if named else original
 
 
 def load_huggingface_checkpoint(model_or_head, path: str) -> LoadReport:

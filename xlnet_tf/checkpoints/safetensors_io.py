@@ -1,4 +1,5 @@
-"""A NumPy-only reader of the safetensors format (no torch, no pickle, no extra package).
+"""A NumPy-only reader and writer of the safetensors format (no torch, no pickle, no extra
+package).
 
 Layout: 8-byte little-endian header size, a JSON header {name: {dtype, shape, data_offsets}},
 then the raw little-endian tensor bytes.
@@ -6,7 +7,7 @@ then the raw little-endian tensor bytes.
 
 import json
 import struct
-from typing import Dict
+from typing import Dict, Mapping, Optional
 
 import numpy as np
 
@@ -59,3 +60,35 @@ def read_safetensors(path: str) -> Dict[str, np.ndarray]:
                            f"{list(shape)} needs {int(np.prod(shape))}")
     tensors[name] = array.reshape(shape)
   return tensors
+
+
+_DTYPE_NAMES = {np.dtype(code).newbyteorder("<"): name for name, code in _DTYPES.items()}
+_ALIGNMENT = 8  # the header is padded so the data starts 8-byte aligned, as the spec advises
+
+
+def write_safetensors(path: str, tensors: Mapping[str, np.ndarray],
+                      metadata: Optional[Mapping[str, str]] = None) -> str:
+  """Writes {name: array} (little-endian, in name order); `metadata` goes to `__metadata__`
+  (transformers wants {"format": "pt"}). Returns `path`."""
+  header, offset, blobs = {}, 0, []
+  if metadata:
+    header["__metadata__"] = dict(metadata)
+  for name in sorted(tensors):
+    array = np.ascontiguousarray(tensors[name])
+    array = array.astype(array.dtype.newbyteorder("<"), copy=False)
+    if array.dtype not in _DTYPE_NAMES:
+      raise UserInputError(f"{path}: tensor {name!r} has dtype {array.dtype}, which safetensors "
+                           f"here does not write (one of {sorted(set(_DTYPE_NAMES.values()))})")
+    blob = array.tobytes()
+    header[name] = {"dtype": _DTYPE_NAMES[array.dtype], "shape": list(array.shape),
+                    "data_offsets": [offset, offset + len(blob)]}
+    blobs.append(blob)
+    offset += len(blob)
+  encoded = json.dumps(header, separators=(",", ":")).encode()
+  encoded += b" " * (-len(encoded) % _ALIGNMENT)
+  with open(path, "wb") as handle:
+    handle.write(struct.pack("<Q", len(encoded)))
+    handle.write(encoded)
+    for blob in blobs:
+      handle.write(blob)
+  return path

@@ -27,8 +27,8 @@ def answer_position_mask(input_ids, segment_ids, sep_id: int):
   answer may start or end (the context's pieces, and <cls> = "no answer", the last position),
   1 elsewhere (the separators, the question, padding). Takes tensors or NumPy arrays."""
   context = tf.logical_and(tf.equal(segment_ids, FIRST_SEGMENT), tf.not_equal(input_ids, sep_id))
-  cls = tf.one_hot(tf.shape(input_ids)[-1] - 1, tf.shape(input_ids)[-1], on_value=True,
-                   off_value=False, dtype=tf.bool)
+  length = tf.shape(input_ids)[-1]
+  cls = tf.equal(tf.range(length), length - 1)  # not a bool one_hot: ONNX has no such OneHot
   return tf.where(tf.logical_or(context, cls), 0.0, 1.0)
 
 

@@ -64,13 +64,14 @@ def attention_masks(query_length, memory_length, attn_type: str = "bi",
     blocked = causal_mask(query_length, memory_length, same_length)[None]  # [1, T, K]
   data_blocked = None
   if input_mask is not None:
-    data_blocked = tf.equal(input_mask, 0)[:, None, :]  # [B, 1, T]
+    # expand_dims, not [:, None, :]: LiteRT's builtin strided slice takes no inner new axis.
+    data_blocked = tf.expand_dims(tf.equal(input_mask, 0), 1)  # [B, 1, T]
   if perm_mask is not None:
     permuted = tf.not_equal(perm_mask, 0)  # [B, T, T]
     data_blocked = permuted if data_blocked is None else tf.logical_or(data_blocked, permuted)
   memory_blocked = None
   if memory_mask is not None:
-    memory_blocked = tf.equal(memory_mask, 0)[:, None, :]  # [B, 1, M]
+    memory_blocked = tf.expand_dims(tf.equal(memory_mask, 0), 1)  # [B, 1, M]
   if data_blocked is not None or memory_blocked is not None:
     batch = tf.shape(data_blocked if data_blocked is not None else memory_blocked)[0]
     data_blocked = _blocked_or_open(data_blocked, batch, query_length, query_length)
@@ -79,9 +80,12 @@ def attention_masks(query_length, memory_length, attn_type: str = "bi",
     blocked = data_blocked if blocked is None else tf.logical_or(blocked, data_blocked)
   if blocked is None:
     return None, None
-  self_position = tf.concat(
-      [tf.zeros(tf.stack([query_length, memory_length]), tf.bool),
-       tf.eye(query_length, dtype=tf.bool)], axis=-1)[None]  # [1, T, K]
+  # i == j + M compared on ranges, not tf.eye(dtype=bool): its MatrixDiag becomes an ONNX
+  # EyeLike on booleans, which ONNX Runtime has no kernel for.
+  positions = tf.range(query_length)
+  self_position = tf.equal(positions[:, None],
+                           tf.range(query_length + memory_length)[None, :] - memory_length
+                           )[None]  # [1, T, K]
   content_mask = tf.logical_and(blocked, tf.logical_not(self_position))
   return content_mask, blocked
 
@@ -97,7 +101,7 @@ def segment_mismatch(segment_ids, memory_length):
   batch = tf.shape(segment_ids)[0]
   key_segments = tf.concat(
       [tf.zeros(tf.stack([batch, memory_length]), segment_ids.dtype), segment_ids], axis=1)
-  return tf.not_equal(segment_ids[:, :, None], key_segments[:, None, :])
+  return tf.not_equal(tf.expand_dims(segment_ids, 2), tf.expand_dims(key_segments, 1))
 
 
 def prediction_positions(target_mapping):

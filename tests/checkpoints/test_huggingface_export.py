@@ -1,0 +1,286 @@
+"""Writing Hugging Face directories (config.json + model.safetensors): read back by our own
+loader, compared with the float64 reference, loaded by transformers (when installed) with no
+missing or unexpected weight and the same outputs, and the bad inputs refused in one line."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from checkpoint_files import assert_matches_reference
+from cli_output import run_tool
+from model_inputs import padded_pair_batch, tiny_config
+from xlnet_reference import randomize_weights
+import xlnet_tf
+from xlnet_tf import XLNetClassifier, XLNetModel, checkpoints
+from xlnet_tf.checkpoints import convert
+from xlnet_tf.checkpoints.huggingface import huggingface_to_original
+from xlnet_tf.checkpoints.huggingface_writer import save_huggingface_checkpoint
+from xlnet_tf.checkpoints.labels import save_labels
+from xlnet_tf.checkpoints.safetensors_io import read_safetensors
+
+CONFIG = tiny_config()
+BATCH, LENGTH, CHOICES = 3, 8, 2
+# name: (our class, its arguments, transformers' class)
+MODELS = {
+    "backbone": ("XLNetModel", {}, "XLNetModel"),
+    "lm": ("XLNetPretrainer", {}, "XLNetLMHeadModel"),
+    "classifier": ("XLNetClassifier", {"num_classes": 3}, "XLNetForSequenceClassification"),
+    "regression": ("XLNetClassifier", {"num_classes": 1, "summary_type": "mean"},
+                   "XLNetForSequenceClassification"),
+    "multiple_choice": ("XLNetMultipleChoice", {"summary_type": "first"},
+                        "XLNetForMultipleChoice"),
+    "token_classifier": ("XLNetTokenClassifier", {"num_labels": 4},
+                         "XLNetForTokenClassification"),
+    "question_answering": ("XLNetQuestionAnswering", {"start_n_top": 2, "end_n_top": 2},
+                           "XLNetForQuestionAnswering"),
+}
+
+
+def build(kind, config=CONFIG, seed=0, **overrides):
+  class_name, arguments, _ = MODELS[kind]
+  backbone = XLNetModel(config)
+  model = backbone if class_name == "XLNetModel" else getattr(xlnet_tf, class_name)(
+      backbone, **{**arguments, **overrides})
+  randomize_weights(model, seed)
+  return model
+
+
+def inputs_for(kind, rng):
+  """Batch 3, left padding of 0/2/1, segments A, B and <cls>; [B, C, T] for multiple choice,
+  p_mask (question and padding blocked) and cls_index for question answering."""
+  if kind == "multiple_choice":
+    flat = padded_pair_batch(rng, BATCH * CHOICES, LENGTH, CONFIG.n_token,
+                             pad_lengths=[0, 2, 1, 3, 0, 1])
+    return {key: value.reshape(BATCH, CHOICES, LENGTH) for key, value in flat.items()}
+  batch = padded_pair_batch(rng, BATCH, LENGTH, CONFIG.n_token, pad_lengths=[0, 2, 1])
+  if kind == "question_answering":
+    p_mask = np.where(batch["segment_ids"] == 0, 0.0, 1.0).astype(np.float32)
+    p_mask[:, -1] = 0.0  # <cls>: "no answer"
+    batch.update(p_mask=p_mask, cls_index=np.full([BATCH], LENGTH - 1, np.int32))
+  return batch
+
+
+def outputs_of(model, kind, batch):
+  """Our outputs as NumPy arrays, by the names the comparisons below use."""
+  if kind == "backbone":
+    return {"hidden": model(batch)["sequence_output"].numpy()}
+  if kind == "lm":
+    hidden = model.backbone(batch)["sequence_output"]
+    return {"logits": model.lm_logits(hidden).numpy()}
+  outputs = model(batch)
+  if isinstance(outputs, dict):
+    return {key: value.numpy() for key, value in outputs.items()}
+  return {"logits": outputs.numpy()}
+
+
+def weights_by_name(model):
+  return {name: variable.numpy()
+          for name, variable in checkpoints.original_variable_map(model).items()}
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_written_directory_reads_back_identically(tmp_path, rng, kind):
+  model = build(kind)
+  save_huggingface_checkpoint(model, str(tmp_path))
+  assert sorted(os.listdir(tmp_path)) == ["config.json", "model.safetensors"]
+  reloaded = build(kind, seed=1)
+  checkpoints.load_huggingface_checkpoint(reloaded, str(tmp_path))
+  theirs = weights_by_name(reloaded)
+  for name, value in weights_by_name(model).items():
+    np.testing.assert_array_equal(theirs[name], value, err_msg=name)
+  batch = inputs_for(kind, rng)
+  ours, back = outputs_of(model, kind, batch), outputs_of(reloaded, kind, batch)
+  for key in ours:
+    np.testing.assert_array_equal(back[key], ours[key], err_msg=key)
+
+
+@pytest.mark.parametrize("untie_r", [True, False])
+def test_written_backbone_matches_the_float64_reference(tmp_path, rng, untie_r):
+  """The file's tensors, renamed to the original names, drive the NumPy reference."""
+  config = tiny_config(untie_r=untie_r)
+  model = build("backbone", config)
+  save_huggingface_checkpoint(model, str(tmp_path))
+  tensors = read_safetensors(str(tmp_path / "model.safetensors"))
+  assert "transformer.layer.1.rel_attn.r_w_bias" in tensors  # per layer, tied or not
+  weights, _, _ = huggingface_to_original(tensors, config.n_layer, untie_r, source="test")
+  assert_matches_reference(model, weights, config, rng)
+
+
+def test_config_json_holds_the_architecture_and_labels(tmp_path):
+  """A pretraining run's data layout (bi_data, reuse_len) is not written: transformers' forward
+  would read the second half of every batch backwards."""
+  model = build("classifier", tiny_config(ff_activation="gelu", clamp_len=5, mem_len=6,
+                                          reuse_len=4, bi_data=True))
+  save_huggingface_checkpoint(model, str(tmp_path), labels=["neg", "neutral", "pos"])
+  values = json.loads((tmp_path / "config.json").read_text())
+  expected = {"architectures": ["XLNetForSequenceClassification"], "model_type": "xlnet",
+              "vocab_size": 50, "d_model": 32, "n_layer": 2, "n_head": 4, "d_head": 8,
+              "d_inner": 48, "ff_activation": "gelu_new", "clamp_len": 5, "mem_len": 6,
+              "reuse_len": None, "bi_data": False,
+              "summary_type": "last", "summary_proj_to_labels": False, "num_labels": 3,
+              "id2label": {"0": "neg", "1": "neutral", "2": "pos"},
+              "label2id": {"neg": 0, "neutral": 1, "pos": 2}}
+  assert {key: values[key] for key in expected} == expected
+  assert "problem_type" not in values  # single-label: transformers' default softmax
+
+
+def test_config_json_names_the_problem_type_of_regression_and_multi_label(tmp_path):
+  for overrides, problem in (({"num_classes": 1}, "regression"),
+                             ({"multi_label": True}, "multi_label_classification")):
+    keras.utils.set_random_seed(0)
+    model = XLNetClassifier(XLNetModel(tiny_config()), **{"num_classes": 3, **overrides})
+    save_huggingface_checkpoint(model, str(tmp_path / problem))
+    assert json.loads((tmp_path / problem / "config.json").read_text())["problem_type"] == problem
+
+
+def own_head_directory(directory, kind, labels=None, **overrides):
+  model = build(kind, **overrides)
+  checkpoints.save_pretrained(model, str(directory))
+  if labels is not None:
+    save_labels(str(directory), labels)
+  return model
+
+
+def test_convert_writes_a_head_with_its_labels(tmp_path):
+  own_head_directory(tmp_path / "own", "token_classifier", labels=["O", "B", "I", "X"])
+  report = convert.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "hf"),
+                                      "huggingface")
+  assert "XLNetTokenClassifier (transformers' XLNetForTokenClassification)" in report
+  assert "max |diff| = 0.0" in report
+  values = json.loads((tmp_path / "hf" / "config.json").read_text())
+  assert values["id2label"] == {"0": "O", "1": "B", "2": "I", "3": "X"}
+  assert sorted(os.listdir(tmp_path)) == ["hf", "own"]
+
+
+def test_convert_between_own_and_original_keeps_a_head(tmp_path):
+  """Heads convert to the other formats too: own -> original -> back, weights unchanged."""
+  model = own_head_directory(tmp_path / "own", "classifier", labels=["a", "b", "c"])
+  convert.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "tf1"), "original")
+  assert (tmp_path / "tf1" / "labels.json").exists()
+  reloaded = build("classifier", seed=2)
+  checkpoints.load_original_checkpoint(reloaded, str(tmp_path / "tf1"))
+  theirs = weights_by_name(reloaded)
+  for name, value in weights_by_name(model).items():
+    np.testing.assert_array_equal(theirs[name], value, err_msg=name)
+
+
+# ---- bad input: one line naming the input, exit status 1, nothing written ----
+
+def unknown_head(tmp_path):
+  own_head_directory(tmp_path / "own", "classifier")
+  (tmp_path / "own" / "head.json").write_text('{"class": "XLNetRanker"}')
+  return (f"{tmp_path / 'own' / 'head.json'}: class must be one of ['XLNetPretrainer', "
+          "'XLNetClassifier', 'XLNetMultipleChoice', 'XLNetQuestionAnswering', "
+          "'XLNetTokenClassifier']; got 'XLNetRanker'")
+
+
+def attention_pooling(tmp_path):
+  own_head_directory(tmp_path / "own", "classifier", summary_type="attn")
+  return ("the model for --output_format=huggingface must be pooled by last, first or mean "
+          "(transformers' XLNetSequenceSummary has no 'attn'); got XLNetClassifier with "
+          "summary_type='attn'")
+
+
+def next_sentence_head(tmp_path):
+  own_head_directory(tmp_path / "own", "lm", next_sentence=True)
+  return ("the model for --output_format=huggingface must be without a next-sentence "
+          "classifier (XLNetLMHeadModel has none); got XLNetPretrainer with next_sentence=True")
+
+
+def head_size_apart_from_d_model(tmp_path):
+  own_head_directory(tmp_path / "own", "backbone", config=tiny_config(d_head=4))
+  return ("the model for --output_format=huggingface must be a model with d_head * n_head == "
+          "d_model (transformers derives d_head from them); got d_head 4, n_head 4, d_model 32")
+
+
+def labels_of_another_head(tmp_path):
+  own_head_directory(tmp_path / "own", "classifier", labels=["yes", "no"])
+  return (f"{tmp_path / 'own' / 'labels.json'}: lists 2 labels, but the XLNetClassifier in "
+          f"{tmp_path / 'own' / 'head.json'} has 3 classes")
+
+
+def output_is_a_file(tmp_path):
+  own_head_directory(tmp_path / "own", "backbone")
+  (tmp_path / "out").write_text("not a directory")
+  return f"{tmp_path / 'out'}: exists and is not a directory"
+
+
+def output_holds_other_weights(tmp_path):
+  own_head_directory(tmp_path / "own", "backbone")
+  (tmp_path / "out").mkdir()
+  (tmp_path / "out" / "pytorch_model.bin").write_bytes(b"weights of another model")
+  return (f"{tmp_path / 'out'} must be a directory without other Hugging Face weights (written "
+          "there: config.json and model.safetensors); got pytorch_model.bin")
+
+
+BAD_INPUTS = {case.__name__: case for case in (
+    unknown_head, attention_pooling, next_sentence_head, head_size_apart_from_d_model,
+    labels_of_another_head, output_is_a_file, output_holds_other_weights)}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_convert_checkpoint_cli_refuses_in_one_line(tmp_path, case):
+  message = BAD_INPUTS[case](tmp_path)
+  before = {path: os.path.getmtime(path) for path in map(str, tmp_path.rglob("*"))}
+  result = run_tool("run/convert_checkpoint.py", f"--input={tmp_path / 'own'}",
+                    "--input_format=own", f"--output={tmp_path / 'out'}",
+                    "--output_format=huggingface")
+  assert result.returncode == 1, result.stderr
+  lines = [line for line in result.stderr.splitlines() if line.strip()]
+  assert lines == [f"error: {message}"], result.stderr
+  assert {path: os.path.getmtime(path) for path in map(str, tmp_path.rglob("*"))} == before
+
+
+# ---- transformers loads the files and computes the same outputs ----
+
+def transformers_outputs(kind, directory, batch):
+  """(loading info, outputs by our names) of transformers' class for `kind` on `batch`."""
+  torch = pytest.importorskip("torch")
+  transformers = pytest.importorskip("transformers")
+  hf_class = getattr(transformers, MODELS[kind][2])
+  model, info = hf_class.from_pretrained(str(directory), output_loading_info=True)
+  model.eval()
+  tensors = {key: torch.tensor(value) for key, value in batch.items()}
+  arguments = dict(input_ids=tensors["input_ids"].long(),
+                   token_type_ids=tensors["segment_ids"].long(),
+                   attention_mask=tensors["input_mask"])
+  if kind == "question_answering":
+    arguments.update(p_mask=tensors["p_mask"], cls_index=tensors["cls_index"].long())
+  with torch.no_grad():
+    result = model(**arguments)
+  if kind == "backbone":
+    return info, {"hidden": result.last_hidden_state.numpy()}
+  if kind != "question_answering":
+    logits = result.logits.numpy()
+    return info, {"logits": logits[:, 0] if kind == "regression" else logits}
+  # transformers' "log_probs" are probabilities; its end candidates are laid out [B, E, K].
+  ends = [getattr(result, name).numpy().reshape(BATCH, 2, 2).transpose(0, 2, 1)
+          for name in ("end_top_log_probs", "end_top_index")]
+  return info, {"start_top_log_probs": np.log(result.start_top_log_probs.numpy()),
+                "start_top_index": result.start_top_index.numpy(),
+                "end_top_log_probs": np.log(ends[0]), "end_top_index": ends[1],
+                "cls_logits": result.cls_logits.numpy()}
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_transformers_loads_every_weight_and_computes_the_same(tmp_path, rng, kind):
+  model = build(kind)
+  save_huggingface_checkpoint(model, str(tmp_path))
+  batch = inputs_for(kind, rng)
+  info, theirs = transformers_outputs(kind, tmp_path, batch)
+  assert not any(info.values()), info  # missing, unexpected, mismatched keys, errors
+  ours = outputs_of(model, kind, batch)
+  assert sorted(theirs) == sorted(ours)
+  for key, value in ours.items():
+    np.testing.assert_allclose(theirs[key], value, atol=2e-5, rtol=1e-5, err_msg=key)
+
+
+def test_transformers_reads_the_labels(tmp_path):
+  transformers = pytest.importorskip("transformers")
+  own_head_directory(tmp_path / "own", "classifier", labels=["neg", "neutral", "pos"])
+  convert.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "hf"), "huggingface")
+  config = transformers.AutoConfig.from_pretrained(str(tmp_path / "hf"))
+  assert config.id2label == {0: "neg", 1: "neutral", 2: "pos"}

@@ -1,0 +1,147 @@
+"""Writes a model or head as a Hugging Face PyTorch XLNet directory: `config.json` +
+`model.safetensors`, under the names transformers loads without missing or unexpected weights.
+
+    ours                      transformers
+    XLNetModel                XLNetModel
+    XLNetPretrainer           XLNetLMHeadModel (lm_loss.weight tied to the word embedding)
+    XLNetClassifier           XLNetForSequenceClassification (num_classes 1: regression)
+    XLNetMultipleChoice       XLNetForMultipleChoice
+    XLNetTokenClassifier      XLNetForTokenClassification
+    XLNetQuestionAnswering    XLNetForQuestionAnswering (start/end logits, answer class)
+
+The names are the reader's read backwards (huggingface.py's backbone table and each head's
+`huggingface_head_names()`), so the two directions cannot drift apart.
+"""
+
+import os
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+
+from xlnet_tf import numerics
+from xlnet_tf.checkpoints.huggingface import STACKED_PER_LAYER, huggingface_weight_name
+from xlnet_tf.checkpoints.naming import BACKBONE_SCOPE, backbone_of, original_variable_map
+from xlnet_tf.checkpoints.safetensors_io import write_safetensors
+from xlnet_tf.errors import UserInputError, require
+from xlnet_tf.json_files import write_json
+
+HUGGINGFACE_CONFIG_FILE = "config.json"
+HUGGINGFACE_WEIGHTS_FILE = "model.safetensors"
+# The transformers class of each of ours, by class name (checkpoints/ imports no heads).
+HUGGINGFACE_ARCHITECTURES = {
+    "XLNetModel": "XLNetModel",
+    "XLNetPretrainer": "XLNetLMHeadModel",
+    "XLNetClassifier": "XLNetForSequenceClassification",
+    "XLNetMultipleChoice": "XLNetForMultipleChoice",
+    "XLNetTokenClassifier": "XLNetForTokenClassification",
+    "XLNetQuestionAnswering": "XLNetForQuestionAnswering",
+}
+# Ours -> transformers': its "gelu" is the erf form, "gelu_new" the original's tanh form.
+_ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu"}
+_FLAG = "the model for --output_format=huggingface"
+
+
+def huggingface_architecture(model_or_head) -> str:
+  """The transformers class that holds `model_or_head`; UserInputError naming the head (and the
+  output format) when transformers has none."""
+  name = type(model_or_head).__name__
+  supported = ", ".join(HUGGINGFACE_ARCHITECTURES)
+  require(name in HUGGINGFACE_ARCHITECTURES, _FLAG,
+          f"one transformers has a class for ({supported})", name)
+  require(getattr(model_or_head, "summary_type", "last") != "attn", _FLAG,
+          "pooled by last, first or mean (transformers' XLNetSequenceSummary has no 'attn')",
+          f"{name} with summary_type='attn'")
+  require(not getattr(model_or_head, "next_sentence", False), _FLAG,
+          "without a next-sentence classifier (XLNetLMHeadModel has none)",
+          f"{name} with next_sentence=True")
+  config = backbone_of(model_or_head).config
+  require(config.d_head * config.n_head == config.d_model, _FLAG,
+          "a model with d_head * n_head == d_model (transformers derives d_head from them)",
+          f"d_head {config.d_head}, n_head {config.n_head}, d_model {config.d_model}")
+  return HUGGINGFACE_ARCHITECTURES[name]
+
+
+def huggingface_tensors(model_or_head) -> Dict[str, np.ndarray]:
+  """{transformers parameter name: array} of every weight: torch Linear weights [out, in], the
+  attention biases and segment embeddings split per layer (a tied copy repeated)."""
+  config = backbone_of(model_or_head).config
+  head_names = getattr(model_or_head, "huggingface_head_names", dict)()
+  by_original = {original: (name, transpose) for name, (original, transpose) in head_names.items()}
+  tensors, unnamed = {}, []
+  for original, variable in original_variable_map(model_or_head).items():
+    value = np.asarray(variable.numpy(), np.float32)
+    inner = original[len(BACKBONE_SCOPE):]
+    if original.startswith(BACKBONE_SCOPE) and inner in STACKED_PER_LAYER:
+      for layer in range(config.n_layer):
+        stacked = inner == "seg_embed" or config.untie_r
+        tensors[f"transformer.layer.{layer}.rel_attn.{inner}"] = value[layer] if stacked else value
+      continue
+    named = by_original.get(original) or huggingface_weight_name(original)
+    if named is None:
+      unnamed.append(original)
+      continue
+    name, transpose = named
+    tensors[name] = value.T if transpose else value
+  if unnamed:
+    raise UserInputError(f"{_FLAG}: no Hugging Face name for {', '.join(sorted(unnamed))} of "
+                         f"{type(model_or_head).__name__}")
+  return tensors
+
+
+def huggingface_config(model_or_head, labels: Optional[Sequence[str]] = None) -> Dict:
+  """config.json's fields: transformers' XLNetConfig keys, plus the head's (summary_*,
+  num_labels / id2label from `labels`, start_n_top / end_n_top)."""
+  config = backbone_of(model_or_head).config
+  values = {
+      "architectures": [huggingface_architecture(model_or_head)], "model_type": "xlnet",
+      "vocab_size": config.n_token, "d_model": config.d_model, "n_layer": config.n_layer,
+      "n_head": config.n_head, "d_head": config.d_head, "d_inner": config.d_inner,
+      "ff_activation": _ACTIVATIONS[config.ff_activation], "untie_r": config.untie_r,
+      # bi_data and reuse_len lay out pretraining batches (bi_data: the second half of the
+      # batch read backwards): a pretrained model is used without them, as for_finetuning().
+      "attn_type": config.attn_type, "mem_len": config.mem_len or None,
+      "reuse_len": None, "bi_data": False,
+      "clamp_len": config.clamp_len, "same_length": config.same_length,
+      "dropout": config.dropout, "initializer_range": config.init_std,
+      "layer_norm_eps": numerics.LAYER_NORM_EPSILON, "tie_word_embeddings": True,
+      "dtype": "float32"}
+  values.update(_head_fields(model_or_head, labels))
+  return values
+
+
+def _head_fields(head, labels) -> Dict:
+  fields = {}
+  if hasattr(head, "summary_type"):
+    # The summary projects to d_model (summary_proj_to_labels off): logits_proj follows it.
+    fields.update(summary_type=head.summary_type, summary_use_proj=True,
+                  summary_activation="tanh", summary_proj_to_labels=False,
+                  summary_last_dropout=backbone_of(head).config.dropout)
+  if hasattr(head, "start_n_top"):
+    fields.update(start_n_top=head.start_n_top, end_n_top=head.end_n_top)
+  count = getattr(head, "num_classes", None) or getattr(head, "num_labels", None)
+  if count is not None:
+    fields["num_labels"] = count
+    if count == 1 and type(head).__name__ == "XLNetClassifier":
+      fields["problem_type"] = "regression"
+    elif getattr(head, "multi_label", False):  # sigmoid per label (BCE) in transformers too
+      fields["problem_type"] = "multi_label_classification"
+    names = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(count)]
+    fields["id2label"] = {str(i): label for i, label in enumerate(names)}
+    fields["label2id"] = {label: i for i, label in enumerate(names)}
+  return fields
+
+
+def save_huggingface_checkpoint(model_or_head, directory: str,
+                                labels: Optional[Sequence[str]] = None) -> str:
+  """Writes `directory/config.json` and `directory/model.safetensors` (float32) for
+  transformers' `from_pretrained(directory)`; `labels` (a classifier's or tagger's classes in
+  order) become id2label. Checks everything before writing a file. Returns `directory`."""
+  values = huggingface_config(model_or_head, labels)
+  count = values.get("num_labels")
+  if labels is not None and count is not None:
+    require(len(labels) == count, "labels", f"one per output class ({count})", len(labels))
+  tensors = huggingface_tensors(model_or_head)
+  os.makedirs(directory, exist_ok=True)
+  write_json(os.path.join(directory, HUGGINGFACE_CONFIG_FILE), values)
+  write_safetensors(os.path.join(directory, HUGGINGFACE_WEIGHTS_FILE), tensors, {"format": "pt"})
+  return directory
