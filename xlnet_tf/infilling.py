@@ -107,7 +107,8 @@ def span_log_prob(pretrainer, input_ids, fill_mask, *, input_mask=None, segment_
   steps = _steps_for(pretrainer, text, use_cache=False)
   logits = steps(text.true_ids if not objective.needs_mask_id else text.masked_ids, ranks,
                  text.positions, text.valid, None, None)
-  log_probs = _log_probs_of(logits, np.take_along_axis(text.true_ids, text.positions, axis=1))
+  log_probs = _at(_log_softmax(logits),
+                  np.take_along_axis(text.true_ids, text.positions, axis=1))
   return tf.constant((log_probs * text.valid).sum(axis=1), tf.float32)
 
 
@@ -321,11 +322,12 @@ def _run_order(steps, text: _Text, order: str, choose, seed: int):
     logits = steps(ids, ranks, query_positions, open_slots.astype(np.float32), new_positions,
                    has_new)
     tokens = choose(logits, query_positions, step)
-    chosen_log_probs = _log_probs_of(logits, tokens)
+    log_softmax = _log_softmax(logits)
+    chosen_log_probs = _at(log_softmax, tokens)
     if order == "independent":
       pick = open_slots
     else:  # one slot per row: the fixed order's, or the most confident open one
-      confidence = np.where(open_slots, _log_probs_of(logits, logits.argmax(-1)), -np.inf)
+      confidence = np.where(open_slots, log_softmax.max(axis=-1), -np.inf)
       pick = np.zeros_like(open_slots)
       pick[rows, np.argmax(confidence, axis=1)] = True
       pick &= open_slots
@@ -340,13 +342,14 @@ def _run_order(steps, text: _Text, order: str, choose, seed: int):
   return ids, log_probs
 
 
-def _log_probs_of(logits, tokens):
-  """float32 [B, Q]: log softmax(logits [B, Q, V]) at tokens [B, Q]."""
-  logits = np.asarray(logits, np.float64)
-  top = logits.max(axis=-1, keepdims=True)
-  normalizer = top[..., 0] + np.log(np.exp(logits - top).sum(axis=-1))
-  return (np.take_along_axis(logits, tokens[..., None].astype(np.int64), axis=-1)[..., 0]
-          - normalizer).astype(np.float32)
+def _log_softmax(logits):
+  """float32 [B, Q, V] log-probabilities of logits [B, Q, V]."""
+  return tf.nn.log_softmax(tf.cast(logits, tf.float32)).numpy()
+
+
+def _at(values, tokens):
+  """values [B, Q, V] at tokens [B, Q]: [B, Q]."""
+  return np.take_along_axis(values, tokens[..., None].astype(np.int64), axis=-1)[..., 0]
 
 
 # ---- input checks ----------------------------------------------------------------------------

@@ -17,6 +17,8 @@ mlm and clm steps are whole calls (their context states change with every filled
 Shapes: B batch, T length, Q query rows of a step, L layers, N heads, H head size, V vocabulary.
 """
 
+import weakref
+
 import numpy as np
 import tensorflow as tf
 
@@ -24,6 +26,21 @@ from xlnet_tf.layers import masks as mask_lib
 
 # A rank no blank reaches: blanks not yet filled are seen by nobody.
 UNFILLED_RANK = 2 ** 30
+
+# model -> {name: tf.function}: one trace per input shape and model, reused by later calls.
+_compiled = weakref.WeakKeyDictionary()
+
+
+def _compiled_function(model, name, function):
+  functions = _compiled.setdefault(model, {})
+  if name not in functions:
+    functions[name] = tf.function(function)
+  return functions[name]
+
+
+def _logits_of(model):
+  return _compiled_function(model, "logits",
+                            lambda inputs: model(inputs, training=False)["logits"])
 
 
 def perm_mask_for_ranks(ranks, fill_mask):
@@ -52,7 +69,7 @@ class RecomputedPermSteps:
 
   def __init__(self, model, text):
     self.model, self.text = model, text
-    self.call = tf.function(lambda inputs: model(inputs, training=False)["logits"])
+    self.call = _logits_of(model)
 
   def __call__(self, ids, ranks, query_positions, query_valid, new_positions, has_new):
     del new_positions, has_new  # the whole text is recomputed
@@ -80,19 +97,16 @@ class CachedPermSteps:
     self.mismatch = None
     if text.segment_ids is not None:
       self.mismatch = mask_lib.segment_mismatch(tf.constant(text.segment_ids, tf.int32), 0)
-    self.step = tf.function(self._step)
+    self.step = _compiled_function(model, "cached_step", lambda *args: _cached_step(model, *args))
 
   def _context_keys_values(self, ids, perm_mask):
     """Each layer's (keys, values) [B, N, T, H] of the text with every blank hidden."""
-    config, text = self.model.backbone.config, self.text
-    empty = tf.zeros([text.batch, config.n_head, 0, config.d_head], self.model.compute_dtype)
-    inputs = {"input_ids": ids, "input_mask": text.input_mask, "perm_mask": perm_mask,
-              "memory_mask": tf.zeros([text.batch, 0])}
+    text = self.text
+    inputs = {"input_ids": ids, "input_mask": text.input_mask, "perm_mask": perm_mask}
     if text.segment_ids is not None:
       inputs["segment_ids"] = text.segment_ids
-    outputs = self.model.backbone(inputs, training=False,
-                                  memory_keys_values=[(empty, empty)] * config.n_layer)
-    return [tuple(tensor) for tensor in outputs["keys_values"]]
+    return _compiled_function(self.model, "context", lambda inputs: _context_pass(
+        self.model.backbone, inputs))(inputs)
 
   def __call__(self, ids, ranks, query_positions, query_valid, new_positions, has_new):
     del query_valid  # invalid rows' logits are not read
@@ -101,36 +115,50 @@ class CachedPermSteps:
     logits, self.keys_values = self.step(
         self.keys_values, tf.constant(visible, tf.float32), tf.constant(new_ids),
         tf.constant(new_positions, tf.int32), tf.constant(has_new, tf.float32),
-        tf.constant(query_positions, tf.int32))
+        tf.constant(query_positions, tf.int32), self.position_keys, self.mismatch)
     return logits.numpy()
 
-  def _step(self, keys_values, visible, new_ids, new_positions, has_new, query_positions):
-    """(logits [B, Q, V] of the query rows, the cache with the new blank's keys and values)."""
-    backbone = self.model.backbone
-    dtype = self.model.compute_dtype
-    length = self.text.length
-    batch, queries = tf.shape(query_positions)[0], tf.shape(query_positions)[1]
-    content = tf.cast(tf.gather(backbone.word_embedding, new_ids[:, None]), dtype)  # [B, 1, D]
-    query = tf.tile(tf.cast(backbone.mask_emb, dtype), tf.stack([batch, queries, 1]))
-    positions = tf.concat([new_positions[:, None], query_positions], axis=1)  # [B, 1 + Q]
-    written = (tf.one_hot(new_positions, length) * has_new[:, None])[:, None, :, None]
-    blocked = tf.tile(tf.equal(visible, 0.0)[:, None], tf.stack([1, queries + 1, 1]))
-    mismatch = None
-    if self.mismatch is not None:
-      mismatch = tf.gather(self.mismatch, positions, batch_dims=1)
-    new_cache = []
-    for index, block in enumerate(backbone.blocks):
-      entered = block.attention.project_keys_values(content)  # [B, N, 1, H] each
-      cache = tuple(tf.cast(cached, dtype) * (1 - tf.cast(written, dtype))
-                    + tf.cast(new, dtype) * tf.cast(written, dtype)
-                    for cached, new in zip(keys_values[index], entered))
-      new_cache.append(cache)
-      rows = block.rows_at_positions(
-          tf.concat([content, query], axis=1), positions, cache, self.position_keys[index],
-          backbone.layer_biases(index, mismatch is not None), content_length=length,
-          mask=blocked, segment_mismatch=mismatch)
-      content, query = rows[:, :1], rows[:, 1:]
-    return self.model.lm_logits(query), new_cache
+
+def _context_pass(backbone, inputs):
+  """Each layer's (keys, values) [B, N, T, H] of the content stream of `inputs` (the cache
+  of a call with a zero-length memory holds exactly them)."""
+  config = backbone.config
+  batch = tf.shape(inputs["input_ids"])[0]
+  empty = tf.zeros(tf.stack([batch, config.n_head, 0, config.d_head]), backbone.compute_dtype)
+  inputs = dict(inputs, memory_mask=tf.zeros(tf.stack([batch, 0])))
+  outputs = backbone(inputs, training=False, memory_keys_values=[(empty, empty)] * config.n_layer)
+  return [tuple(tensor) for tensor in outputs["keys_values"]]
+
+
+def _cached_step(model, keys_values, visible, new_ids, new_positions, has_new, query_positions,
+                 position_keys, segment_mismatch):
+  """(logits [B, Q, V] of the query rows, the cache with the new blank's keys and values)."""
+  backbone = model.backbone
+  dtype = model.compute_dtype
+  length = tf.shape(visible)[1]
+  batch, queries = tf.shape(query_positions)[0], tf.shape(query_positions)[1]
+  content = tf.cast(tf.gather(backbone.word_embedding, new_ids[:, None]), dtype)  # [B, 1, D]
+  query = tf.tile(tf.cast(backbone.mask_emb, dtype), tf.stack([batch, queries, 1]))
+  positions = tf.concat([new_positions[:, None], query_positions], axis=1)  # [B, 1 + Q]
+  written = tf.cast((tf.one_hot(new_positions, length) * has_new[:, None])[:, None, :, None],
+                    dtype)
+  blocked = tf.tile(tf.equal(visible, 0.0)[:, None], tf.stack([1, queries + 1, 1]))
+  mismatch = None
+  if segment_mismatch is not None:
+    mismatch = tf.gather(segment_mismatch, positions, batch_dims=1)
+  new_cache = []
+  for index, block in enumerate(backbone.blocks):
+    entered = block.attention.project_keys_values(content)  # [B, N, 1, H] each
+    cache = tuple(tf.cast(cached, dtype) * (1 - written) + tf.cast(new, dtype) * written
+                  for cached, new in zip(keys_values[index], entered))
+    new_cache.append(cache)
+    rows = block.rows_at_positions(
+        tf.concat([content, query], axis=1), positions, cache, position_keys[index],
+        backbone.layer_biases(index, mismatch is not None), content_length=length,
+        mask=blocked, segment_mismatch=mismatch)
+    content, query = rows[:, :1], rows[:, 1:]
+  return model.lm_logits(query), new_cache
+
 
 
 class WholeTextSteps:
@@ -141,7 +169,7 @@ class WholeTextSteps:
   def __init__(self, model, text):
     self.text = text
     self.next_token = model.lm_objective.consecutive_segments
-    self.call = tf.function(lambda inputs: model(inputs, training=False)["logits"])
+    self.call = _logits_of(model)
 
   def __call__(self, ids, ranks, query_positions, query_valid, new_positions, has_new):
     del ranks, new_positions, has_new  # the text as it stands is all a step reads
