@@ -67,11 +67,10 @@ def main(argv):
       raise app.UsageError(f"--text number {index + 1} ({FLAGS.text[index]!r}) has no blank: "
                            "write one as <mask> or ___")
   batch = infilling.packed_with_blanks(tokenizer, parts)
-  special = tokenizer.special_ids
   filled = infilling.fill(model, **batch.inputs(), order=FLAGS.order,
                           temperature=FLAGS.temperature, top_k=FLAGS.top_k, top_p=FLAGS.top_p,
-                          seed=FLAGS.seed, use_cache=FLAGS.use_cache, mask_id=special.mask,
-                          cls_id=special.cls, sep_id=special.sep)
+                          seed=FLAGS.seed, use_cache=FLAGS.use_cache,
+                          **infilling.special_id_arguments(tokenizer))
   for text, result in zip(FLAGS.text, infilling.filled_texts(tokenizer, filled, batch)):
     print(f"text: {text}\nfilled: {result}\n")
 

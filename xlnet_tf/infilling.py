@@ -130,7 +130,7 @@ def score_candidates(pretrainer, tokenizer, text_with_blank: str, candidates: Se
   batch = packed_with_blanks(
       tokenizer, [[before, len(ids), after] for ids in pieces], fills=pieces)
   scores = span_log_prob(pretrainer, **batch.inputs(), order=order,
-                         **_special_arguments(tokenizer)).numpy()
+                         **special_id_arguments(tokenizer)).numpy()
   if per_piece:
     scores = scores / batch.fill_mask.sum(axis=1)
   ranked = sorted(zip(candidates, scores.tolist()), key=lambda pair: -pair[1])
@@ -208,7 +208,9 @@ def filled_texts(tokenizer, filled, batch: BlankBatch, brackets=("[", "]")) -> L
   return texts
 
 
-def _special_arguments(tokenizer):
+def special_id_arguments(tokenizer):
+  """mask_id, cls_id, sep_id of `tokenizer`'s vocabulary: keyword arguments of fill and
+  span_log_prob."""
   special = tokenizer.special_ids
   return dict(mask_id=special.mask, cls_id=special.cls, sep_id=special.sep)
 
