@@ -150,9 +150,11 @@ class BlankBatch:
     return dataclasses.asdict(self)
 
 
-def packed_with_blanks(tokenizer, texts: Sequence[Sequence], fills=None) -> BlankBatch:
+def packed_with_blanks(tokenizer, texts: Sequence[Sequence], fills=None,
+                       length: int = 0) -> BlankBatch:
   """Each text is a list of parts: token-id lists (text) and ints (a blank of that many
-  pieces); `fills` (one id list per text, or None) gives the blanks' ids (else <mask>)."""
+  pieces); `fills` (one id list per text, or None) gives the blanks' ids (else <mask>). Rows
+  are left-padded to the longest, or to `length` if longer (batches of one shape)."""
   special = tokenizer.special_ids
   rows = []
   for index, parts in enumerate(texts):
@@ -166,7 +168,7 @@ def packed_with_blanks(tokenizer, texts: Sequence[Sequence], fills=None) -> Blan
         blank += [0] * len(part)
     packed, segments = pack_pair(ids, None, special.sep, special.cls)
     rows.append((packed, segments, blank + [0, 0]))
-  length = max(len(packed) for packed, _, _ in rows)
+  length = max([length] + [len(packed) for packed, _, _ in rows])
   batch = BlankBatch(*(np.zeros([len(rows), length], dtype)
                        for dtype in (np.int32, np.int32, np.float32, np.float32)))
   batch.input_ids[:] = max(special.pad, 0)

@@ -27,14 +27,15 @@ from xlnet_tf.layers import masks as mask_lib
 # A rank no blank reaches: blanks not yet filled are seen by nobody.
 UNFILLED_RANK = 2 ** 30
 
-# model -> {name: tf.function}: one trace per input shape and model, reused by later calls.
+# model -> {name: tf.function}, reused by later calls; after a few input shapes a function is
+# traced for any length and batch (texts of every length would otherwise trace one each).
 _compiled = weakref.WeakKeyDictionary()
 
 
 def _compiled_function(model, name, function):
   functions = _compiled.setdefault(model, {})
   if name not in functions:
-    functions[name] = tf.function(function)
+    functions[name] = tf.function(function, reduce_retracing=True)
   return functions[name]
 
 

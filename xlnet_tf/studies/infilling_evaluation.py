@@ -69,6 +69,11 @@ def blanked_sentences(tokenizer, sentences: Sequence[str], span_words: int, coun
   return examples
 
 
+def _packed_length(examples) -> int:
+  """One padded length for every batch of `examples` (<sep> <cls> after the pieces)."""
+  return max(len(example.pieces) for example in examples) + 2
+
+
 def _batches(items, size):
   for begin in range(0, len(items), size):
     yield items[begin:begin + size]
@@ -79,7 +84,8 @@ def infilling_accuracy(pretrainer, tokenizer, examples: Sequence[BlankedSentence
   """{"exact": share of spans filled exactly, "pieces": share of blanked pieces right}."""
   exact, right, total = 0, 0, 0
   for batch in _batches(list(examples), batch_size):
-    packed = infilling.packed_with_blanks(tokenizer, [example.parts() for example in batch])
+    packed = infilling.packed_with_blanks(tokenizer, [example.parts() for example in batch],
+                                          length=_packed_length(examples))
     filled = infilling.fill(pretrainer, **packed.inputs(), order=order, seed=seed,
                             **infilling.special_id_arguments(tokenizer)).numpy()
     for row, example in enumerate(batch):
@@ -116,7 +122,8 @@ def cloze_accuracy(pretrainer, tokenizer, examples: Sequence[BlankedSentence],
   scores = []
   for batch in _batches(rows, batch_size):
     packed = infilling.packed_with_blanks(tokenizer, [parts for parts, _ in batch],
-                                          fills=[fill for _, fill in batch])
+                                          fills=[fill for _, fill in batch],
+                                          length=_packed_length(examples))
     scores.extend(infilling.span_log_prob(
         pretrainer, **packed.inputs(), order=order, seed=seed,
         **infilling.special_id_arguments(tokenizer)).numpy())
