@@ -8,6 +8,13 @@ no query stream or target mapping to train the permutation LM with). It also mea
 machine's dense matmul rate to report model-FLOPs use, and the speed of the pretraining data
 stage (text -> TFRecords). --modes=serve (serve_xla) adds xlnet_tf's exported SavedModel (what
 TF Serving runs; with XLA-compiled regions), timed through its serve_ids signature.
+--modes=infill,infill_recompute time xlnet_tf.infilling.fill (greedy, left to right) of 8 blank
+spans of 4 pieces per text with the XLNet LM, reusing the context's states or recomputing the
+whole text at every step; tokens/s counts the filled pieces:
+
+  python run/benchmark.py --modes=infill,infill_recompute --shapes=8x128 --dtypes=float32 \
+      --implementations=xlnet_tf --dropout=false --data_copies=0 --repeats=2
+
 --modes=generate times greedy generation of --new_tokens tokens after prompts of seq_len tokens
 with the XLNet LM (bi attention, the query stream predicting the next token):
 xlnet_tf.generation.generate against Hugging Face's XLNetLMHeadModel.generate; tokens/s counts
@@ -58,7 +65,8 @@ from absl import app
 from absl import flags
 from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
-from xlnet_tf.benchmarking import VOCAB, build_xlnet_tf_step, random_inputs
+from xlnet_tf.benchmarking import (INFILL_MODES, INFILL_SPAN, INFILL_SPANS, VOCAB,
+                                   build_xlnet_tf_step, random_inputs)
 from xlnet_tf.config import SIZE_PRESETS
 from xlnet_tf import finetuning_memory
 
@@ -273,7 +281,8 @@ WORKERS = {"xlnet_tf": run_xlnet_tf, "hf_torch": run_hf_torch, "keras_hub": run_
            "finetune_memory": finetuning_memory.step_memory}
 MODES = {"forward": {"xlnet_tf", "hf_torch", "keras_hub"},
          "train": {"xlnet_tf", "hf_torch"},  # keras-hub's backbone has no permutation-LM path
-         "serve": {"xlnet_tf"}, "serve_xla": {"xlnet_tf"}, "generate": {"xlnet_tf", "hf_torch"}}
+         "serve": {"xlnet_tf"}, "serve_xla": {"xlnet_tf"}, "generate": {"xlnet_tf", "hf_torch"},
+         "infill": {"xlnet_tf"}, "infill_recompute": {"xlnet_tf"}}
 flags.register_validator("modes", lambda modes: set(modes) <= set(MODES),
                          f"--modes: {', '.join(MODES)}")
 
@@ -536,6 +545,9 @@ def _add_rates(result, matmul):
   """tokens/s (the new tokens for generate) and, but for generate, model-FLOPs use."""
   if result["mode"] == "generate":
     result["tokens_per_sec"] = result["batch"] * result["new_tokens"] / result["seconds"]
+    return
+  if result["mode"] in INFILL_MODES:  # the blanks filled
+    result["tokens_per_sec"] = result["batch"] * INFILL_SPANS * INFILL_SPAN / result["seconds"]
     return
   result["tokens_per_sec"] = result["batch"] * result["seq_len"] / result["seconds"]
   flops = model_flops(result["size"], result["batch"], result["seq_len"], result["mode"],

@@ -8,8 +8,8 @@ from absl import flags
 from xlnet_tf.pretraining.loop import LM_DIR
 
 
-def define_lm_flags():
-  flags.DEFINE_string("output_dir", "pretrain_output_clm", "What run/pretrain.py wrote; gives "
+def define_lm_flags(default_output_dir: str = "pretrain_output_clm"):
+  flags.DEFINE_string("output_dir", default_output_dir, "What run/pretrain.py wrote; gives "
                       "the defaults of --model_dir, --sp_path and other paths under it.")
   flags.DEFINE_string("model_dir", None, "The LM (default: --output_dir/model/lm).")
   flags.DEFINE_string("sp_path", None, "SentencePiece model (default: --output_dir/data/"

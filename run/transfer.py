@@ -55,6 +55,11 @@ flags.DEFINE_integer("max_seq_length", 128, "Fine-tuning sequence length.")
 flags.DEFINE_enum("summary_type", "last", ["last", "first", "mean", "attn"],
                   "The classifier's pooling (last: XLNet's <cls> state).")
 flags.DEFINE_integer("seed", 0, "Data and pretraining seed.")
+flags.DEFINE_integer("intrinsic_examples", 100, "Held-out sentences per span length (1-4 "
+                     "words) for span infilling and cloze ranking of every variant (0: none).",
+                     lower_bound=0)
+flags.DEFINE_integer("cloze_distractors", 4, "Distractor spans per cloze example.",
+                     lower_bound=1)
 FLAGS = flags.FLAGS
 
 
@@ -115,7 +120,8 @@ def main(argv):
       learning_rates=[float(r) for r in FLAGS.learning_rates],
       finetune_steps=FLAGS.finetune_steps, finetune_batch_size=FLAGS.finetune_batch_size,
       finetune_eval_every=FLAGS.finetune_eval_every, max_seq_length=FLAGS.max_seq_length,
-      summary_type=FLAGS.summary_type, seed=FLAGS.seed)
+      summary_type=FLAGS.summary_type, seed=FLAGS.seed,
+      intrinsic_examples=FLAGS.intrinsic_examples, cloze_distractors=FLAGS.cloze_distractors)
   transfer.run_study(study)
   print(open(os.path.join(FLAGS.output_dir, "results.md"), encoding="utf-8").read())
   print(f"Results: {FLAGS.output_dir}/results.md, results.json, held_out_loss.png")

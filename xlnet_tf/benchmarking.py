@@ -60,6 +60,8 @@ def build_xlnet_tf_step(spec):
             "input_mask": tf.ones([batch, seq_len])}
   if spec["mode"] == "generate":
     return _generation_step(spec)
+  if spec["mode"] in INFILL_MODES:
+    return _infill_step(spec)
   # profile_step.py --nofused; passed only when asked (a --baseline revision may predate it)
   backbone = XLNetModel(config, **({"fused": spec["fused"]} if "fused" in spec else {}))
   if spec["mode"] in ("serve", "serve_xla"):
@@ -155,6 +157,44 @@ def _generation_step(spec):
   model = XLNetPretrainer(XLNetModel(config))
   ids, _, _ = random_inputs(spec["batch"], spec["seq_len"])
   return lambda: generation.generate(model, ids, spec["new_tokens"]).numpy()
+
+
+# Blanks per text for --modes=infill: INFILL_SPANS spans of INFILL_SPAN pieces (32 pieces).
+INFILL_SPANS, INFILL_SPAN = 8, 4
+# mode -> infilling.fill's use_cache: the context's states reused, or everything recomputed.
+INFILL_MODES = {"infill": True, "infill_recompute": False}
+
+
+def infill_inputs(batch, seq_len, seed=0, vocab=VOCAB):
+  """Random texts [batch, seq_len] ending in <sep> <cls>, each with INFILL_SPANS blank spans
+  of INFILL_SPAN pieces at random, non-overlapping places: (input_ids, segment_ids,
+  fill_mask)."""
+  import numpy as np
+  from xlnet_tf import infilling
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(10, vocab, size=[batch, seq_len]).astype(np.int32)
+  ids[:, -2:] = [infilling.DEFAULT_SEP_ID, infilling.DEFAULT_CLS_ID]
+  segments = np.zeros_like(ids)
+  segments[:, -1] = 2
+  fill_mask = np.zeros([batch, seq_len], np.float32)
+  slots = (seq_len - 2) // INFILL_SPAN  # span-aligned places before <sep>
+  for row in range(batch):
+    for slot in rng.choice(slots, INFILL_SPANS, replace=False):
+      fill_mask[row, slot * INFILL_SPAN:(slot + 1) * INFILL_SPAN] = 1
+  return ids, segments, fill_mask
+
+
+def _infill_step(spec):
+  """Greedy left-to-right filling of the blanks of infill_inputs with the XLNet LM (objective
+  perm, bi_data off), reusing the context's states or recomputing them (INFILL_MODES)."""
+  from xlnet_tf import XLNetConfig, XLNetModel, infilling
+  from xlnet_tf.heads import XLNetPretrainer
+  config = XLNetConfig.preset(spec["size"], n_token=VOCAB, bi_data=False)
+  model = XLNetPretrainer(XLNetModel(config))
+  ids, segments, fill_mask = infill_inputs(spec["batch"], spec["seq_len"])
+  use_cache = INFILL_MODES[spec["mode"]]
+  return lambda: infilling.fill(model, ids, fill_mask, segment_ids=segments,
+                                use_cache=use_cache).numpy()
 
 
 def _serving_step(model, inputs, seq_len, xla):

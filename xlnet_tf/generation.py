@@ -90,11 +90,11 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
   """
   config = _checked_model(model)
   require(isinstance(use_cache, bool), "generate: use_cache", "a bool", use_cache)
-  input_ids = _checked_ids(input_ids, config.n_token)
+  input_ids = checked_token_ids(input_ids, config.n_token)
   batch, length = input_ids.shape
   input_mask = _checked_input_mask(input_mask, input_ids.shape)
   _check_lengths(length, max_new_tokens, max_length)
-  _check_sampling(temperature, top_k, top_p, seed)
+  check_sampling(temperature, top_k, top_p, seed)
   stop_ids = tuple(stop_ids)
   _check_token_settings(stop_ids, pad_id, config.n_token)
   if max_new_tokens == 0:
@@ -295,16 +295,17 @@ def _checked_model(model):
   return config
 
 
-def _checked_ids(input_ids, n_token):
+def checked_token_ids(input_ids, n_token, caller: str = "generate"):
+  """int32 [B, T] of `caller`'s input_ids: integers in [0, n_token)."""
   ids = np.asarray(input_ids.numpy() if isinstance(input_ids, tf.Tensor) else input_ids)
-  require(np.issubdtype(ids.dtype, np.integer), "generate: input_ids",
+  require(np.issubdtype(ids.dtype, np.integer), f"{caller}: input_ids",
           "an integer array [B, T]", f"dtype {ids.dtype}")
-  require(ids.ndim == 2 and ids.shape[0] > 0 and ids.shape[1] > 0, "generate: input_ids",
+  require(ids.ndim == 2 and ids.shape[0] > 0 and ids.shape[1] > 0, f"{caller}: input_ids",
           "of shape [B, T] with B, T >= 1", f"shape {list(ids.shape)}")
   bad = (ids < 0) | (ids >= n_token)
   if bad.any():
     where = tuple(int(i) for i in np.argwhere(bad)[0])
-    require(False, "generate: input_ids", f"token ids in [0, n_token={n_token})",
+    require(False, f"{caller}: input_ids", f"token ids in [0, n_token={n_token})",
             f"input_ids{list(where)} = {ids[where]}")
   return ids.astype(np.int32)
 
@@ -328,9 +329,9 @@ def _checked_input_mask(input_mask, shape):
 
 
 def _check_lengths(length, max_new_tokens, max_length):
-  require(_is_int(max_length) and max_length > 0, "generate: max_length", "a positive integer",
+  require(is_int(max_length) and max_length > 0, "generate: max_length", "a positive integer",
           max_length)
-  require(_is_int(max_new_tokens) and max_new_tokens >= 0, "generate: max_new_tokens",
+  require(is_int(max_new_tokens) and max_new_tokens >= 0, "generate: max_new_tokens",
           "an integer >= 0", max_new_tokens)
   require(length < max_length, "generate: input_ids",
           f"prompts shorter than max_length={max_length} tokens (raise max_length to cache "
@@ -340,24 +341,25 @@ def _check_lengths(length, max_new_tokens, max_length):
           "(raise max_length for longer sequences)", max_new_tokens)
 
 
-def _check_sampling(temperature, top_k, top_p, seed):
+def check_sampling(temperature, top_k, top_p, seed, caller: str = "generate"):
+  """The sampling arguments of `caller` (generate, infilling.fill)."""
   require(isinstance(temperature, numbers.Real) and np.isfinite(temperature)
-          and temperature >= 0, "generate: temperature", "a number >= 0 (0 = greedy)",
+          and temperature >= 0, f"{caller}: temperature", "a number >= 0 (0 = greedy)",
           temperature)
-  require(_is_int(top_k) and top_k >= 0, "generate: top_k", "an integer >= 0 (0 = no limit)",
+  require(is_int(top_k) and top_k >= 0, f"{caller}: top_k", "an integer >= 0 (0 = no limit)",
           top_k)
-  require(isinstance(top_p, numbers.Real) and 0 < top_p <= 1, "generate: top_p",
+  require(isinstance(top_p, numbers.Real) and 0 < top_p <= 1, f"{caller}: top_p",
           "a number in (0, 1] (1 = no limit)", top_p)
-  require(seed is None or _is_int(seed), "generate: seed", "an integer or None", seed)
+  require(seed is None or is_int(seed), f"{caller}: seed", "an integer or None", seed)
 
 
 def _check_token_settings(stop_ids, pad_id, n_token):
   for name, ids in (("stop_ids", stop_ids), ("pad_id", (pad_id,))):
-    require(all(_is_int(i) and 0 <= i < n_token for i in ids), f"generate: {name}",
+    require(all(is_int(i) and 0 <= i < n_token for i in ids), f"generate: {name}",
             f"token id(s) in [0, n_token={n_token})", ids if name == "stop_ids"
             else pad_id)
 
 
-def _is_int(value) -> bool:
+def is_int(value) -> bool:
   return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 

@@ -197,7 +197,7 @@ class XLNetModel(keras.Model):
         new_keys_values.append(current)
       if config.mem_len > 0:
         new_mems.append(_next_memory(content, memory, config.reuse_len, config.mem_len))
-      biases = self._layer_biases(index, "segment_mismatch" in block_kwargs)
+      biases = self.layer_biases(index, "segment_mismatch" in block_kwargs)
       block_seed = None
       if training and (config.dropout or config.dropatt):
         block_seed = random_ops.next_seed(self.block_seed_generator)
@@ -217,7 +217,7 @@ class XLNetModel(keras.Model):
         attention_maps.extend(attention)
     return content, query, new_mems, attention_maps, new_keys_values
 
-  def _layer_biases(self, index: int, with_segments: bool) -> Dict[str, Any]:
+  def layer_biases(self, index: int, with_segments: bool) -> Dict[str, Any]:
     """Block `index`'s attention biases: its own slices with untie_r, else the shared ones."""
     # A frozen block's rows of the stacked variables take no gradient (layer_freezing).
     row = lambda variable: layer_freezing.held_row(variable, index, self.frozen_layers)

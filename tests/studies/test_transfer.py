@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from xlnet_tf import infilling
 from xlnet_tf.pretraining import corpus
 from xlnet_tf.studies import transfer
 
@@ -43,7 +44,8 @@ def test_cli_runs_the_study_end_to_end(tmp_path):
              "--reuse_len=16", "--num_predict=5", "--bsz_per_host=4", "--pretrain_steps=4",
              "--pretrain_warmup_steps=1", "--eval_every=2", "--seeds=0,1",
              "--learning_rates=1e-3", "--finetune_steps=2", "--finetune_batch_size=12",
-             "--finetune_eval_every=2", "--max_seq_length=24"]
+             "--finetune_eval_every=2", "--max_seq_length=24", "--intrinsic_examples=3",
+             "--cloze_distractors=1"]
   result = subprocess.run(command, capture_output=True, text=True, timeout=900)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "ETA" in result.stdout
@@ -59,11 +61,16 @@ def test_cli_runs_the_study_end_to_end(tmp_path):
                               "xlnet_config.json"))
   assert mlm_config["mem_len"] == 0
   assert "| random_init |" in (out / "results.md").read_text()
+  assert sorted(results["intrinsic"]) == ["mlm_no_memory", "perm"]
+  assert sorted(results["intrinsic"]["perm"]) == ["1", "2", "3", "4"]
+  assert set(results["intrinsic"]["perm"]["2"]["infilling"]) == set(infilling.ORDERS)
+  assert "| perm | 4 |" in (out / "results.md").read_text()
   assert (out / "held_out_loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   # Run again: everything is kept, nothing retrained.
   again = subprocess.run(command, capture_output=True, text=True, timeout=900)
   assert again.returncode == 0, again.stderr[-3000:]
   assert again.stdout.count(": kept") == 6
+  assert json.load(open(out / "results.json"))["intrinsic"] == results["intrinsic"]
   # The probes of frozen features read the study's backbones, layer by layer.
   probe = os.path.join(os.path.dirname(__file__), "..", "..", "run", "probe_features.py")
   backbone = out / "pretraining" / "perm" / "pretrained"

@@ -192,15 +192,43 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
                                        output_kernel, training)
     query_output = None
     if query is not None:
-      stream_queries = _heads_first(_projected("bpd,dnh->bpnh", query, query_kernel))
-      attended = _weighted_values(
-          attend(stream_queries, mask=query_mask, mismatch=query_segment_mismatch,
-                 positions=query_positions, **shared), values)
-      attended *= tf.cast(query_valid, dtype)[:, :, None, None]
-      query_output = self._project_out(query, attended, output_kernel, training)
+      query_output = self._attend_at_positions(
+          query, query_positions, query_valid, query_mask, query_segment_mismatch, values,
+          shared, query_kernel, output_kernel)
     if return_attention:
       return content_output, query_output, probability
     return content_output, query_output
+
+  def _attend_at_positions(self, rows, positions, valid, mask, mismatch, values, shared,
+                           query_kernel, output_kernel):
+    """The query stream's attention: rows [B, P, D] at `positions` [B, P] of the content."""
+    queries = _heads_first(_projected("bpd,dnh->bpnh", rows, query_kernel))
+    attend = self._attend_fused if self.fused else self._attend_plain
+    attended = _weighted_values(
+        attend(queries, mask=mask, mismatch=mismatch, positions=positions, **shared), values)
+    if valid is not None:
+      attended *= tf.cast(valid, attended.dtype)[:, :, None, None]
+    return self._project_out(rows, attended, output_kernel, shared["training"])
+
+  def attend_rows(self, rows, positions, keys_values, position_keys, r_w_bias, r_r_bias, *,
+                  content_length, mask=None, segment_mismatch=None, r_s_bias=None,
+                  seg_embed=None):
+    """Inference: rows [B, P, D] standing at `positions` int32 [B, P] of a sequence of
+    `content_length` T attend to its projected `keys_values` ([B, N, T, H] each) exactly as
+    query-stream rows do (`call`), with `position_keys` of `call`'s T-token layout; mask,
+    segment_mismatch: bool [B, P, T] (True = blocked / different segment). A row holding a
+    position's content state h (it may see its own key) computes that position's next content
+    state: what infilling's cached steps run (xlnet_tf.infilling). Returns [B, P, D]."""
+    dtype = self.compute_dtype
+    biases = dict(r_w_bias=tf.cast(r_w_bias, dtype), r_r_bias=tf.cast(r_r_bias, dtype),
+                  r_s_bias=None, seg_embed=None)
+    if segment_mismatch is not None:
+      biases.update(r_s_bias=tf.cast(r_s_bias, dtype), seg_embed=tf.cast(seg_embed, dtype))
+    keys, values = (tf.cast(tensor, dtype) for tensor in keys_values)
+    shared = dict(keys=keys, position_keys=tf.cast(position_keys, dtype), biases=biases,
+                  content_length=content_length, training=False)
+    return self._attend_at_positions(rows, positions, None, mask, segment_mismatch, values,
+                                     shared, self.query_kernel.value, self.output_kernel.value)
 
   def _attend_plain(self, queries, *, keys, position_keys, biases, content_length, training,
                     mask, mismatch, positions):

@@ -54,6 +54,16 @@ class TwoStreamBlock(keras.layers.Layer):
       content, query = self.feed_forward([content, query], training=training)
     return (content, query, *attention)
 
+  def rows_at_positions(self, rows, positions, keys_values, position_keys, biases, *,
+                        content_length, mask=None, segment_mismatch=None):
+    """Inference: the layer for rows [B, P, D] at `positions` of a T-token sequence whose
+    keys and values are given (RelativeMultiHeadAttention.attend_rows), then the feed-forward:
+    [B, P, D]. `biases`: r_w_bias, r_r_bias (and r_s_bias, seg_embed) of this layer."""
+    attended = self.attention.attend_rows(rows, positions, keys_values, position_keys,
+                                          content_length=content_length, mask=mask,
+                                          segment_mismatch=segment_mismatch, **biases)
+    return self.feed_forward(attended)
+
   def get_config(self):
     return {**super().get_config(), "n_head": self.n_head, "d_head": self.d_head,
             "d_inner": self.d_inner, "ff_activation": self.ff_activation,

@@ -21,16 +21,19 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf import checkpoints
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.config import XLNetConfig
+from xlnet_tf.heads.pretrainer import XLNetPretrainer
 from xlnet_tf.json_files import read_json, write_json
 from xlnet_tf.progress import UnitProgress
 from xlnet_tf.pretraining.default_data import prepare_pretraining_data, read_text_files
 from xlnet_tf.pretraining import recipes
-from xlnet_tf.pretraining.loop import PretrainingRun
+from xlnet_tf.pretraining.loop import LM_DIR, PretrainingRun
 from xlnet_tf.pretraining.model_config import config_for_data
 from xlnet_tf.pretraining.records import RECORD_INFO_FILE
 from xlnet_tf.pretraining.stage import create_pretraining_data
+from xlnet_tf.studies import infilling_evaluation
 from xlnet_tf.tasks import classification, finetuning
 from xlnet_tf.tasks.classification_metrics import classification_metrics
 from xlnet_tf.text.tokenizer import XLNetTokenizer
@@ -77,6 +80,10 @@ class StudySettings:
   finetune_dropout: float = 0.1
   summary_type: str = "last"       # the classifier's pooling (XLNet's: the <cls> state)
   seed: int = 0
+  # Intrinsic evaluations on held-out text (studies.infilling_evaluation): sentences per span
+  # length (0: none) and the distractors of the cloze ranking.
+  intrinsic_examples: int = 0
+  cloze_distractors: int = 4
 
   def variant(self, overrides: Dict) -> recipes.Recipe:
     """The pretraining recipe of a variant: the study's with the variant's settings."""
@@ -234,6 +241,8 @@ def run_study(study: StudySettings, printer=print) -> Dict:
     progress.step(f"pretrained {name}: {pretrained[name]['steps']} steps, held-out loss "
                   f"{curve[0]['loss']:.3f} -> {curve[-1]['loss']:.3f}", pretrain_units)
   tokenizer = XLNetTokenizer(sp_path)
+  intrinsic = {name: intrinsic_scores(study, name, tokenizer) for name in study.variants
+               } if study.intrinsic_examples else {}
   config = classification_config(study, tokenizer.vocab_size)
   runs_path = os.path.join(study.output_dir, "finetuning_runs.json")
   runs = read_json(runs_path) if os.path.exists(runs_path) else []
@@ -254,6 +263,7 @@ def run_study(study: StudySettings, printer=print) -> Dict:
           progress.step(f"{task.name} / {row} lr {learning_rate:g} seed {seed}: dev "
                         f"{run['dev']:.3f} test {run['test']:.3f}")
   results = {"settings": _settings_record(study), "pretraining": pretrained,
+             "intrinsic": intrinsic,
              "finetuning": {task.name: {row: summarize_row(
                  [r for r in runs if r["task"] == task.name and r["row"] == row])
                  for row in rows} for task in study.tasks},
@@ -263,6 +273,32 @@ def run_study(study: StudySettings, printer=print) -> Dict:
     handle.write(results_markdown(results))
   plot_held_out_curves(pretrained, os.path.join(study.output_dir, "held_out_loss.png"))
   return results
+
+
+def held_out_sentences(study: StudySettings) -> List[str]:
+  """The lines of the held-out documents of the study's corpus split."""
+  corpus_dir = os.path.join(study.output_dir, "data", "base", "corpus")
+  files = sorted(os.path.join(corpus_dir, name) for name in os.listdir(corpus_dir)
+                 if name.startswith("valid-"))
+  return [line for document in read_text_files(files) for line in document]
+
+
+def intrinsic_scores(study: StudySettings, name: str, tokenizer: XLNetTokenizer) -> Dict:
+  """A variant's span infilling and cloze ranking on held-out text (kept in its directory:
+  intrinsic.json)."""
+  model_dir = os.path.join(study.output_dir, "pretraining", name)
+  path = os.path.join(model_dir, "intrinsic.json")
+  if os.path.exists(path):
+    return read_json(path)
+  keras.backend.clear_session()
+  # Reading left to right or in any order: bi_data and same_length are training settings.
+  model = checkpoints.load_pretrained_head(os.path.join(model_dir, LM_DIR), XLNetPretrainer,
+                                           bi_data=False, same_length=False)
+  scores = infilling_evaluation.intrinsic_evaluation(
+      model, tokenizer, held_out_sentences(study), count=study.intrinsic_examples,
+      distractors=study.cloze_distractors, seed=study.seed)
+  write_json(path, scores)
+  return read_json(path)  # the keys as JSON has them (span lengths as strings)
 
 
 def classification_config(study: StudySettings, n_token: int) -> XLNetConfig:
@@ -291,6 +327,9 @@ def results_markdown(results: Dict) -> str:
     lines.append(f"| {name} | {record['steps']} | {record['tokens']:,} | "
                  f"{record['seconds'] / 60:.1f} | {curve[0]['loss']:.3f} -> "
                  f"{curve[-1]['loss']:.3f} |")
+  if results.get("intrinsic"):
+    lines += ["", "### Span infilling (exact match, %) and cloze ranking on held-out text", "",
+              infilling_evaluation.intrinsic_markdown(results["intrinsic"])]
   return "\n".join(lines) + "\n"
 
 
