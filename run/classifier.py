@@ -6,10 +6,11 @@
       --train_steps=1200 --learning_rate=5e-5 --warmup_steps=120 --output_dir=out/sts-b \
       --do_train --do_eval --do_predict
 
-Long documents: --max_segments=4 --mem_len=128 reads each text (or pair) as 4 consecutive
-segments of --max_seq_length tokens with Transformer-XL memory (xlnet_tf.text.packing: the
-layout; the last segment's <cls> decides). Runs without --do_train and run/export.py take both
-from the training run's best/ (head.json, xlnet_config.json).
+Long documents: --max_segments=4 --mem_len=384 reads each text (or pair) as 4 consecutive
+segments of --max_seq_length=128 tokens with Transformer-XL memory (xlnet_tf.text.packing: the
+layout; the last segment's <cls> decides, attending to all three segments before it). Runs
+without --do_train and run/export.py take both from the training run's best/ (head.json,
+xlnet_config.json).
 """
 
 import os
@@ -53,7 +54,8 @@ flags.DEFINE_integer("max_segments", 1, "Long documents: each text (or pair) is 
                      "(needs --mem_len); 1 = one sequence, truncated. Without --do_train: the "
                      "training run's (best/head.json).")
 flags.DEFINE_integer("mem_len", 0, "Memory (positions) each segment reads of the ones before "
-                     "(with --max_segments > 1; --max_seq_length carries one whole segment). "
+                     "(with --max_segments > 1; (max_segments - 1) x --max_seq_length lets the "
+                     "last segment attend to every earlier one). "
                      "Without --do_train: the training run's (best/xlnet_config.json).")
 common_flags.define_finetuning_flags()
 flags.mark_flags_as_required(["task_name", "sp_path", "output_dir"])

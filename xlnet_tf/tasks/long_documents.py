@@ -37,7 +37,7 @@ def check_flags(max_segments: int, mem_len: int) -> None:
   require(mem_len >= 0, "--mem_len", "at least 0", mem_len)
   require(max_segments == 1 or mem_len > 0, "--mem_len",
           f"at least 1 with --max_segments={max_segments} (the memory carries each segment "
-          "into the next; e.g. --mem_len=--max_seq_length)", mem_len)
+          "into the next; (max_segments - 1) x --max_seq_length reaches all of them)", mem_len)
   require(max_segments > 1 or mem_len == 0, "--mem_len",
           "0 with --max_segments=1 (one segment reads no memory)", mem_len)
 
