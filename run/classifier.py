@@ -12,6 +12,12 @@ Multi-label (a set of labels per row, `sports|politics` in the label column):
 trains one sigmoid per label (binary cross-entropy), keeps the weights with the best dev
 micro-F1, tunes each label's threshold on dev (thresholds.json beside the weights) and writes
 each test row's label set.
+
+Long documents: --max_segments=4 --mem_len=384 reads each text (or pair) as 4 consecutive
+segments of --max_seq_length=128 tokens with Transformer-XL memory (xlnet_tf.text.packing: the
+layout; the last segment's <cls> decides, attending to all three segments before it). Runs
+without --do_train and run/export.py take both from the training run's best/ (head.json,
+xlnet_config.json).
 """
 
 import os
@@ -22,7 +28,7 @@ from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf.checkpoints.labels import saved_thresholds
 from xlnet_tf.json_files import write_json
-from xlnet_tf.tasks import classification, finetuning
+from xlnet_tf.tasks import classification, finetuning, long_documents
 from xlnet_tf.tasks.classification_readers import GLUE_TASKS
 
 import common_flags
@@ -55,6 +61,14 @@ flags.DEFINE_float("weight_decay", 0.0, "AdamW weight decay.")
 flags.DEFINE_float("dropout", 0.1, "Dropout.")
 flags.DEFINE_float("dropatt", 0.1, "Attention dropout.")
 flags.DEFINE_bool("jit_compile", True, "XLA.")
+flags.DEFINE_integer("max_segments", 1, "Long documents: each text (or pair) is read as this "
+                     "many consecutive segments of --max_seq_length tokens, with memory "
+                     "(needs --mem_len); 1 = one sequence, truncated. Without --do_train: the "
+                     "training run's (best/head.json).")
+flags.DEFINE_integer("mem_len", 0, "Memory (positions) each segment reads of the ones before "
+                     "(with --max_segments > 1; (max_segments - 1) x --max_seq_length lets the "
+                     "last segment attend to every earlier one). "
+                     "Without --do_train: the training run's (best/xlnet_config.json).")
 common_flags.define_finetuning_flags()
 flags.mark_flags_as_required(["task_name", "sp_path", "output_dir"])
 FLAGS = flags.FLAGS
@@ -70,15 +84,23 @@ def main(argv):
     raise app.UsageError("--label_delimiter needs --multi_label (it separates a row's labels)")
   strategy, tokenizer, config, options = common_flags.finetuning_setup(
       config_path, dropout=FLAGS.dropout, dropatt=FLAGS.dropatt)
+  best_dir = common_flags.best_dir()
+  segments = long_documents.run_settings(
+      *[FLAGS[name].value if FLAGS[name].present else None for name in ("max_segments",
+                                                                          "mem_len")],
+      trained_in=None if FLAGS.do_train else best_dir)
+  long_documents.check_attention_size(segments, config, FLAGS.max_seq_length,
+                                      FLAGS.train_batch_size)
+  config = config.for_finetuning(mem_len=segments.mem_len)
   # Training evaluates on dev when there is one (a generic task may have no dev file).
   has_dev = FLAGS.task_name != "generic" or FLAGS.dev_file
   splits = [s for s, wanted in (("train", FLAGS.do_train), ("dev", FLAGS.do_eval or (
       FLAGS.do_train and has_dev)), ("test", FLAGS.do_predict)) if wanted]
   files = {"train": FLAGS.train_file, "dev": FLAGS.dev_file, "test": FLAGS.test_file}
-  best_dir = common_flags.best_dir()
   task = classification.load_task(FLAGS.task_name, tokenizer, FLAGS.max_seq_length,
                                   FLAGS.data_dir, files, FLAGS.labels, FLAGS.regression, splits,
                                   FLAGS.mnli_mismatched, FLAGS.text_columns, best_dir,
+                                  max_segments=segments.max_segments,
                                   **multi_label_arguments())
   for split, report in task.reports.items():
     print(f"{task.name} {split}: {report.summary()}")
@@ -87,7 +109,8 @@ def main(argv):
           f"{', '.join(task.labels)}")
   with strategy.scope():
     model = classification.build_classifier(config, task, FLAGS.summary_type,
-                                            FLAGS.init_checkpoint, FLAGS.init_checkpoint_format)
+                                            FLAGS.init_checkpoint, FLAGS.init_checkpoint_format,
+                                            segments.max_segments)
     common_flags.apply_memory_flags(model.backbone)
     if FLAGS.do_train:
       result = classification.train_classifier(model, task, options, best_dir)

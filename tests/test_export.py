@@ -13,11 +13,12 @@ import pytest
 import tensorflow as tf
 
 from xlnet_reference import randomize_weights
-from xlnet_tf import XLNetConfig, XLNetModel, XLNetPretrainer, XLNetTokenClassifier
+from xlnet_tf import XLNetConfig, XLNetModel, XLNetPretrainer, XLNetTokenClassifier, checkpoints
 from xlnet_tf.tasks.classification import encode_examples
 from xlnet_tf.tasks.classification_readers import TextExample
 from xlnet_tf.text.tokenizer import XLNetTokenizer
-from xlnet_tf.export import WARMUP_FILE, export_saved_model
+from xlnet_tf.export import (LONG_DOCUMENTS_FILE, WARMUP_FILE, export_saved_model,
+                             load_exportable_model)
 from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
 
@@ -336,3 +337,30 @@ def test_default_export_has_no_xla_functions_and_xla_export_serves_the_same(
   for path in (plain, with_xla):
     np.testing.assert_allclose(serve(path, request)["b"]["sequence_output"], expected,
                                atol=1e-5)
+
+
+def test_long_document_classifier_serves_the_segments_of_the_python_builders(
+    sp_model, tokenizer, tmp_path, serve):
+  """Saved as a --max_segments=3 run saves it, loaded as run/export.py loads it: strings in,
+  the same split as the Python builders, the Keras model's logits out."""
+  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, mem_len=LENGTH,
+                              dropout=0.0, dropatt=0.0)
+  model = XLNetClassifier(XLNetModel(config), 3, max_segments=3)
+  randomize_weights(model, 7)
+  checkpoints.save_pretrained(model, str(tmp_path / "best"))
+  loaded, _ = load_exportable_model(str(tmp_path / "best"), "classifier", sp_path=sp_model)
+  assert (loaded.max_segments, loaded.backbone.config.mem_len) == (3, LENGTH)
+  path = export_saved_model(loaded, sp_model, str(tmp_path), "long", LENGTH, text_pairs=True)
+  assert json.load(open(os.path.join(path, "assets", LONG_DOCUMENTS_FILE))) == {
+      "max_segments": 3, "max_seq_length": LENGTH, "mem_len": LENGTH}
+  texts = [TEXTS[0] * 2] + TEXTS[1:]  # the first longer than the 3 segments: truncated
+  features = encode_examples(tokenizer, [TextExample(a, b, None, "") for a, b in
+                                         zip(texts, PAIRS)], LENGTH, max_segments=3)
+  assert features["input_ids"].shape == (5, 3, LENGTH)
+  assert features["input_mask"][:, 0].sum() > 0, "some text reaches the first segment"
+  expected = model(features).numpy()
+  outputs = serve(path, {
+      "strings": ("serving_default", {"text": texts, "text_b": PAIRS}),
+      "ids": ("serve_ids", {k: features[k].tolist() for k in features})})
+  np.testing.assert_allclose(outputs["strings"]["logits"], expected, atol=1e-5)
+  np.testing.assert_allclose(outputs["ids"]["logits"], expected, atol=1e-5)

@@ -36,7 +36,7 @@ from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
 from xlnet_tf.heads.token_classifier import XLNetTokenClassifier
-from xlnet_tf.json_files import read_json
+from xlnet_tf.json_files import read_json, write_json
 from xlnet_tf.model import XLNetModel
 from xlnet_tf.ops import compile as compile_ops
 from xlnet_tf.text.in_graph_tokenizer import InGraphTokenizer
@@ -44,6 +44,7 @@ from xlnet_tf.text.packing import TextPacker
 from xlnet_tf.text.tokenizer import check_vocabulary
 
 WARMUP_FILE = "tf_serving_warmup_requests"
+LONG_DOCUMENTS_FILE = "long_documents.json"  # assets of a classifier reading S segments
 # The model class of each exportable head ("backbone": XLNetModel itself), and the name of its
 # class-count argument.
 HEAD_CLASSES = {"classifier": XLNetClassifier, "regression": XLNetClassifier,
@@ -68,22 +69,26 @@ def load_exportable_model(model_dir: str, head: str = "classifier",
   `summary_type` and `task_name` fill in for a directory without head.json (defaults: the
   labels.json count else 2, "last", "task") and must agree with head.json when both are given.
   labels.json, when there, must count the head's classes. `sp_path`, when given, is checked
-  against the config's n_token first. Dropout off, no memory.
+  against the config's n_token first. Dropout off, no memory, except for a classifier trained
+  on long documents (head.json's max_segments > 1): it keeps the mem_len it was trained with
+  (xlnet_config.json).
   """
   config_path = os.path.join(model_dir, checkpoints.own.CONFIG_FILE)
-  config = XLNetConfig.from_json_file(config_path, dropout=0.0, dropatt=0.0).for_finetuning()
+  stored_config = XLNetConfig.from_json_file(config_path, dropout=0.0, dropatt=0.0)
+  config = stored_config.for_finetuning()
   if sp_path:
     check_vocabulary(sp_path, config, config_path)
   labels = saved_labels(model_dir)
-  backbone = XLNetModel(config)
   if head == "backbone":
-    model = backbone
+    model = XLNetModel(config)
   else:
     given = {CLASS_COUNT.get(head, "num_classes"): num_classes, "summary_type": summary_type,
              "task_name": task_name}
     arguments = _head_arguments(model_dir, head, {k: v for k, v in given.items() if v is not None},
                                 labels)
-    model = HEAD_CLASSES[head](backbone, **arguments)
+    if _read_segments(model_dir, arguments, stored_config) > 1:
+      config = stored_config.for_finetuning(mem_len=stored_config.mem_len)
+    model = HEAD_CLASSES[head](XLNetModel(config), **arguments)
   checkpoints.load_own_checkpoint(model, model_dir)
   if getattr(model, "multi_label", False) and labels is not None:
     model.thresholds = saved_thresholds(model_dir, labels) or model.thresholds  # else 0.5
@@ -112,6 +117,21 @@ def _head_arguments(model_dir, head, given, labels):
     raise UserInputError(f"{source}: {count} classes, but {os.path.join(model_dir, LABELS_FILE)} "
                          f"lists {len(labels)} labels")
   return arguments
+
+
+def _read_segments(model_dir, arguments, stored_config):
+  """head.json's max_segments (1 without), checked: long documents need the stored memory."""
+  max_segments = arguments.get("max_segments", 1)
+  path = os.path.join(model_dir, checkpoints.own.HEAD_FILE)
+  if not (isinstance(max_segments, int) and max_segments >= 1):
+    raise UserInputError(f"{path}: max_segments must be an integer >= 1; got {max_segments!r}")
+  if max_segments > 1 and stored_config.mem_len < 1:
+    raise UserInputError(
+        f"{path}: max_segments is {max_segments}, but "
+        f"{os.path.join(model_dir, checkpoints.own.CONFIG_FILE)} has mem_len "
+        f"{stored_config.mem_len}: the segments are read with memory; save the classifier as "
+        "run/classifier.py --max_segments --mem_len does")
+  return max_segments
 
 
 def _stored_head_arguments(path, head):
@@ -148,9 +168,13 @@ def ids_serving_function(model, sep_id: int):
 
 def ids_input_signature(model, max_seq_length: int):
   """[input_ids, segment_ids, input_mask] TensorSpecs [B, T] ([B, C, T] for a model whose text
-  inputs include options); builds the model with one call (Keras exports only built models)."""
+  inputs include options, [B, S, T] for a classifier of S > 1 long-document segments); builds
+  the model with one call (Keras exports only built models)."""
   options = "options" in (getattr(model, "serving_text_inputs", None) or ())
   shape = [None, None, max_seq_length] if options else [None, max_seq_length]
+  segments = getattr(model, "max_segments", 1)
+  if segments > 1:
+    shape = [None, segments, max_seq_length]
   dummy = [1 if size is None else size for size in shape]
   ids_serving_function(model, 0)(tf.zeros(dummy, tf.int32), tf.zeros(dummy, tf.int32),
                                  tf.ones(dummy))
@@ -191,6 +215,11 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
 
   `labels` (a classifier's classes in order) are written to assets/labels.json, so a client can
   name the `predicted_label` index.
+
+  A classifier with max_segments S > 1 reads each text (or pair) as S segments of
+  max_seq_length (text.packing's layout, the split of the Python builders) with memory:
+  serve_ids then takes [B, S, max_seq_length], and assets/long_documents.json records S, the
+  segment length and mem_len.
   """
   if not hasattr(model, "serving_outputs"):
     raise TypeError(f"Cannot export {type(model).__name__}: it has no serving_outputs() "
@@ -205,7 +234,8 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
 def _export(model, sp_path, export_base, model_name, max_seq_length, *, version, text_pairs,
             lower, warmup_requests, labels):
   tokenizer = InGraphTokenizer(sp_path, lower=lower)
-  packer = TextPacker(tokenizer, max_seq_length)
+  num_segments = getattr(model, "max_segments", 1)
+  packer = TextPacker(tokenizer, max_seq_length, num_segments)
   text_names = getattr(model, "serving_text_inputs", None) or (
       ("text", "text_b") if text_pairs else ("text",))
   features_from = ids_serving_function(model, packer.sep)
@@ -228,6 +258,10 @@ def _export(model, sp_path, export_base, model_name, max_seq_length, *, version,
   shutil.copy(sp_path, os.path.join(assets, os.path.basename(sp_path)))
   if labels is not None:
     save_labels(assets, labels)
+  if num_segments > 1:
+    write_json(os.path.join(assets, LONG_DOCUMENTS_FILE),
+               {"max_segments": num_segments, "max_seq_length": max_seq_length,
+                "mem_len": model.backbone.config.mem_len})
   if warmup_requests:
     examples = {name: ["A warm-up request for the model server."] * 2 for name in text_names}
     if "options" in text_names:

@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from xlnet_tf.checkpoints.labels import save_labels
 from xlnet_tf.checkpoints.naming import backbone_of
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.errors import UserInputError, require
 from xlnet_tf.export import ids_input_signature, ids_serving_function
 from xlnet_tf.ops import compile as compile_ops
 
@@ -148,6 +148,10 @@ def export_file(model, export_format: str, directory: str, max_seq_length: int, 
   if export_format not in WRITERS:
     raise UserInputError(f"export format must be one of {sorted(WRITERS)}; got "
                          f"{export_format!r}")
+  segments = getattr(model, "max_segments", 1)
+  require(segments == 1, "--format", "savedmodel for a long-document classifier (the ONNX and "
+          "LiteRT files read one segment; its head.json says max_segments="
+          f"{segments})", export_format)
   directory = os.path.abspath(directory)
   parent = os.path.dirname(directory)
   os.makedirs(parent, exist_ok=True)

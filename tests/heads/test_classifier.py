@@ -123,3 +123,78 @@ def test_long_documents_depend_on_earlier_segments_through_memory(sp_model):
   # came from text that is only in earlier segments.
   single = model({k: v[:, -1] for k, v in features.items()}).numpy()
   np.testing.assert_allclose(single[0], single[1], atol=1e-5)
+
+
+SEP, CLS, PAD = 4, 3, 0  # ids of the hand-built documents below (n_token 50)
+
+
+def hand_packed_documents(documents, num_segments, length):
+  """[B, S, T] features laid out by hand: `tokens <sep> <cls>` right-aligned in S * T positions
+  (padding first), cut into S segments; and each document's real tokens and segment ids."""
+  rows, real = [], []
+  for tokens in documents:
+    ids, segments = list(tokens) + [SEP, CLS], [0] * (len(tokens) + 1) + [2]
+    pad = num_segments * length - len(ids)
+    rows.append(([PAD] * pad + ids, [4] * pad + segments, [0.0] * pad + [1.0] * len(ids)))
+    real.append((ids, segments, pad))
+  features = {key: np.array([row[index] for row in rows], dtype).reshape(
+      len(documents), num_segments, length) for index, (key, dtype) in enumerate(
+          (("input_ids", np.int32), ("segment_ids", np.int32), ("input_mask", np.float32)))}
+  return features, real
+
+
+def reference_long_document_logits(weights, config, real, length, head):
+  """The NumPy reference read segment by segment over each document's real tokens only
+  (padding dropped, not masked): its first segment is just shorter. The same as masking the
+  padding, memory included, if the model does that right."""
+  kernel, bias, logit_kernel, logit_bias = head
+  logits = []
+  for ids, segments, pad in real:
+    mems = None
+    positions = np.arange(pad, pad + len(ids))
+    for start in range(0, positions[-1] + 1, length):
+      inside = (positions >= start) & (positions < start + length)
+      if not inside.any():
+        continue
+      out = xlnet_forward(weights, config, np.array([ids])[:, inside],
+                          np.array([segments])[:, inside], mems=mems)
+      mems = out["new_mems"]
+    logits.append(np.tanh(out["sequence_output"][0, -1] @ kernel + bias) @ logit_kernel
+                  + logit_bias)
+  return np.array(logits)
+
+
+def test_long_documents_match_the_reference_with_padding_masked_in_memory(tmp_path, rng):
+  length, num_segments = 8, 3
+  config = tiny_config(mem_len=6)  # shorter than a segment: memory keeps the last 6 states
+  weights = original_weights(config, seed=5)
+  head = [0.3 * rng.standard_normal([32, 32]), 0.1 * rng.standard_normal([32]),
+          rng.standard_normal([32, 3]), rng.standard_normal([3])]
+  head = [value.astype(np.float32) for value in head]
+  names = ["model/sequnece_summary/summary/kernel", "model/sequnece_summary/summary/bias",
+           "model/classification_task/logit/kernel", "model/classification_task/logit/bias"]
+  prefix = write_tf1_checkpoint({**weights, **dict(zip(names, head))}, str(tmp_path / "c"))
+  model = XLNetClassifier(XLNetModel(config), 3, max_segments=num_segments)
+  checkpoints.load_original_checkpoint(model, prefix)
+  # 3 segments, 2 (the first partly padding), the last one only (two padding segments).
+  documents = [rng.integers(10, 50, size) for size in (22, 11, 5)]
+  features, real = hand_packed_documents(documents, num_segments, length)
+  expected = reference_long_document_logits(weights, config, real, length, head)
+  np.testing.assert_allclose(model(features).numpy(), expected, atol=1e-4)
+  # A document in its last segment reads as that segment alone; more padding segments in
+  # front change nothing.
+  np.testing.assert_allclose(model({k: v[2:, -1] for k, v in features.items()}).numpy(),
+                             expected[2:], atol=1e-4)
+  more, _ = hand_packed_documents(documents[1:], num_segments + 1, length)
+  np.testing.assert_allclose(model(more).numpy(), expected[1:], atol=1e-4)
+
+
+def test_max_segments_is_saved_and_needs_memory(tmp_path):
+  model = XLNetClassifier(XLNetModel(tiny_config(mem_len=8)), 2, max_segments=4)
+  checkpoints.save_pretrained(model, str(tmp_path))
+  loaded = checkpoints.load_pretrained_head(str(tmp_path), XLNetClassifier)
+  assert (loaded.max_segments, loaded.backbone.config.mem_len) == (4, 8)
+  with pytest.raises(ValueError, match=r"^max_segments must be 1 for a backbone without memory"):
+    XLNetClassifier(XLNetModel(tiny_config()), 2, max_segments=2)
+  with pytest.raises(ValueError, match=r"^max_segments must be an integer >= 1; got 0"):
+    XLNetClassifier(XLNetModel(tiny_config(mem_len=8)), 2, max_segments=0)

@@ -47,3 +47,27 @@ def test_manual_page_reader_and_task_builder(tmp_path):
   assert held_out == {True, False}, "both pools are used"
   rows = [json.loads(line) for line in open(data.task_files["man_section"]["train"])]
   assert {row["label"] for row in rows} <= {"2", "5"} and rows
+
+
+def test_long_page_task_keeps_whole_pages_without_name_and_synopsis(tmp_path):
+  from xlnet_tf.studies import long_manual_pages
+  root = tmp_path / "man"
+  page = ROFF.replace(".SH DESCRIPTION", ".SH SYNOPSIS\n.B #include <fcntl.h>\n.SH DESCRIPTION")
+  for section in ("2", "5"):
+    (root / f"man{section}").mkdir(parents=True)
+    for index in range(12):
+      (root / f"man{section}" / f"p{section}{index}.{section}").write_text(page)
+  (root / "man5" / "short.5").write_text(".SH DESCRIPTION\nToo short.\n")
+  task = long_manual_pages.build_long_page_task(str(tmp_path / "out"), str(root),
+                                                train_per_section=3, dev_per_section=2,
+                                                min_words=20)
+  rows = {split: [json.loads(line) for line in open(task.files[split])]
+          for split in ("train", "dev")}
+  assert task.counts == {split: {s: (3 if split == "train" else 2) if s in "25" else 0
+                                 for s in manual_pages.SECTIONS} for split in rows}
+  assert rows["train"][0]["text"].startswith("DESCRIPTION: The open() system call opens")
+  assert "RETURN VALUE: On success" in rows["train"][0]["text"]
+  assert not any("open a file" in r["text"] or "#include" in r["text"] for r in rows["train"])
+  assert {r["page"] for r in rows["train"]}.isdisjoint(r["page"] for r in rows["dev"])
+  assert all(manual_pages.page_pool(r["page"]) == "held_out" for r in rows["dev"])
+  assert open(task.files["text"]).read().count("\n") == 6

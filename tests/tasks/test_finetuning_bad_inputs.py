@@ -3,6 +3,7 @@ naming the file, line or flag, exit status 1 and nothing left behind; never a ma
 a NaN or a default (issue 25)."""
 
 import os
+import re
 
 import keras
 import numpy as np
@@ -12,6 +13,7 @@ from cli_output import run_tool
 from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel, checkpoints
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.export import load_exportable_model
+from xlnet_tf.json_files import read_json, write_json
 from xlnet_tf.tasks import classification
 from xlnet_tf.tasks.classification_labels import label_ids
 from xlnet_tf.tasks.classification_readers import read_generic
@@ -224,6 +226,26 @@ def test_export_refuses_what_contradicts_head_json(three_class_dir, arguments, m
     load_exportable_model(three_class_dir, **arguments)
 
 
+@pytest.mark.parametrize("head_json, config_changes, message", [
+    (dict(max_segments=3), dict(mem_len=0), "max_segments is 3, but {dir}/xlnet_config.json has "
+     "mem_len 0: the segments are read with memory"),
+    (dict(max_segments=0), {}, "max_segments must be an integer >= 1; got 0"),
+    (dict(max_segments="3"), {}, "max_segments must be an integer >= 1; got '3'"),
+])
+def test_export_refuses_long_document_settings_that_cannot_be(tmp_path, head_json,
+                                                              config_changes, message):
+  directory = str(tmp_path / "best")
+  model = XLNetClassifier(XLNetModel(XLNetConfig.preset("tiny", mem_len=8)), 2, max_segments=3)
+  checkpoints.save_pretrained(model, directory)
+  for name, changes in ((checkpoints.own.HEAD_FILE, head_json),
+                        (checkpoints.own.CONFIG_FILE, config_changes)):
+    path = os.path.join(directory, name)
+    write_json(path, {**read_json(path), **changes})
+  with pytest.raises(UserInputError, match=rf"^{directory}/head.json: "
+                     + re.escape(message.format(dir=directory))):
+    load_exportable_model(directory)
+
+
 # ---- the CLIs: one line, exit status 1, nothing written ------------------------------------
 
 @pytest.fixture(scope="module")
@@ -267,6 +289,10 @@ CLASSIFIER_CASES = [  # (extra flags, the error line after "error: "), {root} = 
     (["--multi_label", "--regression"], "--multi_label and --regression exclude each other"),
     (["--label_delimiter=,"], "--label_delimiter needs --multi_label"),
     (["--multi_label", "--label_delimiter="], "--label_delimiter='': must be the separator"),
+    (["--max_segments=0"], "--max_segments must be at least 1 (segments of --max_seq_length"),
+    (["--max_segments=3"], "--mem_len must be at least 1 with --max_segments=3"),
+    (["--mem_len=16"], "--mem_len must be 0 with --max_segments=1"),
+    (["--max_segments=2", "--mem_len=100000000"], "--mem_len=100000000: the attention scores"),
 ]
 
 

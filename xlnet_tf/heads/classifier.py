@@ -8,9 +8,10 @@ Hugging Face: sequence_summary.summary.*, logits_proj.*.
 import keras
 import tensorflow as tf
 
+from xlnet_tf.errors import require
 from xlnet_tf.heads.base import XLNetHead
 from xlnet_tf.heads.summary import SequenceSummary
-from xlnet_tf.model import backbone_inputs
+from xlnet_tf.model import _next_memory, backbone_inputs
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -29,21 +30,32 @@ class XLNetClassifier(XLNetHead):
   ...                      "input_mask": np.array([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]])})
   >>> tuple(logits.shape)  # [B, C]
   (2, 3)
+
+  `max_segments` S > 1: documents are read as S segments ([B, S, T] inputs, the layout of
+  xlnet_tf.text.packing), which needs a backbone with memory (config.mem_len > 0). The head
+  reads any S it is called with; max_segments is saved in head.json so that evaluation runs
+  and exports split texts the way training did.
   """
 
   def __init__(self, backbone, num_classes: int, summary_type: str = "last",
-               task_name: str = "task", multi_label: bool = False, **kwargs):
+               task_name: str = "task", multi_label: bool = False, max_segments: int = 1,
+               **kwargs):
     super().__init__(backbone, **kwargs)
     if num_classes < 1:
       raise ValueError(f"num_classes must be >= 1 (1 = regression); got {num_classes}")
     if multi_label and num_classes < 2:
       raise ValueError(f"a multi-label classifier needs num_classes >= 2; got {num_classes}")
     config = self.backbone.config
+    require(isinstance(max_segments, int) and max_segments >= 1, "max_segments",
+            "an integer >= 1", max_segments)
+    require(max_segments == 1 or config.mem_len > 0, "max_segments",
+            "1 for a backbone without memory (XLNetConfig.mem_len 0)", max_segments)
     self.num_classes = num_classes
     self.multi_label = multi_label
     self.thresholds = [0.5] * num_classes if multi_label else None  # serving's decision
     self.summary_type = summary_type
     self.task_name = task_name
+    self.max_segments = max_segments
     self.summary = SequenceSummary(summary_type, config.n_head, config.d_head, config.dropout,
                                    config.dropatt, config.init_std, name="sequnece_summary")
     self.summary.build((None, config.d_model))
@@ -55,7 +67,9 @@ class XLNetClassifier(XLNetHead):
   def call(self, inputs, training=False):
     """[B, T] inputs: one sequence each. [B, S, T] inputs: long documents read as S consecutive
     segments with Transformer-XL memory (needs config.mem_len > 0); the summary of the last
-    segment decides, and memory lets it depend on every earlier segment."""
+    segment decides, and memory lets it depend on every earlier segment. Padding is masked in
+    the memory as in the segment itself (memory_mask), so a document that fits in its last
+    segment gets the logits of a [B, T] call on that segment."""
     if len(inputs["input_ids"].shape) == 3:
       return self._long_document_logits(inputs, training)
     outputs = self.backbone(backbone_inputs(inputs), training=training)
@@ -69,15 +83,22 @@ class XLNetClassifier(XLNetHead):
   def _long_document_logits(self, inputs, training):
     if self.backbone.config.mem_len <= 0:
       raise ValueError("Long documents ([B, S, T] inputs) need XLNetConfig.mem_len > 0")
+    config = self.backbone.config
     num_segments = inputs["input_ids"].shape[1]
-    mems = None
+    mems = memory_mask = None
     for index in range(num_segments):  # static S: unrolled, fine under XLA
       segment = {key: value[:, index] for key, value in backbone_inputs(inputs).items()
-                 if key != "mems"}
+                 if key not in ("mems", "memory_mask")}
       if mems is not None:
-        segment["mems"] = mems
+        segment.update(mems=mems, memory_mask=memory_mask)
       outputs = self.backbone(segment, training=training)
       mems = outputs["new_mems"]  # gradient stops at the memory, as in the original
+      # The memory's slots, kept as the backbone keeps the hidden states they hold.
+      current_mask = segment.get("input_mask")
+      if current_mask is None:
+        current_mask = tf.ones_like(segment["input_ids"], tf.float32)
+      memory_mask = _next_memory(tf.cast(current_mask, tf.float32), memory_mask,
+                                 config.reuse_len, config.mem_len)
     return self._logits(outputs["sequence_output"], segment.get("input_mask"), training)
 
   def serving_outputs(self, features):
@@ -110,7 +131,7 @@ class XLNetClassifier(XLNetHead):
 
   def head_config(self):
     config = {"num_classes": self.num_classes, "summary_type": self.summary_type,
-              "task_name": self.task_name}
+              "task_name": self.task_name, "max_segments": self.max_segments}
     if self.multi_label:  # only then: a single-label head's head.json stays as it was
       config["multi_label"] = True
     return config

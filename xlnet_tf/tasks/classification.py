@@ -26,49 +26,28 @@ from xlnet_tf.tasks.classification_metrics import (classification_metrics,
                                                    tune_thresholds)
 from xlnet_tf.tasks.classification_readers import (GLUE_TASKS, IMDB_LABELS, TextExample,
                                                    read_generic, read_glue, read_imdb)
-from xlnet_tf.text.packing import SEG_A, SEG_CLS, SEG_PAD, pack_texts
+from xlnet_tf.text.packing import pack_texts
 from xlnet_tf.text.read_report import ReadReport
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 
 
 def encode_examples(tokenizer, examples: Sequence[TextExample], max_seq_length: int,
-                    report: Optional[ReadReport] = None) -> Dict[str, np.ndarray]:
+                    report: Optional[ReadReport] = None,
+                    max_segments: int = 1) -> Dict[str, np.ndarray]:
   """input_ids / segment_ids int32 and input_mask float32, [N, max_seq_length], left-padded
-  (text.packing.pack_texts; truncations and empty texts reported with file:line)."""
+  (text.packing.pack_texts; truncations and empty texts reported with file:line);
+  [N, max_segments, max_seq_length] for long documents (max_segments > 1)."""
   return pack_texts(tokenizer, [e.text_a for e in examples], [e.text_b for e in examples],
-                    max_seq_length, report=report, where=[e.where for e in examples])
+                    max_seq_length, report=report, where=[e.where for e in examples],
+                    num_segments=max_segments)
 
 
 def encode_long_documents(tokenizer, texts: Sequence[str], segment_length: int,
                           num_segments: int) -> Dict[str, np.ndarray]:
-  """[N, S, T] inputs for reading each text as S consecutive segments with memory.
-
-  Each segment is `chunk <sep> <cls>` (T = segment_length); chunks are cut from the end of the
-  text, so only the first segment is left-padded and the last one always ends the text. Text
-  beyond S segments is dropped from the front (the most recent text is kept). Segment ids:
-  chunk 0, <sep> 0, <cls> 2, padding 4.
-  """
-  chunk = segment_length - 2
-  if chunk < 1:
-    raise UserInputError(f"segment_length must be at least 3; got {segment_length}")
-  sep, cls = tokenizer.special_ids.sep, tokenizer.special_ids.cls
-  pad = max(tokenizer.special_ids.pad, 0)
-  shape = [len(texts), num_segments, segment_length]
-  input_ids = np.full(shape, pad, np.int32)
-  segment_ids = np.full(shape, SEG_PAD, np.int32)
-  input_mask = np.zeros(shape, np.float32)
-  for row, tokens in enumerate(tokenizer.encode_batch(list(texts))):
-    tokens = tokens[-chunk * num_segments:]
-    for index in range(num_segments):
-      end = len(tokens) - (num_segments - 1 - index) * chunk
-      piece = tokens[max(end - chunk, 0):max(end, 0)] + [sep, cls]
-      if len(piece) == 2 and index < num_segments - 1:
-        continue  # nothing of the text here: an all-padding segment
-      start = segment_length - len(piece)
-      input_ids[row, index, start:] = piece
-      segment_ids[row, index, start:] = [SEG_A] * (len(piece) - 1) + [SEG_CLS]
-      input_mask[row, index, start:] = 1.0
-  return {"input_ids": input_ids, "segment_ids": segment_ids, "input_mask": input_mask}
+  """[N, S, T] inputs for reading each text as S consecutive segments of T = segment_length
+  with memory: the layout of text.packing (the text packed into S * T positions, left-padded,
+  `<sep> <cls>` at the end, cut into S segments)."""
+  return pack_texts(tokenizer, texts, None, segment_length, num_segments=num_segments)
 
 
 # ---- the task: splits, model, training, predictions -----------------------------------
@@ -98,7 +77,8 @@ def load_task(task_name: str, tokenizer: XLNetTokenizer, max_seq_length: int,
               labels: Optional[Sequence[str]] = None, regression: bool = False,
               splits: Sequence[str] = ("train", "dev"), mnli_mismatched: bool = False,
               text_columns: Optional[Sequence[str]] = None, model_dir: Optional[str] = None,
-              multi_label: bool = False, label_delimiter: str = "|") -> TaskData:
+              multi_label: bool = False, label_delimiter: str = "|",
+              max_segments: int = 1) -> TaskData:
   """A GLUE task from `data_dir`, imdb (aclImdb), or `task_name='generic'` from `files`
   {split: path}. MNLI's dev/test are the matched sets unless `mnli_mismatched`. A generic
   `multi_label` task reads each label field as a `label_delimiter`-separated set.
@@ -106,6 +86,7 @@ def load_task(task_name: str, tokenizer: XLNetTokenizer, max_seq_length: int,
   A generic classification task without `labels` takes the training file's (training_labels),
   or, without a train split, the order a training run saved in `model_dir`
   (checkpoints.labels); a dev/test label outside an inferred set is an error.
+  `max_segments` > 1 encodes [N, max_segments, max_seq_length] long documents.
   """
   check_multi_label(task_name, multi_label, regression, label_delimiter)
   task_labels, metric, label_origin, read = _task_reader(
@@ -136,7 +117,7 @@ def load_task(task_name: str, tokenizer: XLNetTokenizer, max_seq_length: int,
     report.read = len(kept)  # the examples used: label_ids may have skipped some
     if not kept:
       raise UserInputError(f"{task_name} {split}: no usable example ({report.summary()})")
-    features = encode_examples(tokenizer, kept, max_seq_length, report)
+    features = encode_examples(tokenizer, kept, max_seq_length, report, max_segments)
     features["label"] = values
     encoded[split] = features
   return TaskData(task_name, None if task_labels is None else list(task_labels), metric,
@@ -195,8 +176,10 @@ def _task_reader(task_name, data_dir, files, labels, regression, splits, mnli_mi
 
 def build_classifier(config: XLNetConfig, task: TaskData, summary_type: str = "last",
                      init_checkpoint: Optional[str] = None,
-                     init_checkpoint_format: str = "own") -> XLNetClassifier:
-  """A classifier whose backbone starts from `init_checkpoint` (pretrained weights)."""
+                     init_checkpoint_format: str = "own", max_segments: int = 1
+                     ) -> XLNetClassifier:
+  """A classifier whose backbone starts from `init_checkpoint` (pretrained weights);
+  `max_segments` > 1 reads long documents (config.mem_len > 0)."""
   backbone = XLNetModel(config)
   if init_checkpoint:
     report = finetuning.load_pretrained_weights(backbone, init_checkpoint,
@@ -205,7 +188,8 @@ def build_classifier(config: XLNetConfig, task: TaskData, summary_type: str = "l
                  "" if report is None else f": {report.summary()}")
   num_classes = 1 if task.labels is None else len(task.labels)
   extra = {"multi_label": True} if task.multi_label else {}
-  return XLNetClassifier(backbone, num_classes, summary_type, task_name=task.name, **extra)
+  return XLNetClassifier(backbone, num_classes, summary_type, task_name=task.name,
+                         max_segments=max_segments, **extra)
 
 
 def predict_logits(model, features, batch_size: int) -> np.ndarray:

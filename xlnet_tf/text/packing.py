@@ -10,6 +10,17 @@ Example, max_seq_length 8, A = [a1 a2 a3], B = [b1 b2] (room 8 - 3 = 5, both fit
   segment_ids  0  0  0  0     1  1  1     2
 A alone: input_ids pad pad pad a1 a2 a3 <sep> <cls>, segment_ids 4 4 4 0 0 0 0 2,
 input_mask 0 0 0 1 1 1 1 1.
+
+Long documents (num_segments S > 1, read by XLNetClassifier with memory): the text or pair is
+packed exactly as above into S * T positions (truncation, left padding, one <sep> after each
+text, one <cls> at the very end), then cut into S consecutive segments of T
+(`fold_into_segments`, the one split of the Python builders and the exported graph). So the
+last segment always ends the document with its <cls> (what the "last" summary reads), a short
+document's padding comes first (whole padding segments, then the left padding of its first
+segment; XLNetClassifier masks it in the memory too), and S = 1 is the layout above exactly.
+Example, T = 4, S = 2, A = [a1 a2 a3 a4] (8 positions, 6 used):
+  packed       pad pad a1 a2 a3 a4 <sep> <cls>
+  segments     [pad pad a1 a2] [a3 a4 <sep> <cls>]   (segment_ids [4 4 0 0] [0 0 0 2])
 """
 
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -41,16 +52,36 @@ def pack_pair(tokens_a: Sequence[int], tokens_b: Optional[Sequence[int]], sep: i
   return tokens + [cls], segments + [SEG_CLS]
 
 
+def fold_into_segments(values, num_segments: int, segment_length: int):
+  """[N, S * T] packed inputs -> [N, S, T]: S consecutive segments of T (S = num_segments,
+  T = segment_length). The one split of long documents: pack_texts (NumPy in, a tensor out)
+  and TextPacker (in the graph) both call it."""
+  return tf.reshape(values, [-1, num_segments, segment_length])
+
+
+def check_segments(max_segments: int, argument: str = "max_segments") -> None:
+  require(isinstance(max_segments, int) and max_segments >= 1, argument,
+          "at least 1 (the segments of max_seq_length tokens a document is read as)",
+          max_segments)
+
+
 def pack_texts(tokenizer, texts: Sequence[str], texts_b: Optional[Sequence[Optional[str]]] = None,
                max_seq_length: int = 128, *, report=None,
-               where: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
+               where: Optional[Sequence[str]] = None,
+               num_segments: int = 1) -> Dict[str, np.ndarray]:
   """Raw texts (and optional second texts, None where a row has none) -> model inputs:
-  input_ids / segment_ids int32 and input_mask float32 [N, max_seq_length], left-padded.
+  input_ids / segment_ids int32 and input_mask float32 [N, max_seq_length], left-padded;
+  [N, num_segments, max_seq_length] for long documents (num_segments > 1: the module
+  docstring's layout).
 
   `report` (a ReadReport), if given, notes truncated rows and empty texts at `where[i]`.
   """
   require(max_seq_length >= 4, "max_seq_length", "at least 4 (A <sep> <sep> <cls>)",
           max_seq_length)
+  check_segments(num_segments, "num_segments")
+  segment_length, max_seq_length = max_seq_length, max_seq_length * num_segments
+  limit = (f"max_seq_length={segment_length}" if num_segments == 1 else
+           f"{num_segments} segments x max_seq_length={segment_length}")
   sep, cls = tokenizer.special_ids.sep, tokenizer.special_ids.cls
   pad = max(tokenizer.special_ids.pad, 0)
   texts_b = list(texts_b) if texts_b is not None else [None] * len(texts)
@@ -67,15 +98,18 @@ def pack_texts(tokenizer, texts: Sequence[str], texts_b: Optional[Sequence[Optio
     has_b = text_b is not None
     room = max_seq_length - (3 if has_b else 2)
     if len(tokens_a) + len(tokens_b) > room and report is not None:
-      report.note(f"truncated to max_seq_length={max_seq_length} (the longer text cut from "
-                  "its end)", where[row])
+      report.note(f"truncated to {limit} (the longer text cut from its end)", where[row])
     truncate_pair(tokens_a, tokens_b, room)
     tokens, segments = pack_pair(tokens_a, tokens_b if has_b else None, sep, cls)
     start = max_seq_length - len(tokens)
     input_ids[row, start:] = tokens
     segment_ids[row, start:] = segments
     input_mask[row, start:] = 1.0
-  return {"input_ids": input_ids, "segment_ids": segment_ids, "input_mask": input_mask}
+  features = {"input_ids": input_ids, "segment_ids": segment_ids, "input_mask": input_mask}
+  if num_segments == 1:
+    return features
+  return {key: fold_into_segments(value, num_segments, segment_length).numpy()
+          for key, value in features.items()}
 
 
 # ---- the same in the graph (SavedModels) ---------------------------------------------------
@@ -104,12 +138,15 @@ def _left_pad(ragged, length, value):
 
 
 class TextPacker(tf.Module):
-  """Strings -> (input_ids, segment_ids, input_mask) [B, max_seq_length], in the graph."""
+  """Strings -> (input_ids, segment_ids, input_mask) [B, max_seq_length], in the graph;
+  [B, num_segments, max_seq_length] with num_segments > 1 (pack_texts' layout)."""
 
-  def __init__(self, tokenizer, max_seq_length: int):
+  def __init__(self, tokenizer, max_seq_length: int, num_segments: int = 1):
     super().__init__(name="text_packer")
+    check_segments(num_segments, "num_segments")
     self.tokenizer = tokenizer
     self.max_seq_length = max_seq_length
+    self.num_segments = num_segments
     ids = tokenizer.special_ids
     self.sep, self.cls, self.pad = ids.sep, ids.cls, max(ids.pad, 0)
 
@@ -124,21 +161,24 @@ class TextPacker(tf.Module):
     def column(value):
       return tf.RaggedTensor.from_row_lengths(tf.fill([batch], tf.cast(value, tf.int64)),
                                               tf.ones([batch], tf.int64))
+    length = self.max_seq_length * self.num_segments
     if text_b is None:
-      keep_a = tf.minimum(ids_a.row_lengths(), self.max_seq_length - 2)
+      keep_a = tf.minimum(ids_a.row_lengths(), length - 2)
       a = _prefix(ids_a, keep_a)
       tokens = tf.concat([a, column(self.sep), column(self.cls)], axis=1)
       segments = tf.concat([tf.ones_like(a) * SEG_A, column(SEG_A), column(SEG_CLS)], axis=1)
     else:
       ids_b = self._tokenize(text_b)
-      keep_a, keep_b = _keep_lengths(ids_a.row_lengths(), ids_b.row_lengths(),
-                                     self.max_seq_length - 3)
+      keep_a, keep_b = _keep_lengths(ids_a.row_lengths(), ids_b.row_lengths(), length - 3)
       a, b = _prefix(ids_a, keep_a), _prefix(ids_b, keep_b)
       tokens = tf.concat([a, column(self.sep), b, column(self.sep), column(self.cls)], axis=1)
       segments = tf.concat([tf.ones_like(a) * SEG_A, column(SEG_A), tf.ones_like(b) * SEG_B,
                             column(SEG_B), column(SEG_CLS)], axis=1)
-    length = self.max_seq_length
     input_ids = tf.cast(_left_pad(tokens, length, self.pad), tf.int32)
     segment_ids = tf.cast(_left_pad(segments, length, SEG_PAD), tf.int32)
     input_mask = tf.cast(_left_pad(tf.ones_like(tokens), length, 0), tf.float32)
-    return input_ids, segment_ids, input_mask
+    packed = (input_ids, segment_ids, input_mask)
+    if self.num_segments == 1:
+      return packed
+    return tuple(fold_into_segments(value, self.num_segments, self.max_seq_length)
+                 for value in packed)
