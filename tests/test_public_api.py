@@ -7,12 +7,13 @@ import pkgutil
 import re
 import shutil
 
+import keras
 import numpy as np
 import pytest
 
 import xlnet_tf
 from model_inputs import tiny_config
-from xlnet_tf import XLNetModel, checkpoints
+from xlnet_tf import XLNetModel, XLNetPretrainer, checkpoints
 from xlnet_tf.pretraining import create_pretraining_data
 from xlnet_tf.pretraining.settings import PretrainingSettings
 
@@ -73,9 +74,17 @@ def test_readme_snippets_run(tmp_path, sp_model, corpus_files, monkeypatch):
                           PretrainingSettings(seq_len=128, reuse_len=64, num_predict=21,
                                               bsz_per_host=4, bi_data=True), seed=0,
                           num_workers=1)
+  lm_dir = tmp_path / "pretrain_output" / "model" / "lm"  # the main job's LM (infilling)
+  keras.utils.set_random_seed(0)
+  lm = XLNetPretrainer(XLNetModel(tiny_config(n_token=1000)))
+  lm({"input_ids": np.ones([1, 4], np.int32), "perm_mask": np.zeros([1, 4, 4], np.float32),
+      "target_mapping": np.eye(4, dtype=np.float32)[None, :1]})
+  checkpoints.save_pretrained(lm, str(lm_dir))
+  os.makedirs(tmp_path / "pretrain_output" / "data")
+  shutil.copy(sp_model, tmp_path / "pretrain_output" / "data" / "spiece.model")
   monkeypatch.chdir(tmp_path)
   snippets = readme_snippets()
-  assert len(snippets) == 3
+  assert len(snippets) == 4
   namespace = {}
   for snippet in snippets:
     if "model.fit(" in snippet:  # the same call, a few steps instead of a thousand
@@ -86,3 +95,5 @@ def test_readme_snippets_run(tmp_path, sp_model, corpus_files, monkeypatch):
   assert namespace["out"]["query_output"].shape == (2, 1, config.d_model)
   assert np.isfinite(namespace["model"].history.history["loss"][-1])
   assert set(namespace["batch"]) >= {"input_ids", "perm_mask", "target_mapping", "target"}
+  assert namespace["filled"].shape == namespace["blanks"].input_ids.shape
+  assert namespace["logp"].shape == (1,) and len(namespace["ranked"]) == 3
