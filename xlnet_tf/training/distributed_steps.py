@@ -50,6 +50,10 @@ class StepOptions:
   # Rows of a batch that belong together in every micro-batch: 2 with bi_data (a micro-batch
   # takes its share of the forward and of the backward half).
   row_groups: int = 1
+  # A variable the loss does not reach (masked LM: mask_emb): a zero gradient (its weight decay
+  # still applies: pretraining's rule), or, when False, left alone as Keras' apply_gradients
+  # leaves it (fine-tuning: the update Model.fit made).
+  zero_unused_gradients: bool = True
 
 
 def check_accumulation(accumulation_steps: int, batch_size: int, replicas: int = 1,
@@ -101,10 +105,10 @@ class DistributedSteps:
       scaled = loss if loss_scale is None else loss * loss_scale
     variables = self.trained_variables()
     gradients = tape.gradient(scaled, variables)
-    # Unused by the loss (masked LM has no query stream: mask_emb): a zero update.
-    gradients = [tf.zeros_like(v) if g is None else g for g, v in zip(gradients, variables)]
+    if self.step_options.zero_unused_gradients:
+      gradients = [tf.zeros_like(v) if g is None else g for g, v in zip(gradients, variables)]
     if loss_scale is not None:
-      gradients = [g / loss_scale for g in gradients]
+      gradients = [None if g is None else g / loss_scale for g in gradients]
     return loss, gradients, tuple(new_mems)
 
   def _current_loss_scale(self):
@@ -141,17 +145,21 @@ class DistributedSteps:
     another: each starts after the previous one's gradients exist (peak memory of one)."""
     loss, gradients, new_mems = None, None, []
     for index in range(self.step_options.accumulation_steps):
-      with tf.control_dependencies(gradients or []):
+      with tf.control_dependencies([g for g in gradients or [] if g is not None]):
         micro_batch = tf.nest.map_structure(lambda t, i=index: self._micro_rows(t, i), batch)
         micro_mems = tuple(self._micro_rows(m, index) for m in mems)
       micro_loss, micro_gradients, micro_new_mems = self.compute(
           micro_batch, micro_mems, normalizers, loss_scale, self._dropout_seed(context, index))
-      micro_gradients = [tf.cast(tf.convert_to_tensor(g), tf.float32) for g in micro_gradients]
+      # Dense, with the variables' static shapes (an embedding's IndexedSlices made dense have
+      # none, and replicas must pack their all-reduce alike).
+      micro_gradients = [None if g is None else
+                         tf.reshape(tf.cast(tf.convert_to_tensor(g), tf.float32), v.shape)
+                         for g, v in zip(micro_gradients, self.trained_variables())]
       if gradients is None:
         loss, gradients = micro_loss, micro_gradients
       else:
         loss = loss + micro_loss
-        gradients = [a + b for a, b in zip(gradients, micro_gradients)]
+        gradients = [None if a is None else a + b for a, b in zip(gradients, micro_gradients)]
       new_mems.append(micro_new_mems)
     return loss, gradients, tuple(self._joined_rows(list(layer)) for layer in zip(*new_mems))
 
@@ -168,9 +176,10 @@ class DistributedSteps:
     else:
       loss, gradients, new_mems = self._accumulated(batch, mems, normalizers,
                                                     self._current_loss_scale(), context)
+    updated = [(g, v) for g, v in zip(gradients, self.trained_variables()) if g is not None]
     loss = context.all_reduce(tf.distribute.ReduceOp.SUM, loss)
     gradients = context.all_reduce(tf.distribute.ReduceOp.SUM,
-                                   [tf.cast(g, tf.float32) for g in gradients])
+                                   [tf.cast(g, tf.float32) for g, _ in updated])
     # Clip to the global norm and hand each replica its equal share (the optimizer sums over
     # replicas again), as one factor applied inside the optimizer's fused update; a non-finite
     # norm makes it 0 (a zero gradient), or, with a dynamic loss scale, skips the update.
@@ -179,7 +188,7 @@ class DistributedSteps:
     clip_norm = self.step_options.clip_norm
     clip = tf.minimum(1.0, clip_norm / norm) if clip_norm else 1.0
     scale = tf.where(finite, clip / context.num_replicas_in_sync, 0.0)
-    self.optimizer.apply_scaled_gradients(zip(gradients, self.trained_variables()), scale,
+    self.optimizer.apply_scaled_gradients(zip(gradients, [v for _, v in updated]), scale,
                                           apply_update=None if self.loss_scale is None else finite)
     if self.loss_scale is not None:
       self.loss_scale.update(finite)
