@@ -129,17 +129,19 @@ def _assert_same_run(result, weights_path, reference, reference_weights_path):
 @pytest.mark.slow
 def test_mirrored_and_accumulation_equal_one_device(tmp_path):
   """A tagger (the loss a mean over scored tokens, which differ per replica and micro-batch)
-  on two logical CPU devices, with and without 2 micro-batches, equals one device."""
-  runs = ["one_device:1", "mirrored:1", "one_device:2", "mirrored:2"]
+  and a classifier (a Keras loss) on two logical CPU devices, with and without 2
+  micro-batches, equal one device: losses (a mean, not a replica's share), dev scores, weights."""
+  runs = ["one_device:1", "mirrored:1", "one_device:2", "mirrored:2",
+          "one_device:1:classifier", "mirrored:2:classifier"]
   process = subprocess.Popen([sys.executable, RUNNER, "2", str(tmp_path), ",".join(runs)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   results, = _results([process])
-  reference = results["one_device:1"]
-  assert len(reference["losses"]) == STEPS
-  for run in runs[1:]:
-    name, steps = run.split(":")
-    _assert_same_run(results[run], tmp_path / f"{name}-{steps}-0.npz", reference,
-                     tmp_path / "one_device-1-0.npz")
+  for run in runs:
+    reference = "one_device:1:classifier" if run.endswith("classifier") else "one_device:1"
+    assert len(results[reference]["losses"]) == STEPS
+    _assert_same_run(results[run], tmp_path / f"{run.replace(':', '-')}-0.npz",
+                     results[reference], tmp_path / f"{reference.replace(':', '-')}-0.npz")
+  assert 0.9 < results["mirrored:2:classifier"]["losses"][0] / np.log(3) < 1.1  # a mean
 
 
 def _free_ports(count):
@@ -157,9 +159,10 @@ def test_two_workers_equal_one_device(tmp_path):
   """Two worker processes on 127.0.0.1 (each half of every global batch), with and without
   micro-batches: the losses, dev scores (evaluated on every worker) and weights of one device;
   only the chief writes the best weights (both would otherwise hold the same run lock)."""
-  one, = _results([subprocess.Popen([sys.executable, RUNNER, "0", str(tmp_path), "one_device:1"],
+  one, = _results([subprocess.Popen([sys.executable, RUNNER, "0", str(tmp_path),
+                                     "one_device:1,one_device:1:classifier"],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)])
-  runs = "multi_worker_mirrored:1,multi_worker_mirrored:2"
+  runs = "multi_worker_mirrored:1,multi_worker_mirrored:2:classifier"
   workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
   processes = []
   for index in range(2):
@@ -170,6 +173,9 @@ def test_two_workers_equal_one_device(tmp_path):
                                       text=True))
   for worker, results in enumerate(_results(processes)):
     for run in runs.split(","):
+      reference = "one_device:1:classifier" if run.endswith("classifier") else "one_device:1"
       _assert_same_run(results[run], tmp_path / f"{run.replace(':', '-')}-{worker}.npz",
-                       one["one_device:1"], tmp_path / "one_device-1-0.npz")
-  assert os.path.exists(tmp_path / "best-multi_worker_mirrored-2" / "model.weights.h5")
+                       one[reference], tmp_path / f"{reference.replace(':', '-')}-0.npz")
+  assert os.path.exists(tmp_path / "best-multi_worker_mirrored-2-classifier" /
+                        "model.weights.h5")
+  assert 0.9 < one["one_device:1"]["losses"][0] / np.log(3) < 1.1  # a mean over the tokens

@@ -49,6 +49,9 @@ def finetuning_loss(model, loss: Optional[keras.losses.Loss] = None) -> LossTerm
   def keras_sums(batch, mems, training):
     inputs, labels = _inputs_and_labels(batch)
     value = tf.cast(loss(labels, model(inputs, training=training)), tf.float32)
+    # Under tf.distribute Keras' Loss.__call__ divides by the replicas in sync (its
+    # scale_loss_for_distribution, for Model.fit); here the global count normalises: undone.
+    value = value * float(tf.distribute.get_strategy().num_replicas_in_sync)
     return (value * _rows(batch) if reduction == "sum_over_batch_size" else value,), ()
   return LossTerms(lambda batch: tf.reshape(_rows(batch), [1]), keras_sums)
 
