@@ -12,11 +12,15 @@ from xlnet_tf.tasks import finetuning
 from xlnet_tf.progress import PROGRESS_MODES
 from xlnet_tf.text.tokenizer import XLNetTokenizer, check_vocabulary
 from xlnet_tf.training import strategy as strategy_lib
+from xlnet_tf.training.distributed_steps import check_accumulation
 
 
 def define_runtime_flags():
-  flags.DEFINE_enum("strategy", "one_device", ["one_device", "mirrored"],
-                    "Distribution (Model.fit: one machine).")
+  flags.DEFINE_enum("strategy", "one_device", strategy_lib.STRATEGIES,
+                    "Distribution: one device, mirrored (the GPUs or --cpu_replicas of one "
+                    "machine), multi_worker_mirrored (machines named by TF_CONFIG) or tpu; the "
+                    "same update as one device on the same global batch.")
+  flags.DEFINE_string("tpu", None, "TPU address (with --strategy=tpu).")
   flags.DEFINE_integer("cpu_replicas", 0, "Logical CPU devices for --strategy=mirrored.")
   flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"], "Compute dtype.")
   flags.DEFINE_integer("seed", 0, "Random seed.")
@@ -30,7 +34,7 @@ def runtime_strategy():
     strategy_lib.split_cpu(values.cpu_replicas)
   if values.dtype != "float32":
     keras.mixed_precision.set_global_policy(f"mixed_{values.dtype}")
-  return strategy_lib.create_strategy(values.strategy)
+  return strategy_lib.create_strategy(values.strategy, values.tpu)
 
 
 def define_finetuning_flags(max_seq_length=128, train_batch_size=32, train_steps=1000,
@@ -43,7 +47,11 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, train_steps
   flags.DEFINE_enum("init_checkpoint_format", "own", ["own", "original", "huggingface"],
                     "Format of --init_checkpoint.")
   flags.DEFINE_integer("max_seq_length", max_seq_length, "Tokens per sequence.")
-  flags.DEFINE_integer("train_batch_size", train_batch_size, "Batch size.")
+  flags.DEFINE_integer("train_batch_size", train_batch_size, "Batch size (global: over all "
+                       "replicas and micro-batches).")
+  flags.DEFINE_integer("gradient_accumulation_steps", 1, "Split each step's batch into this "
+                       "many micro-batches, run one after another (less memory), their "
+                       "gradients added up: one update, equal to the whole batch's.")
   flags.DEFINE_integer("train_steps", train_steps, "Training steps.")
   flags.DEFINE_integer("eval_every", None, "Evaluate on dev every this many steps; the best "
                        "checkpoint is kept.")
@@ -102,12 +110,16 @@ def finetuning_setup(config_path=None, examples_per_row=1, **config_overrides):
   config = XLNetConfig.from_json_file(config_path, **config_overrides).for_finetuning()
   if values.freeze_layers is not None:
     check_frozen_layers(values.freeze_layers, config.n_layer, "--freeze_layers")
-  finetuning.check_sequence_length(config, values.max_seq_length,
-                                   values.train_batch_size * examples_per_row)
+  finetuning.check_sequence_length(
+      config, values.max_seq_length,
+      values.train_batch_size // values.gradient_accumulation_steps * examples_per_row)
   tokenizer = XLNetTokenizer(values.sp_path, lower=values.uncased)
   check_vocabulary(tokenizer, config, config_path)
+  strategy = runtime_strategy()
+  check_accumulation(options.gradient_accumulation_steps, options.batch_size,
+                     strategy.num_replicas_in_sync)
   # --output_dir is made by what writes there first: a run that fails before leaves nothing.
-  return runtime_strategy(), tokenizer, config, options
+  return strategy, tokenizer, config, options
 
 
 def require_files(file_of_action) -> None:
@@ -128,7 +140,7 @@ def finetuning_options() -> finetuning.FinetuningOptions:
       weight_decay=getattr(values, "weight_decay", 0.0),
       lr_layer_decay_rate=values.lr_layer_decay_rate, eval_every=values.eval_every,
       seed=values.seed, jit_compile=getattr(values, "jit_compile", "auto"),
-      progress=values.progress)
+      progress=values.progress, gradient_accumulation_steps=values.gradient_accumulation_steps)
 
 
 def best_dir() -> str:

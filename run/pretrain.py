@@ -76,6 +76,10 @@ flags.DEFINE_enum("model_size", None, sorted(SIZE_PRESETS),
 flags.DEFINE_string("model_dir", None, "Checkpoints and summaries (default: "
                     "--output_dir/model).")
 flags.DEFINE_integer("train_batch_size", None, "Global batch size (default: the data's).")
+flags.DEFINE_integer("gradient_accumulation_steps", 1, "Split each step's batch into this many "
+                     "micro-batches (each with its rows' memory), run one after another (less "
+                     "memory), their gradients added up: one update, equal to the whole "
+                     "batch's.")
 flags.DEFINE_integer("train_steps", None, "Training steps (with --max_minutes: the most).")
 flags.DEFINE_float("learning_rate", None, "Peak learning rate.")
 flags.DEFINE_integer("warmup_steps", None, "Linear warmup steps.")
@@ -108,7 +112,8 @@ _FINISH_SECONDS = 10  # the last checkpoint, the backbone export and the summari
 
 # Flags that must be > 0 and >= 0 when given (None: the recipe's value).
 _POSITIVE_FLAGS = ("train_steps", "learning_rate", "save_steps", "log_steps", "eval_batches",
-                   "train_batch_size", "max_minutes", "lr_layer_decay_rate")
+                   "train_batch_size", "max_minutes", "lr_layer_decay_rate",
+                   "gradient_accumulation_steps")
 _NON_NEGATIVE_FLAGS = ("warmup_steps", "weight_decay", "clip", "cpu_replicas", "mem_len")
 
 
@@ -239,7 +244,8 @@ def pretrain(strategy, model_dir: str, started: float) -> None:
       log_steps=FLAGS.log_steps, jit_compile=use_xla(), eval_batches=FLAGS.eval_batches,
       loss_scale=loss_scale(),
       init_checkpoint=FLAGS.init_checkpoint, init_checkpoint_format=FLAGS.init_checkpoint_format,
-      recompute_blocks=FLAGS.recompute, seed=FLAGS.seed)
+      recompute_blocks=FLAGS.recompute, seed=FLAGS.seed,
+      gradient_accumulation_steps=FLAGS.gradient_accumulation_steps)
   run = PretrainingRun(strategy, config, options)
   parameters = sum(int(v.numpy().size) for v in run.model.trainable_variables)
   print(f"Model: {config.n_layer} layers, d_model {config.d_model}, {parameters:,} parameters, "

@@ -22,6 +22,14 @@ CASES = {
                                lambda _: "--learning_rate=-0.001: must be positive"),
     "checkpoint every 0 steps": (["--save_steps=0"], lambda _: "--save_steps=0: must be positive"),
     "model directory in use": (["--locked"], _in_use),
+    "no micro-batches": (["--gradient_accumulation_steps=0"],
+                         lambda _: "--gradient_accumulation_steps=0: must be positive"),
+    # small_data["bi"]: 4 rows a batch, forward and backward halves of 2
+    "micro-batches not dividing the batch": (
+        ["--gradient_accumulation_steps=4"],
+        lambda _: "--gradient_accumulation_steps=4 must divide the 2 rows of "
+                  "--train_batch_size=4 for each of the forward and backward halves (bi_data): "
+                  "each step's batch is split into that many equal micro-batches"),
 }
 
 

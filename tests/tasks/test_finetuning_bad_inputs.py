@@ -293,6 +293,15 @@ CLASSIFIER_CASES = [  # (extra flags, the error line after "error: "), {root} = 
     (["--max_segments=3"], "--mem_len must be at least 1 with --max_segments=3"),
     (["--mem_len=16"], "--mem_len must be 0 with --max_segments=1"),
     (["--max_segments=2", "--mem_len=100000000"], "--mem_len=100000000: the attention scores"),
+    (["--gradient_accumulation_steps=0"],
+     "--gradient_accumulation_steps must be at least 1; got 0"),
+    (["--gradient_accumulation_steps=3"], "--gradient_accumulation_steps=3 must divide "
+     "--train_batch_size=2: each step's batch is split into that many equal micro-batches"),
+    (["--strategy=mirrored", "--cpu_replicas=2", "--train_batch_size=3"],
+     "--train_batch_size=3 must be divisible by the 2 replicas"),
+    (["--strategy=mirrored", "--cpu_replicas=2", "--train_batch_size=4",
+      "--gradient_accumulation_steps=4"], "--gradient_accumulation_steps=4 must divide the 2 "
+     "rows of --train_batch_size=4 for each of 2 replicas"),
 ]
 
 
@@ -308,6 +317,30 @@ def test_classifier_bad_input_is_one_line(cli_files, sp_model, flags, expected, 
   assert result.returncode == 1, result.stderr[-2000:]
   lines = result.stderr.splitlines()
   assert len(lines) == 1 and lines[0].startswith("error: " + expected.format(**values)), lines
+  assert not output_dir.exists()
+
+
+# The other fine-tuning CLIs share the optimisation flags (run/common_flags.py): the
+# accumulation steps are refused before any data file is read.
+OTHER_FINETUNING_CLIS = {
+    "run/squad.py": ["--train_file={root}/none.json"],
+    "run/race.py": ["--data_dir={root}/none"],
+    "run/tagger.py": ["--train_file={root}/none.conll"]}
+
+
+@pytest.mark.parametrize("script", sorted(OTHER_FINETUNING_CLIS))
+def test_other_finetuning_clis_refuse_accumulation_steps_not_dividing_the_batch(
+    cli_files, sp_model, script, tmp_path):
+  output_dir = tmp_path / "out"
+  task_flags = [flag.format(root=cli_files) for flag in OTHER_FINETUNING_CLIS[script]]
+  result = run_tool(script, f"--sp_path={sp_model}", f"--model_config={cli_files}/config.json",
+                    "--max_seq_length=16", "--train_batch_size=8",
+                    "--gradient_accumulation_steps=3", "--do_train",
+                    f"--output_dir={output_dir}", *task_flags)
+  assert result.returncode == 1, result.stderr[-2000:]
+  assert result.stderr.splitlines() == [
+      "error: --gradient_accumulation_steps=3 must divide --train_batch_size=8: each step's "
+      "batch is split into that many equal micro-batches"]
   assert not output_dir.exists()
 
 

@@ -1,5 +1,5 @@
 """Dynamic loss scaling: the rule of training.loss_scale, the fused update's skip, and the
-fine-tuning path (Model.fit wraps Keras' LossScaleOptimizer around XLNetAdamW)."""
+fine-tuning path (the same DynamicLossScale in the shared distributed step)."""
 
 import keras
 import numpy as np
@@ -9,6 +9,7 @@ from model_inputs import tiny_config
 from xlnet_tf import XLNetModel
 from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.tasks import finetuning
+from xlnet_tf.tasks.finetuning_steps import distributed_batches, finetuning_steps
 from xlnet_tf.training.loss_scale import DynamicLossScale
 from xlnet_tf.training.optimization import XLNetAdamW
 
@@ -44,8 +45,8 @@ def test_a_skipped_update_leaves_variables_and_moments_and_counts_the_step():
 
 
 def test_finetuning_in_float16_scales_the_loss_dynamically(policy):
-  """Model.fit's path: Keras wraps the optimizer in its LossScaleOptimizer (the same rule):
-  an overflowing scale is halved and the step skipped."""
+  """Fine-tuning's steps (the distributed step pretraining uses) keep a DynamicLossScale: an
+  overflowing scale is halved and the step skipped; a good step updates the weights."""
   policy("mixed_float16")
   keras.utils.set_random_seed(0)
   model = XLNetClassifier(XLNetModel(tiny_config()), num_classes=2)
@@ -56,14 +57,20 @@ def test_finetuning_in_float16_scales_the_loss_dynamically(policy):
                   label=(input_ids[:, 0] >= 25).astype(np.int32))
   dataset = finetuning.feature_dataset(features, 16, label_key="label", repeat=True)
   loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-  options = finetuning.FinetuningOptions(train_steps=1, batch_size=16, learning_rate=1e-3)
-  finetuning.finetune(model, dataset, options, loss=loss)
-  optimizer = model.optimizer
-  assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-  assert isinstance(optimizer.inner_optimizer, XLNetAdamW)
-  optimizer.dynamic_scale.assign(1e30)  # every float16 gradient overflows
+  options = finetuning.FinetuningOptions(train_steps=2, batch_size=16, learning_rate=1e-3)
+  strategy = tf.distribute.get_strategy()
+  steps = finetuning_steps(strategy, model, options, loss)
+  batches = distributed_batches(strategy, dataset, 16)
+  assert isinstance(steps.loss_scale, DynamicLossScale)
+  steps.loss_scale.scale.assign(1e30)  # every float16 gradient overflows
   weights = [w.numpy().copy() for w in model.trainable_weights]
-  model.fit(dataset, steps_per_epoch=1, epochs=1, verbose=0)
-  assert float(optimizer.dynamic_scale.numpy()) == np.float32(5e29)
+  steps.train_step(batches)
+  assert float(steps.loss_scale.scale.numpy()) == np.float32(5e29)
+  assert int(steps.loss_scale.skipped_steps.numpy()) == 1
   for before, weight in zip(weights, model.trainable_weights):
     np.testing.assert_array_equal(weight.numpy(), before)
+  steps.loss_scale.scale.assign(1024.0)
+  steps.train_step(batches)
+  assert int(steps.loss_scale.skipped_steps.numpy()) == 1
+  assert max(np.abs(weight.numpy() - before).max()
+             for before, weight in zip(weights, model.trainable_weights)) > 0

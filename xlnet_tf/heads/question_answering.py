@@ -148,6 +148,15 @@ class XLNetQuestionAnswering(XLNetHead):
     """For Model.fit on feature dicts holding start/end positions and is_impossible."""
     return squad_loss(y_pred, x["start_positions"], x["end_positions"], x["is_impossible"])
 
+  def loss_counts(self, x, y=None):
+    """What the loss is a mean over (the examples), from the data alone: a custom training
+    loop sums it over replicas and micro-batches (training.distributed_steps)."""
+    return tf.cast(tf.shape(x["start_positions"])[0], tf.float32)
+
+  def loss_sums(self, x, y, y_pred):
+    """The loss summed over this batch's examples (compute_loss = it / loss_counts)."""
+    return squad_loss_sum(y_pred, x["start_positions"], x["end_positions"], x["is_impossible"])
+
   def original_head_variables(self):
     names = {"model/start_logits/dense/kernel": self.start_dense.kernel,
              "model/start_logits/dense/bias": self.start_dense.bias,
@@ -174,12 +183,19 @@ class XLNetQuestionAnswering(XLNetHead):
     return {"start_n_top": self.start_n_top, "end_n_top": self.end_n_top}
 
 
-def squad_loss(outputs, start_positions, end_positions, is_impossible):
-  """(start + end cross-entropy) / 2 + answerability cross-entropy / 2, as the original."""
+def squad_loss_sum(outputs, start_positions, end_positions, is_impossible):
+  """Summed over the examples: (start + end cross-entropy) / 2 + answerability
+  cross-entropy / 2, as the original's per-example loss."""
   def span_loss(log_probs, positions):
-    return -tf.reduce_mean(tf.gather(log_probs, tf.cast(positions, tf.int32), batch_dims=1))
+    return -tf.reduce_sum(tf.gather(log_probs, tf.cast(positions, tf.int32), batch_dims=1))
   loss = 0.5 * (span_loss(outputs["start_log_probs"], start_positions)
                 + span_loss(outputs["end_log_probs"], end_positions))
   answerable = tf.nn.sigmoid_cross_entropy_with_logits(
       labels=tf.cast(is_impossible, tf.float32), logits=outputs["cls_logits"])
-  return loss + 0.5 * tf.reduce_mean(answerable)
+  return loss + 0.5 * tf.reduce_sum(answerable)
+
+
+def squad_loss(outputs, start_positions, end_positions, is_impossible):
+  """The mean over the examples of squad_loss_sum's per-example loss (the original's)."""
+  examples = tf.cast(tf.shape(outputs["cls_logits"])[0], tf.float32)
+  return squad_loss_sum(outputs, start_positions, end_positions, is_impossible) / examples

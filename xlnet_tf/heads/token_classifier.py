@@ -13,13 +13,24 @@ from xlnet_tf.model import backbone_inputs
 ORIGINAL_SCOPE = "model/token_classification/logit/"
 
 
-def token_loss(label_ids, logits):
-  """Mean cross-entropy over tokens whose label is >= 0 (others: padding, later pieces)."""
+def scored_tokens(label_ids):
+  """1.0 where a token's label counts (>= 0), 0.0 at -1 (padding, later pieces): [B, T]."""
+  return tf.cast(tf.cast(label_ids, tf.int32) >= 0, tf.float32)
+
+
+def token_loss_sum(label_ids, logits):
+  """The cross-entropy summed over the tokens whose label is >= 0 (others: padding, later
+  pieces): float32 scalar; its mean is over sum(scored_tokens(label_ids))."""
   label_ids = tf.cast(label_ids, tf.int32)
-  scored = tf.cast(label_ids >= 0, tf.float32)
   losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
       labels=tf.maximum(label_ids, 0), logits=tf.cast(logits, tf.float32))
-  return tf.reduce_sum(losses * scored) / tf.maximum(tf.reduce_sum(scored), 1.0)
+  return tf.reduce_sum(losses * scored_tokens(label_ids))
+
+
+def token_loss(label_ids, logits):
+  """Mean cross-entropy over tokens whose label is >= 0 (others: padding, later pieces)."""
+  count = tf.reduce_sum(scored_tokens(label_ids))
+  return token_loss_sum(label_ids, logits) / tf.maximum(count, 1.0)
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -53,6 +64,15 @@ class XLNetTokenClassifier(XLNetHead):
 
   def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
     return token_loss(y, y_pred)
+
+  def loss_counts(self, x, y):
+    """What the loss is a mean over (the scored tokens), from the data alone: a custom
+    training loop sums it over replicas and micro-batches (training.distributed_steps)."""
+    return tf.reduce_sum(scored_tokens(y))
+
+  def loss_sums(self, x, y, y_pred):
+    """The loss summed over this batch's scored tokens (compute_loss = it / loss_counts)."""
+    return token_loss_sum(y, y_pred)
 
   def serving_outputs(self, features):
     """What a SavedModel of this head returns (see xlnet_tf.export): per-token logits and the

@@ -5,8 +5,9 @@ A custom loop (strategy.run), not Model.fit: fit fails under MultiWorkerMirrored
 TF 2.21 / Keras 3, and the memory must travel from step to step per replica. PretrainingRun
 builds the run and trains it; its parts, one module each:
 
-  replica_steps     a step per replica: the loss and the update equal a single-device run on
-                    the same global batch (float16: loss scaling, see training.loss_scale)
+  replica_steps     a step per replica (training.distributed_steps): the loss and the update
+                    equal a single-device run on the same global batch, with or without
+                    gradient accumulation (float16: loss scaling, see training.loss_scale)
   run_checkpoints   model, optimizer (its step is the data position) and, per worker, the
                     memory; a run restarted with the same model_dir resumes from the latest
                     complete checkpoint
@@ -46,6 +47,7 @@ from xlnet_tf.model import XLNetModel
 from xlnet_tf.training import loss_scale as loss_scale_lib
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
+from xlnet_tf.training.distributed_steps import check_accumulation
 from xlnet_tf.training.divergence import DivergenceCheck, TrainingDivergedError
 from xlnet_tf.pretraining import objectives, summaries
 from xlnet_tf.pretraining.replica_steps import PretrainingSteps
@@ -91,6 +93,9 @@ class PretrainingOptions:
   objective: Optional[str] = None     # checked against the data's (None: the data's)
   next_sentence: bool = False         # add the next-sentence loss (the A/B label)
   seed: int = 0                       # dropout masks: a function of (seed, step, replica)
+  # Micro-batches per step, one after another, gradients added up: one update equal to the
+  # whole batch's (training.distributed_steps).
+  gradient_accumulation_steps: int = 1
 
 
 def _check_data(info, config: XLNetConfig, global_batch: int, strategy, source: str):
@@ -140,6 +145,8 @@ class PretrainingRun:
     workers = strategy_lib.num_workers(strategy)
     self.global_batch = options.global_batch_size or self.info["settings"]["bsz_per_host"] * workers
     _check_data(self.info, config, self.global_batch, strategy, options.train_data)
+    check_accumulation(options.gradient_accumulation_steps, self.global_batch,
+                       strategy.num_replicas_in_sync, 2 if config.bi_data else 1)
     self.objective = self.info["settings"]["objective"]
     if options.objective and options.objective != self.objective:
       raise UserInputError(f"{options.train_data}: the data were made for objective "

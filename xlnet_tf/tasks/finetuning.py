@@ -1,11 +1,13 @@
-"""The one fine-tuning loop of every task: Model.fit, evaluation on dev every `eval_every`
+"""The one fine-tuning loop of every task: training steps under any tf.distribute strategy
+(tasks.finetuning_steps, on the loop pretraining uses), evaluation on dev every `eval_every`
 steps, the best weights kept (by the task's metric, higher is better) and reloaded at the end,
 progress shown as it goes (xlnet_tf.progress: a bar on a terminal, plain lines in logs).
 
 A task supplies its model (a head over XLNetModel), its training batches, its loss (or the
-head's own `compute_loss`) and an `evaluate()` returning its dev scores; the task modules
+head's own, `loss_sums`) and an `evaluate()` returning its dev scores; the task modules
 (classification, squad, race, tagging) and the CLIs in run/ are thin over this.
-One machine: one device or mirrored replicas (Model.fit).
+Any strategy: one device, mirrored replicas, multi-worker, TPU (Keras 3's Model.fit does not
+run under MultiWorkerMirroredStrategy; user code may still fit the heads).
 """
 
 import contextlib
@@ -16,7 +18,6 @@ import shutil
 from typing import Callable, Dict, Optional, Sequence, TextIO, Union
 
 from absl import logging
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -24,8 +25,10 @@ from xlnet_tf import checkpoints
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.model import backbone_inputs
 from xlnet_tf.progress import ProgressDisplay, check_progress_mode
+from xlnet_tf.tasks.finetuning_steps import distributed_batches, finetuning_steps
 from xlnet_tf.training import run_lock
-from xlnet_tf.training.optimization import create_optimizer
+from xlnet_tf.training import strategy as strategy_lib
+from xlnet_tf.training.distributed_steps import check_accumulation
 
 BEST_DIR = "best"  # under the output directory: the kept weights (own format)
 
@@ -47,9 +50,12 @@ class FinetuningOptions:
   seed: int = 0
   jit_compile: Union[bool, str] = "auto"
   progress: str = "auto"             # progress.PROGRESS_MODES: bar on a terminal, else lines
+  # Micro-batches per step (gradients added up, one update equal to the whole batch's).
+  gradient_accumulation_steps: int = 1
 
   def __post_init__(self):
     check_progress_mode(self.progress)
+    check_accumulation(self.gradient_accumulation_steps, self.batch_size)
     # Named as the CLIs' flags (train_batch_size is batch_size here).
     for flag, value, smallest in (("train_steps", self.train_steps, 1),
                                   ("train_batch_size", self.batch_size, 1),
@@ -101,98 +107,95 @@ def predict(model, features: Dict[str, np.ndarray], batch_size: int,
   return model.predict(feature_dataset(features, batch_size, extra_keys=extra_keys), verbose=0)
 
 
-class _Finetuning(keras.callbacks.Callback):
-  """Drives the fit: stops at train_steps (the last period may be shorter than eval_every);
+class _Finetuning:
+  """Drives the steps: train_steps of them (the last period may be shorter than eval_every);
   after every period evaluates on dev and saves the weights when the metric improves (without
   an evaluation, saves the latest weights); reports each step and evaluation to `display`."""
 
-  def __init__(self, evaluate, metric, directory, train_steps, display):
-    super().__init__()
-    self.evaluate, self.metric, self.directory = evaluate, metric, directory
-    self.train_steps, self.display = train_steps, display
-    self.best, self.history, self.steps_done = None, [], 0
+  def __init__(self, model, steps, evaluate, metric, directory, every, display):
+    self.model, self.steps, self.evaluate, self.metric = model, steps, evaluate, metric
+    self.directory, self.every, self.display = directory, every, display
+    self.best, self.history = None, []
 
-  def on_train_begin(self, logs=None):
+  def train(self, batches, train_steps: int) -> None:
     self.display.begin()
+    period_losses = []
+    for step in range(1, train_steps + 1):
+      loss = float(self.steps.train_step(batches)[0])
+      if not math.isfinite(loss):
+        raise NonFiniteTrainingError(f"fine-tuning stopped at step {step}: the training loss "
+                                     f"is {loss}; no weights of this run are kept (a lower "
+                                     "--learning_rate may help)")
+      period_losses.append(loss)
+      # The period's mean so far, as Model.fit showed it.
+      self.display.step(step, float(np.mean(period_losses)))
+      if step % self.every == 0 or step == train_steps:
+        self._end_of_period(step, float(np.mean(period_losses)))
+        period_losses = []
+    self.display.end()
 
-  def on_train_batch_end(self, batch, logs=None):
-    self.steps_done += 1
-    loss = (logs or {}).get("loss")
-    # Keras' loss is the mean over the period so far: once a step's loss is NaN or inf, so is it.
-    if loss is not None and not math.isfinite(float(loss)):
-      raise NonFiniteTrainingError(f"fine-tuning stopped at step {self.steps_done}: the training "
-                                   f"loss is {float(loss)}; no weights of this run are kept (a "
-                                   "lower --learning_rate may help)")
-    self.display.step(self.steps_done, loss)
-    if self.steps_done >= self.train_steps:
-      self.model.stop_training = True
-
-  def on_epoch_end(self, epoch, logs=None):
-    step = int(self.model.optimizer.iterations.numpy())
-    loss = (logs or {}).get("loss")
+  def _end_of_period(self, step: int, loss: float) -> None:
     if self.evaluate is None:
       logging.debug("step %d: loss %s", step, loss)
-      self._save()
+      self._save(step)
       return
     self.display.evaluating()
-    result = dict(self.evaluate(), step=step)
-    if loss is not None:
-      result["loss"] = float(loss)
+    result = dict(self.evaluate(), step=step, loss=loss)
     self.history.append(result)
     # The display shows it (a log line on stderr would cut into the bar); the history keeps it.
     logging.debug("dev at step %d: %s", step, result)
     if self.best is None or result[self.metric] > self.best[self.metric]:
       self.best = result
-      self._save()
+      self._save(step)
     self.display.evaluation(step, result, self.best, self.metric)
 
-  def on_train_end(self, logs=None):
-    self.display.end()
-
-  def _save(self):
+  def _save(self, step: int) -> None:
     if not self.directory:
       return
     # A finite loss can still leave non-finite weights behind (the last update of the period).
     if not all(np.isfinite(weight).all() for weight in self.model.get_weights()):
-      step = int(self.model.optimizer.iterations.numpy())
       raise NonFiniteTrainingError(f"fine-tuning stopped at step {step}: the weights are no "
                                    "longer finite; no weights of this run are kept (a lower "
                                    "--learning_rate may help)")
     checkpoints.save_pretrained(self.model, self.directory)
 
 
-
 def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, *,
              evaluate: Optional[Callable[[], Dict[str, float]]] = None,
              metric: Optional[str] = None, best_dir: Optional[str] = None,
              loss=None, progress_stream: Optional[TextIO] = None) -> Dict:
-  """Fits `model` for options.train_steps on the (repeated) training batches.
+  """Trains `model` for options.train_steps on the (repeated) training batches of
+  options.batch_size rows (global) under the strategy whose scope built it (none: one device).
 
   Every eval_every steps (and after the last step) `evaluate()` scores dev; the weights with
   the best `metric` are saved to `best_dir` and loaded back into `model` at the end (without
   `evaluate`, the last weights). A non-finite loss or weights end the run with
   NonFiniteTrainingError naming the step; a run that fails removes the `best_dir` it created.
-  `loss`: a Keras loss of (labels, outputs), or None when the model computes its own
-  (`compute_loss`). Progress goes to `progress_stream` (default stdout)
-  as options.progress says (progress.ProgressDisplay). Returns {"history": [dev scores +
-  step], "best": scores, "metric"}.
+  `loss`: a Keras loss of (labels, outputs), or None when the head has its own (loss_sums).
+  Steps run on training.distributed_steps (tasks.finetuning_steps): the same update on any
+  strategy, options.gradient_accumulation_steps micro-batches a step. Only the chief of a
+  multi-worker run writes `best_dir` and shows progress, to `progress_stream` (default
+  stdout) as options.progress says (progress.ProgressDisplay). Returns {"history": [dev
+  scores + step + loss], "best": scores, "metric"}.
   """
   if evaluate is not None and not metric:
     raise ValueError("finetune: `metric` names the dev score to keep the best weights by")
+  strategy = tf.distribute.get_strategy()
+  check_accumulation(options.gradient_accumulation_steps, options.batch_size,
+                     strategy.num_replicas_in_sync)
+  chief = strategy_lib.is_chief(strategy)
+  best_dir = best_dir if chief else None
   every = min(options.eval_every or options.train_steps, options.train_steps)
-  model.compile(optimizer=create_optimizer(model, options.learning_rate, options.train_steps,
-                                           options.warmup_steps, options.weight_decay,
-                                           options.lr_layer_decay_rate),
-                loss=loss, jit_compile=options.jit_compile)
-  display = ProgressDisplay(options.progress, options.train_steps,
+  steps = finetuning_steps(strategy, model, options, loss)
+  display = ProgressDisplay(options.progress if chief else "none", options.train_steps,
                             every if evaluate is not None else None, progress_stream)
-  driver = _Finetuning(evaluate, metric, best_dir, options.train_steps, display)
+  driver = _Finetuning(model, steps, evaluate, metric, best_dir, every, display)
   new_best_dir = bool(best_dir) and not os.path.exists(best_dir)
   # One run at a time writes best_dir (training.run_lock).
   with run_lock.hold(best_dir) if best_dir else contextlib.nullcontext():
     try:
-      model.fit(train_dataset, steps_per_epoch=every, epochs=-(-options.train_steps // every),
-                verbose=0, callbacks=[driver])
+      driver.train(distributed_batches(strategy, train_dataset, options.batch_size),
+                   options.train_steps)
     except BaseException:
       # Nothing of a failed run is left behind (a directory that was there before is the user's).
       if new_best_dir and os.path.exists(best_dir):
