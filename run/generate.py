@@ -24,11 +24,7 @@ lm_flags.define_lm_flags()
 flags.DEFINE_multi_string("prompt", ["The built-in function"], "A prompt (repeat the flag "
                           "for a batch).")
 flags.DEFINE_integer("max_new_tokens", 40, "Tokens generated after each prompt.")
-flags.DEFINE_float("temperature", 0.0, "0: greedy; > 0: sample from softmax(logits / t).")
-flags.DEFINE_integer("top_k", 0, "Sample among the k most likely tokens (0: all).")
-flags.DEFINE_float("top_p", 1.0, "Sample among the most likely tokens holding this much "
-                   "probability, in (0, 1].")
-flags.DEFINE_integer("seed", None, "Makes sampling reproducible.")
+lm_flags.define_sampling_flags()
 flags.DEFINE_bool("use_cache", True, "Cache the context's keys and values (else recompute).")
 flags.DEFINE_bool("stop_at_end", True, "End a continuation at </s> or <eod>.")
 flags.DEFINE_bool("new_document", True, "Start each prompt with <eod>, as documents start in "

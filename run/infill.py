@@ -30,11 +30,7 @@ flags.DEFINE_multi_string("text", ["The built-in function <mask> <mask> returns 
 flags.DEFINE_integer("blank_pieces", 1, "Pieces of each `___` blank.")
 flags.DEFINE_enum("order", "left_to_right", list(infilling.ORDERS), "The order the blanks "
                   "are filled in.")
-flags.DEFINE_float("temperature", 0.0, "0: greedy; > 0: sample from softmax(logits / t).")
-flags.DEFINE_integer("top_k", 0, "Sample among the k most likely tokens (0: all).")
-flags.DEFINE_float("top_p", 1.0, "Sample among the most likely tokens holding this much "
-                   "probability, in (0, 1].")
-flags.DEFINE_integer("seed", None, "Makes sampling and the random order reproducible.")
+lm_flags.define_sampling_flags("Makes sampling and the random order reproducible.")
 flags.DEFINE_bool("use_cache", True, "perm: reuse the context's states between steps.")
 flags.DEFINE_list("candidates", None, "Rank these completions of the one `___` blank of each "
                   "--text by log-probability instead of filling it.")

@@ -5,7 +5,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 
@@ -15,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 from cli_output import run_tool, tensorflow_log_lines
+from local_cluster import free_ports
 from xlnet_reference import randomize_weights
 from xlnet_tf import XLNetConfig, checkpoints
 from xlnet_tf.pretraining.records import load_record_info, pretraining_dataset
@@ -221,23 +221,13 @@ def test_mirrored_equals_one_device(small_data, tmp_path):
   np.testing.assert_allclose(mirrored, one, rtol=2e-5)
 
 
-def _free_ports(count):
-  sockets = [socket.socket() for _ in range(count)]
-  for s in sockets:
-    s.bind(("127.0.0.1", 0))
-  ports = [s.getsockname()[1] for s in sockets]
-  for s in sockets:
-    s.close()
-  return ports
-
-
 @pytest.mark.slow
 def test_two_workers_equal_one_device(small_data, tmp_path):
   """Two worker processes on 127.0.0.1, each reading one of two identical shards: the global
   batch holds every row twice, so loss and update equal one device on one copy."""
   data = small_data["twin"]
   one = _run_subprocess(["one_device", 0, data, tmp_path / "one", 4])
-  workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+  workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
   processes = []
   for index in range(2):
     env = dict(os.environ, TF_CONFIG=json.dumps(

@@ -4,7 +4,6 @@ worker processes equal one device on the same global batch (dropout off)."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 
 from distributed_finetuning_run import STEPS, tagging_features, tiny_tagger
+from local_cluster import free_ports
 from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.tasks.finetuning import FinetuningOptions, feature_dataset, finetune
@@ -144,16 +144,6 @@ def test_mirrored_and_accumulation_equal_one_device(tmp_path):
   assert 0.9 < results["mirrored:2:classifier"]["losses"][0] / np.log(3) < 1.1  # a mean
 
 
-def _free_ports(count):
-  sockets = [socket.socket() for _ in range(count)]
-  for s in sockets:
-    s.bind(("127.0.0.1", 0))
-  ports = [s.getsockname()[1] for s in sockets]
-  for s in sockets:
-    s.close()
-  return ports
-
-
 @pytest.mark.slow
 def test_two_workers_equal_one_device(tmp_path):
   """Two worker processes on 127.0.0.1 (each half of every global batch), with and without
@@ -163,7 +153,7 @@ def test_two_workers_equal_one_device(tmp_path):
                                      "one_device:1,one_device:1:classifier"],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)])
   runs = "multi_worker_mirrored:1,multi_worker_mirrored:2:classifier"
-  workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+  workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
   processes = []
   for index in range(2):
     env = dict(os.environ, TF_CONFIG=json.dumps(
