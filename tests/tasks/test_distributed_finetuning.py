@@ -131,8 +131,9 @@ def test_mirrored_and_accumulation_equal_one_device(tmp_path):
   """A tagger (the loss a mean over scored tokens, which differ per replica and micro-batch)
   and a classifier (a Keras loss) on two logical CPU devices, with and without 2
   micro-batches, equal one device: losses (a mean, not a replica's share), dev scores, weights."""
-  runs = ["one_device:1", "mirrored:1", "one_device:2", "mirrored:2",
-          "one_device:1:classifier", "mirrored:2:classifier"]
+  # (one device with micro-batches: test_accumulation_equals_the_whole_batch, in process)
+  runs = ["one_device:1", "mirrored:1", "mirrored:2", "one_device:1:classifier",
+          "mirrored:2:classifier"]
   process = subprocess.Popen([sys.executable, RUNNER, "2", str(tmp_path), ",".join(runs)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   results, = _results([process])
