@@ -6,6 +6,7 @@ saves under model/lm), in any order, or ranks candidates for a blank.
   python run/infill.py --text="Use ___ to leave a loop." --blank_pieces=2 --order=confidence
   python run/infill.py --text="Use the ___ statement to leave a loop." \
       --candidates=break,continue,return
+  python run/infill.py --evaluate        # span infilling and cloze ranking on held-out text
 
 A blank is a `<mask>` (one piece) or `___` (--blank_pieces pieces). The permutation LM
 predicts each blank from the text on both sides and the blanks filled before it (--order); a
@@ -20,6 +21,8 @@ from absl import flags
 from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf import XLNetPretrainer, XLNetTokenizer, checkpoints, infilling
+from xlnet_tf.json_files import write_json
+from xlnet_tf.studies import infilling_evaluation
 from xlnet_tf.text.tokenizer import check_vocabulary
 
 import lm_flags
@@ -35,7 +38,28 @@ flags.DEFINE_bool("use_cache", True, "perm: reuse the context's states between s
 flags.DEFINE_list("candidates", None, "Rank these completions of the one `___` blank of each "
                   "--text by log-probability instead of filling it.")
 flags.DEFINE_bool("per_piece", False, "With --candidates: log-probability per piece.")
+flags.DEFINE_bool("evaluate", False, "Instead of filling --text: span infilling (1-4 whole "
+                  "words, every order) and cloze ranking on held-out text, by span length.")
+flags.DEFINE_string("evaluate_glob", None, "With --evaluate: text files, one sentence a line "
+                    "(default: the run's held-out documents, --output_dir/data/corpus/"
+                    "valid-*.txt).")
+flags.DEFINE_integer("examples", 100, "With --evaluate: sentences per span length.",
+                     lower_bound=1)
+flags.DEFINE_integer("distractors", 4, "With --evaluate: distractor spans per cloze example.",
+                     lower_bound=1)
+flags.DEFINE_string("results_json", None, "With --evaluate: also write the scores here.")
 FLAGS = flags.FLAGS
+
+
+def evaluate(model, tokenizer):
+  pattern = FLAGS.evaluate_glob or os.path.join(FLAGS.output_dir, "data", "corpus",
+                                                "valid-*.txt")
+  scores = infilling_evaluation.intrinsic_evaluation(
+      model, tokenizer, infilling_evaluation.held_out_sentences(pattern),
+      count=FLAGS.examples, distractors=FLAGS.distractors, seed=FLAGS.seed or 0)
+  if FLAGS.results_json:
+    write_json(FLAGS.results_json, scores)
+  print(infilling_evaluation.intrinsic_markdown({FLAGS.model_dir or FLAGS.output_dir: scores}))
 
 
 def main(argv):
@@ -48,6 +72,9 @@ def main(argv):
                                            same_length=False)
   check_vocabulary(tokenizer, model.backbone.config,
                    os.path.join(model_dir, checkpoints.own.CONFIG_FILE))
+  if FLAGS.evaluate:
+    evaluate(model, tokenizer)
+    return
   if FLAGS.candidates:
     for text in FLAGS.text:
       ranked = infilling.score_candidates(model, tokenizer, text, FLAGS.candidates,

@@ -60,6 +60,8 @@ flags.DEFINE_integer("intrinsic_examples", 100, "Held-out sentences per span len
                      lower_bound=0)
 flags.DEFINE_integer("cloze_distractors", 4, "Distractor spans per cloze example.",
                      lower_bound=1)
+flags.DEFINE_list("snapshots", [], "Pretraining steps at which every variant's backbone is also "
+                  "kept and evaluated as a row NAME@STEP (the budget trend along one run).")
 FLAGS = flags.FLAGS
 
 
@@ -93,6 +95,16 @@ def parse_variants():
   return variants
 
 
+def parse_snapshots(values, pretrain_steps):
+  steps = []
+  for value in values:
+    if not value.isdigit() or not 0 < int(value) < pretrain_steps:
+      raise app.UsageError(f"--snapshots: {value!r} is not a step between 0 and "
+                           f"--pretrain_steps={pretrain_steps}")
+    steps.append(int(value))
+  return steps
+
+
 def pretraining_recipe() -> recipes.Recipe:
   """recipes.FROM_TEXT with what the flags give."""
   given = {field: FLAGS[flag].value for field, flag in (
@@ -121,7 +133,8 @@ def main(argv):
       finetune_steps=FLAGS.finetune_steps, finetune_batch_size=FLAGS.finetune_batch_size,
       finetune_eval_every=FLAGS.finetune_eval_every, max_seq_length=FLAGS.max_seq_length,
       summary_type=FLAGS.summary_type, seed=FLAGS.seed,
-      intrinsic_examples=FLAGS.intrinsic_examples, cloze_distractors=FLAGS.cloze_distractors)
+      intrinsic_examples=FLAGS.intrinsic_examples, cloze_distractors=FLAGS.cloze_distractors,
+      snapshots=parse_snapshots(FLAGS.snapshots, FLAGS.pretrain_steps))
   transfer.run_study(study)
   print(open(os.path.join(FLAGS.output_dir, "results.md"), encoding="utf-8").read())
   print(f"Results: {FLAGS.output_dir}/results.md, results.json, held_out_loss.png")

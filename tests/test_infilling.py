@@ -3,6 +3,7 @@ one-blank steps, cached against recomputed fills, `independent` against one forw
 confidence order on a case with a known answer, the mlm and clm paths, sampling seeds, bad
 input, score_candidates and run/infill.py."""
 
+import json
 import keras
 import numpy as np
 import pytest
@@ -328,7 +329,25 @@ def test_cli_fills_blanks_and_ranks_candidates(sp_model, tmp_path):
   ranked = run_tool("run/infill.py", *common, "--text=Use ___ to leave a loop.",
                     "--candidates=break,continue")
   assert ranked.returncode == 0 and "break" in ranked.stdout and "continue" in ranked.stdout
-  for arguments, named in ((["--text=no blank"], "has no blank"),
+  # The intrinsic evaluation on held-out text: one sentence a line.
+  held_out = tmp_path / "held_out.txt"
+  held_out.write_text("Use the break statement to leave the innermost loop.\n"
+                      "The continue statement starts the next cycle of the loop.\n"
+                      "A return statement leaves the current function call.\n"
+                      "Lists are mutable sequences of arbitrary objects.\n")
+  evaluated = run_tool("run/infill.py", *common, "--evaluate", f"--evaluate_glob={held_out}",
+                       "--examples=3", "--distractors=1",
+                       f"--results_json={tmp_path / 'scores.json'}")
+  assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+  scores = json.loads((tmp_path / "scores.json").read_text())
+  assert sorted(scores) == ["1", "2", "3", "4"]
+  assert set(scores["2"]["infilling"]) == set(infilling.ORDERS)
+  assert scores["1"]["examples"] == 3 and 0 <= scores["1"]["cloze"]["accuracy"] <= 1
+  assert f"| {model_dir} | 4 | " in evaluated.stdout
+  for arguments, named in ((["--evaluate", f"--evaluate_glob={tmp_path}/none*.txt"],
+                            "none*.txt"),
+                           (["--evaluate", "--examples=0"], "--examples"),
+                           (["--text=no blank"], "has no blank"),
                            (["--order=sideways"], "--order"),
                            (["--blank_pieces=0"], "--blank_pieces"),
                            (["--temperature=-1"], "fill: temperature")):

@@ -45,15 +45,16 @@ def test_cli_runs_the_study_end_to_end(tmp_path):
              "--pretrain_warmup_steps=1", "--eval_every=2", "--seeds=0,1",
              "--learning_rates=1e-3", "--finetune_steps=2", "--finetune_batch_size=12",
              "--finetune_eval_every=2", "--max_seq_length=24", "--intrinsic_examples=3",
-             "--cloze_distractors=1"]
+             "--cloze_distractors=1", "--snapshots=2"]
   result = subprocess.run(command, capture_output=True, text=True, timeout=900)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "ETA" in result.stdout
   results = json.load(open(out / "results.json"))
   rows = results["finetuning"]["topics"]
-  assert list(rows) == [transfer.RANDOM_INIT, "perm", "mlm_no_memory"]
+  assert list(rows) == [transfer.RANDOM_INIT, "perm@2", "perm", "mlm_no_memory@2",
+                        "mlm_no_memory"]
   assert all(row["seeds"] == 2 and 0 <= row["test_median"] <= 1 for row in rows.values())
-  assert len(results["runs"]) == 6
+  assert len(results["runs"]) == 10
   curves = {name: [p["step"] for p in record["held_out"]]
             for name, record in results["pretraining"].items()}
   assert curves == {"perm": [0, 2, 4], "mlm_no_memory": [0, 2, 4]}
@@ -61,15 +62,23 @@ def test_cli_runs_the_study_end_to_end(tmp_path):
                               "xlnet_config.json"))
   assert mlm_config["mem_len"] == 0
   assert "| random_init |" in (out / "results.md").read_text()
-  assert sorted(results["intrinsic"]) == ["mlm_no_memory", "perm"]
+  assert sorted(results["intrinsic"]) == ["mlm_no_memory", "mlm_no_memory@2", "perm", "perm@2"]
   assert sorted(results["intrinsic"]["perm"]) == ["1", "2", "3", "4"]
   assert set(results["intrinsic"]["perm"]["2"]["infilling"]) == set(infilling.ORDERS)
   assert "| perm | 4 |" in (out / "results.md").read_text()
-  assert (out / "held_out_loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  for png in ("held_out_loss.png", "budget_trend.png"):
+    assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  # The snapshot at step 2 is the run's state then: its backbone differs from the final one.
+  snapshot = out / "pretraining" / "perm" / "snapshots" / "2" / "pretrained"
+  assert sorted(os.listdir(snapshot)) == sorted(os.listdir(snapshot.parent.parent.parent /
+                                                           "pretrained"))
+  assert ((snapshot / "model.weights.h5").read_bytes() !=
+          (out / "pretraining" / "perm" / "pretrained" / "model.weights.h5").read_bytes())
+  assert "| perm | 2 | 0.0 M |" in (out / "results.md").read_text()  # the trend table
   # Run again: everything is kept, nothing retrained.
   again = subprocess.run(command, capture_output=True, text=True, timeout=900)
   assert again.returncode == 0, again.stderr[-3000:]
-  assert again.stdout.count(": kept") == 6
+  assert again.stdout.count(": kept") == 10
   assert json.load(open(out / "results.json"))["intrinsic"] == results["intrinsic"]
   # The probes of frozen features read the study's backbones, layer by layer.
   probe = os.path.join(os.path.dirname(__file__), "..", "..", "run", "probe_features.py")

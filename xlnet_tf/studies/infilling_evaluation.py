@@ -12,11 +12,14 @@ grows with the span length (the blanks' dependence on each other).
 """
 
 import dataclasses
+import glob
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
 from xlnet_tf import infilling
+from xlnet_tf.errors import UserInputError
+from xlnet_tf.pretraining.default_data import read_text_files
 
 SPAN_WORDS = (1, 2, 3, 4)
 # Orders worth reporting per objective: the permutation LM in all of them; the masked LM's
@@ -42,6 +45,15 @@ class BlankedSentence:
     """Parts for infilling.packed_with_blanks: text, a blank, text."""
     return [self.pieces[:self.start], fill_length or self.length,
             self.pieces[self.start + self.length:]]
+
+
+def held_out_sentences(pattern: str) -> List[str]:
+  """The lines (sentences) of the text files matching the glob `pattern`; run/pretrain.py's
+  held-out documents are OUTPUT_DIR/data/corpus/valid-*.txt."""
+  files = sorted(glob.glob(pattern))
+  if not files:
+    raise UserInputError(f"no held-out text matches {pattern!r}")
+  return [line for document in read_text_files(files) for line in document]
 
 
 def blanked_sentences(tokenizer, sentences: Sequence[str], span_words: int, count: int,

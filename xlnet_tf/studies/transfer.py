@@ -11,6 +11,7 @@ The library half of `run/transfer.py`; `run_study` is what the suite runs on a t
 """
 
 import dataclasses
+import math
 import os
 import shutil
 import tempfile
@@ -29,11 +30,11 @@ from xlnet_tf.json_files import read_json, write_json
 from xlnet_tf.progress import UnitProgress
 from xlnet_tf.pretraining.default_data import prepare_pretraining_data, read_text_files
 from xlnet_tf.pretraining import recipes
-from xlnet_tf.pretraining.loop import LM_DIR, PretrainingRun
+from xlnet_tf.pretraining.loop import LM_DIR, PRETRAINED_DIR, PretrainingRun
 from xlnet_tf.pretraining.model_config import config_for_data
 from xlnet_tf.pretraining.records import RECORD_INFO_FILE
 from xlnet_tf.pretraining.stage import create_pretraining_data
-from xlnet_tf.studies import infilling_evaluation
+from xlnet_tf.studies import budget_trend, infilling_evaluation
 from xlnet_tf.tasks import classification, finetuning
 from xlnet_tf.tasks.classification_metrics import classification_metrics
 from xlnet_tf.text.tokenizer import XLNetTokenizer
@@ -84,6 +85,10 @@ class StudySettings:
   # length (0: none) and the distractors of the cloze ranking.
   intrinsic_examples: int = 0
   cloze_distractors: int = 4
+  # Pretraining steps at which every variant's backbone is also kept and evaluated as a row of
+  # its own, NAME@STEP: the budget trend along one run (whose learning rate decays to the
+  # end of train_steps, so a snapshot has not cooled down as a run of that length would have).
+  snapshots: Sequence[int] = ()
 
   def variant(self, overrides: Dict) -> recipes.Recipe:
     """The pretraining recipe of a variant: the study's with the variant's settings."""
@@ -147,9 +152,20 @@ def _model_config(recipe: recipes.Recipe, n_token: int) -> XLNetConfig:
                          mem_len=recipe.mem_len, dropout=0.0, dropatt=0.0)
 
 
+def snapshot_row(name: str, step: int) -> str:
+  return f"{name}@{step}"
+
+
+def _stops(study: StudySettings, overrides: Dict) -> List[int]:
+  """The steps at which a variant's backbone is kept: its snapshots, then its full budget."""
+  steps = study.variant(overrides).train_steps
+  return sorted({s for s in study.snapshots if 0 < s < steps}) + [steps]
+
+
 def pretrain_variant(study: StudySettings, name: str, overrides: Dict, data: Dict[str, str]
                      ) -> Dict:
-  """Pretrains one variant (skipped when its backbone exists); returns its record."""
+  """Pretrains one variant (skipped when its backbone exists); returns its record, with the
+  backbones kept at `study.snapshots` under "snapshots": {step: {"backbone", "lm"}}."""
   recipe = study.variant(overrides)
   model_dir = os.path.join(study.output_dir, "pretraining", name)
   record_path = os.path.join(model_dir, "variant.json")
@@ -159,22 +175,45 @@ def pretrain_variant(study: StudySettings, name: str, overrides: Dict, data: Dic
   config = _model_config(recipe, n_token)
   keras.backend.clear_session()
   keras.utils.set_random_seed(study.seed)
+  stops = _stops(study, overrides)
+  # A checkpoint at every stop: each train() call resumes from the last one, memory included.
   options = recipe.loop_options(
       model_dir=model_dir, train_data=data["train"], valid_data=data["valid"],
-      save_steps=recipe.train_steps, log_steps=max(recipe.train_steps // 10, 1),
+      save_steps=math.gcd(*stops), log_steps=max(recipe.train_steps // 10, 1),
       eval_every=study.eval_every, summaries=False)
   started = time.perf_counter()
   run = PretrainingRun(tf.distribute.get_strategy(), config, options)
-  initial = run.evaluate()
-  result = run.train()
-  exported = run.export()
-  record = {"name": name, "overrides": overrides, "steps": result["step"],
-            "tokens": result["step"] * run.global_batch * run.seq_len,
-            "seconds": time.perf_counter() - started,
-            "held_out": [dict(initial, step=0)] + result["held_out"],
-            "backbone": exported["pretrained"]}
+  held_out = [dict(run.evaluate(), step=0)]
+  step, snapshots = 0, {}
+  for stop in stops:
+    result = run.train(stop_after=stop - step)
+    step = result["step"]
+    held_out += result["held_out"]
+    exported = run.export()
+    if stop < recipe.train_steps:
+      kept = os.path.join(model_dir, "snapshots", str(stop))
+      snapshots[str(stop)] = {"backbone": os.path.join(kept, PRETRAINED_DIR),
+                              "lm": os.path.join(kept, LM_DIR)}
+      for directory in (PRETRAINED_DIR, LM_DIR):
+        shutil.copytree(exported[directory], os.path.join(kept, directory), dirs_exist_ok=True)
+  record = {"name": name, "overrides": overrides, "steps": step,
+            "tokens": step * run.global_batch * run.seq_len,
+            "seconds": time.perf_counter() - started, "held_out": held_out,
+            "backbone": exported[PRETRAINED_DIR], "snapshots": snapshots}
   write_json(record_path, record)
   return record
+
+
+def row_backbones(pretrained: Dict[str, Dict]) -> Dict[str, Dict[str, str]]:
+  """{row: {"backbone", "lm"}} of every pretrained row: each variant's snapshots (NAME@STEP,
+  in step order) before the variant at its full budget."""
+  rows = {}
+  for name, record in pretrained.items():
+    for step, kept in sorted(record.get("snapshots", {}).items(), key=lambda i: int(i[0])):
+      rows[snapshot_row(name, int(step))] = kept
+    rows[name] = {"backbone": record["backbone"],
+                  "lm": os.path.join(os.path.dirname(record["backbone"]), LM_DIR)}
+  return rows
 
 
 def load_study_task(task: Task, tokenizer: XLNetTokenizer, max_seq_length: int
@@ -227,8 +266,8 @@ def run_study(study: StudySettings, printer=print) -> Dict:
   whole study; writes results.json, results.md and held_out_loss.png there."""
   _check_variants(study.variants)
   os.makedirs(study.output_dir, exist_ok=True)
-  rows = [RANDOM_INIT] + list(study.variants)
-  finetunes = len(rows) * len(study.tasks) * len(study.seeds) * len(study.learning_rates)
+  pretrained_rows = sum(len(_stops(study, overrides)) for overrides in study.variants.values())
+  finetunes = (1 + pretrained_rows) * len(study.tasks) * len(study.seeds) * len(study.learning_rates)
   # A pretraining run costs about as much as this many fine-tuning runs (for the ETA only).
   pretrain_units = max(study.pretraining.train_steps / max(study.finetune_steps, 1) / 2, 1.0)
   progress = UnitProgress(finetunes + pretrain_units * len(study.variants), printer)
@@ -240,9 +279,11 @@ def run_study(study: StudySettings, printer=print) -> Dict:
     curve = pretrained[name]["held_out"]
     progress.step(f"pretrained {name}: {pretrained[name]['steps']} steps, held-out loss "
                   f"{curve[0]['loss']:.3f} -> {curve[-1]['loss']:.3f}", pretrain_units)
+  backbones = row_backbones(pretrained)
+  rows = [RANDOM_INIT] + list(backbones)
   tokenizer = XLNetTokenizer(sp_path)
-  intrinsic = {name: intrinsic_scores(study, name, tokenizer) for name in study.variants
-               } if study.intrinsic_examples else {}
+  intrinsic = {row: intrinsic_scores(study, paths["lm"], tokenizer)
+               for row, paths in backbones.items()} if study.intrinsic_examples else {}
   config = classification_config(study, tokenizer.vocab_size)
   runs_path = os.path.join(study.output_dir, "finetuning_runs.json")
   runs = read_json(runs_path) if os.path.exists(runs_path) else []
@@ -250,7 +291,7 @@ def run_study(study: StudySettings, printer=print) -> Dict:
   for task_files in study.tasks:
     task = load_study_task(task_files, tokenizer, study.max_seq_length)
     for row in rows:
-      backbone = None if row == RANDOM_INIT else pretrained[row]["backbone"]
+      backbone = None if row == RANDOM_INIT else backbones[row]["backbone"]
       for learning_rate in study.learning_rates:
         for seed in study.seeds:
           if (task.name, row, learning_rate, seed) in done:
@@ -272,30 +313,24 @@ def run_study(study: StudySettings, printer=print) -> Dict:
   with open(os.path.join(study.output_dir, "results.md"), "w", encoding="utf-8") as handle:
     handle.write(results_markdown(results))
   plot_held_out_curves(pretrained, os.path.join(study.output_dir, "held_out_loss.png"))
+  if study.snapshots:
+    budget_trend.plot_trend(results, os.path.join(study.output_dir, "budget_trend.png"))
   return results
 
 
-def held_out_sentences(study: StudySettings) -> List[str]:
-  """The lines of the held-out documents of the study's corpus split."""
-  corpus_dir = os.path.join(study.output_dir, "data", "base", "corpus")
-  files = sorted(os.path.join(corpus_dir, name) for name in os.listdir(corpus_dir)
-                 if name.startswith("valid-"))
-  return [line for document in read_text_files(files) for line in document]
-
-
-def intrinsic_scores(study: StudySettings, name: str, tokenizer: XLNetTokenizer) -> Dict:
-  """A variant's span infilling and cloze ranking on held-out text (kept in its directory:
-  intrinsic.json)."""
-  model_dir = os.path.join(study.output_dir, "pretraining", name)
-  path = os.path.join(model_dir, "intrinsic.json")
+def intrinsic_scores(study: StudySettings, lm_dir: str, tokenizer: XLNetTokenizer) -> Dict:
+  """Span infilling and cloze ranking on held-out text of the backbone with its LM head in
+  `lm_dir` (kept beside it: intrinsic.json)."""
+  path = os.path.join(os.path.dirname(lm_dir), "intrinsic.json")
   if os.path.exists(path):
     return read_json(path)
   keras.backend.clear_session()
   # Reading left to right or in any order: bi_data and same_length are training settings.
-  model = checkpoints.load_pretrained_head(os.path.join(model_dir, LM_DIR), XLNetPretrainer,
-                                           bi_data=False, same_length=False)
+  model = checkpoints.load_pretrained_head(lm_dir, XLNetPretrainer, bi_data=False,
+                                           same_length=False)
   scores = infilling_evaluation.intrinsic_evaluation(
-      model, tokenizer, held_out_sentences(study), count=study.intrinsic_examples,
+      model, tokenizer, infilling_evaluation.held_out_sentences(
+          os.path.join(study.output_dir, "data", "base", "corpus", "valid-*.txt")), count=study.intrinsic_examples,
       distractors=study.cloze_distractors, seed=study.seed)
   write_json(path, scores)
   return read_json(path)  # the keys as JSON has them (span lengths as strings)
@@ -327,6 +362,10 @@ def results_markdown(results: Dict) -> str:
     lines.append(f"| {name} | {record['steps']} | {record['tokens']:,} | "
                  f"{record['seconds'] / 60:.1f} | {curve[0]['loss']:.3f} -> "
                  f"{curve[-1]['loss']:.3f} |")
+  trend = budget_trend.trend_markdown(results)
+  if trend:
+    lines += ["", "### Budget trend (test accuracy: median over seeds, gain over random init)",
+              "", trend]
   if results.get("intrinsic"):
     lines += ["", "### Span infilling (exact match, %) and cloze ranking on held-out text", "",
               infilling_evaluation.intrinsic_markdown(results["intrinsic"])]
