@@ -267,7 +267,8 @@ def run_study(study: StudySettings, printer=print) -> Dict:
   _check_variants(study.variants)
   os.makedirs(study.output_dir, exist_ok=True)
   pretrained_rows = sum(len(_stops(study, overrides)) for overrides in study.variants.values())
-  finetunes = (1 + pretrained_rows) * len(study.tasks) * len(study.seeds) * len(study.learning_rates)
+  finetunes = ((1 + pretrained_rows) * len(study.tasks) * len(study.seeds)
+               * len(study.learning_rates))
   # A pretraining run costs about as much as this many fine-tuning runs (for the ETA only).
   pretrain_units = max(study.pretraining.train_steps / max(study.finetune_steps, 1) / 2, 1.0)
   progress = UnitProgress(finetunes + pretrain_units * len(study.variants), printer)
@@ -328,10 +329,10 @@ def intrinsic_scores(study: StudySettings, lm_dir: str, tokenizer: XLNetTokenize
   # Reading left to right or in any order: bi_data and same_length are training settings.
   model = checkpoints.load_pretrained_head(lm_dir, XLNetPretrainer, bi_data=False,
                                            same_length=False)
+  held_out = os.path.join(study.output_dir, "data", "base", "corpus", "valid-*.txt")
   scores = infilling_evaluation.intrinsic_evaluation(
-      model, tokenizer, infilling_evaluation.held_out_sentences(
-          os.path.join(study.output_dir, "data", "base", "corpus", "valid-*.txt")), count=study.intrinsic_examples,
-      distractors=study.cloze_distractors, seed=study.seed)
+      model, tokenizer, infilling_evaluation.held_out_sentences(held_out),
+      count=study.intrinsic_examples, distractors=study.cloze_distractors, seed=study.seed)
   write_json(path, scores)
   return read_json(path)  # the keys as JSON has them (span lengths as strings)
 
