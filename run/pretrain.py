@@ -30,6 +30,7 @@ from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 import keras
 
 from xlnet_tf import XLNetConfig
+from xlnet_tf.config import POS_ENCODINGS
 from xlnet_tf.config import SIZE_PRESETS
 from xlnet_tf.pretraining import default_data, objectives, recipes
 from xlnet_tf.pretraining.model_config import config_for_data
@@ -104,6 +105,15 @@ flags.DEFINE_bool("recompute", False, "Recompute each block in the backward pass
 flags.DEFINE_string("init_checkpoint", None, "Start from these weights.")
 flags.DEFINE_enum("init_checkpoint_format", "own", ["own", "original", "huggingface"],
                   "Format of --init_checkpoint.")
+flags.DEFINE_enum("pos_encoding", None, list(POS_ENCODINGS), "clm: how positions enter "
+                  "attention (Transformer-XL's Table 5 ablation; default relative, the "
+                  "original's): shaw, absolute_sinusoid or absolute_learned.")
+flags.DEFINE_integer("clamp_len", None, "Relative distances (or, for absolute_learned, "
+                     "positions) beyond this share the last encoding; needed by shaw and "
+                     "absolute_learned (the size of their table).")
+flags.DEFINE_enum("loss_positions", None, list(objectives.LOSS_POSITIONS), "clm: the loss on "
+                  "every position (full) or on each segment's recent half (half); held-out "
+                  "evaluation is always full.")
 flags.DEFINE_integer("seed", 0, "Random seed.")
 FLAGS = flags.FLAGS
 
@@ -125,6 +135,14 @@ def check_flags() -> None:
       value = FLAGS[name].value
       if value is not None and not allowed(value):  # NaN fails both
         raise app.UsageError(f"--{name}={value}: must be {wanted}")
+  left_to_right = FLAGS.objective == objectives.LEFT_TO_RIGHT_LM.name
+  for name, default in (("pos_encoding", "relative"), ("loss_positions", "full")):
+    if FLAGS[name].value not in (None, default) and not left_to_right:
+      raise app.UsageError(f"--{name}={FLAGS[name].value}: for --objective=clm only "
+                           "(Transformer-XL's ablations of a left-to-right LM)")
+  if FLAGS.pos_encoding in ("shaw", "absolute_learned") and not (FLAGS.clamp_len or 0) > 0:
+    raise app.UsageError(f"--pos_encoding={FLAGS.pos_encoding} needs --clamp_len > 0 (the "
+                         "largest distance or position its learned table holds)")
 
 
 def seconds_left(budget: TimeBudget, reserved=0.0):
@@ -138,9 +156,12 @@ def seconds_left(budget: TimeBudget, reserved=0.0):
 
 
 def model_config(info, run_recipe: recipes.Recipe) -> XLNetConfig:
+  # A --model_config file keeps its own encoding unless the flags name one.
+  overrides = {name: value for name, value in run_recipe.model_overrides().items()
+               if not FLAGS.model_config or FLAGS[name].value is not None}
   return config_for_data(info["settings"], info["tokenizer"]["vocab_size"],
                          model_size=run_recipe.model_size, model_config_file=FLAGS.model_config,
-                         mem_len=run_recipe.mem_len)
+                         mem_len=run_recipe.mem_len, **overrides)
 
 
 def use_xla() -> bool:
@@ -166,7 +187,8 @@ def loss_scale():
 # The recipe's fields set by flags of the same name (--clip sets clip_norm).
 _RECIPE_FLAGS = ("model_size", "mem_len", "vocab_size", "seq_len", "reuse_len", "num_predict",
                  "bsz_per_host", "bi_data", "span_prediction", "learning_rate", "warmup_steps",
-                 "weight_decay", "lr_layer_decay_rate", "next_sentence", "train_steps")
+                 "weight_decay", "lr_layer_decay_rate", "next_sentence", "train_steps",
+                 "pos_encoding", "clamp_len", "loss_positions")
 
 
 def recipe() -> recipes.Recipe:

@@ -32,6 +32,20 @@ def test_invalid_values_name_the_field(field, value):
     XLNetConfig(**{field: value})
 
 
+@pytest.mark.parametrize("values,field,says", [
+    (dict(pos_encoding="rotary"), "pos_encoding", "one of ('relative', 'shaw'"),
+    (dict(pos_encoding="shaw", clamp_len=4), "pos_encoding", "attn_type is 'uni'"),
+    (dict(pos_encoding="absolute_sinusoid", attn_type="uni", bi_data=True), "pos_encoding",
+     "without bi_data"),
+    (dict(pos_encoding="shaw", attn_type="uni"), "clamp_len", "the largest distance"),
+    (dict(pos_encoding="absolute_learned", attn_type="uni", clamp_len=0), "clamp_len",
+     "position its learned table holds")])
+def test_ablation_encodings_need_a_left_to_right_model(values, field, says):
+  with pytest.raises(UserInputError) as raised:
+    XLNetConfig(**values)
+  assert str(raised.value).startswith(f"XLNetConfig.{field} must be") and says in str(raised.value)
+
+
 def test_bad_files_name_the_file_and_key(tmp_path):
   path = tmp_path / "bad.json"
   path.write_text(json.dumps({**ORIGINAL_BASE, "n_laye": 3}))

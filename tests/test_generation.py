@@ -194,7 +194,20 @@ def test_bad_input_names_the_argument(arguments, message, lms):
     generation.generate(model, np.array(input_ids), max_new_tokens, **arguments)
 
 
+def test_shaw_lm_generates_the_same_with_and_without_the_cache(rng):
+  """Shaw's learned relative keys (Transformer-XL's ablation) through the cached steps: the
+  keys of the distances past clamp_len (3, less than the prompt) are shared, as in one pass."""
+  model = tiny_lm("uni", pos_encoding="shaw", clamp_len=3)
+  input_ids, input_mask = prompts(rng)
+  cached = generation.generate(model, input_ids, NEW, input_mask=input_mask).numpy()
+  np.testing.assert_array_equal(cached, generation.generate(
+      model, input_ids, NEW, input_mask=input_mask, use_cache=False).numpy())
+  assert len(np.unique(cached[:, 9:])) >= 4
+
+
 def test_models_that_cannot_generate_left_to_right_are_refused():
+  with pytest.raises(UserInputError, match="pos_encoding 'absolute_sinusoid'"):
+    generation.generate(tiny_lm("uni", pos_encoding="absolute_sinusoid"), np.array([[1, 2]]), 2)
   with pytest.raises(UserInputError, match="XLNetPretrainer"):
     generation.generate(tiny_lm("uni").backbone, np.array([[1, 2]]), 2)
   with pytest.raises(UserInputError, match="bi_data"):

@@ -115,3 +115,22 @@ def test_tolerance_detects_a_wrong_activation(rng):
   ours = model(inputs)["sequence_output"].numpy()
   tanh_reference = xlnet_forward(weights, tiny_config(), **inputs)["sequence_output"]
   assert np.max(np.abs(ours - tanh_reference)) > 10 * TOLERANCE
+
+
+@pytest.mark.parametrize("pos_encoding,clamp_len", [
+    ("shaw", 3), ("absolute_sinusoid", -1), ("absolute_sinusoid", 5),
+    ("absolute_learned", 5)])
+def test_ablation_encodings_match_reference_across_two_segments(pos_encoding, clamp_len, rng):
+  """Transformer-XL's Table 5 encodings (left-to-right, memory of 6 over segments of 8, left
+  padding, segments): distances past clamp_len share Shaw's last key; absolute positions
+  restart at 0 in each segment, the memory keeping the states it was computed with."""
+  config, model, weights = build(mem_len=6, attn_type="uni", pos_encoding=pos_encoding,
+                                 clamp_len=clamp_len)
+  first = padded_pair_batch(rng, 2, LENGTH, config.n_token, pad_lengths=[2, 0])
+  first_out, _ = compare(model, config, weights, first)
+  second = padded_pair_batch(rng, 2, LENGTH, config.n_token, pad_lengths=[0, 0])
+  second["mems"] = [m.numpy() for m in first_out["new_mems"]]
+  compare(model, config, weights, second)
+  # Each encoding changes the output: the reference computed without it differs.
+  relative = xlnet_forward(weights, tiny_config(mem_len=6, attn_type="uni"), **second)
+  assert np.abs(relative["sequence_output"] - model(second)["sequence_output"].numpy()).max() > 0.1

@@ -95,6 +95,7 @@ def xlnet_forward(weights, cfg, input_ids, segment_ids=None, input_mask=None, pe
     non_tgt_mask = None
 
   # ---- relative position vectors per (example, query, key) ----
+  pos_encoding = getattr(cfg, "pos_encoding", "relative")
   relative = np.zeros([batch, qlen, klen, d_model])
   for b in range(batch):
     for i in range(qlen):
@@ -123,9 +124,18 @@ def xlnet_forward(weights, cfg, input_ids, segment_ids=None, input_mask=None, pe
     keys = np.einsum("kd,dnh->knh", kv_input, w[base + "k/kernel"])
     values = np.einsum("kd,dnh->knh", kv_input, w[base + "v/kernel"])
     r_w, r_r = bias("r_w_bias", layer), bias("r_r_bias", layer)
+    if pos_encoding != "relative":  # Transformer-XL's ablations: no global bias terms
+      r_w, r_r = np.zeros_like(r_w), np.zeros_like(r_r)
     out = np.zeros_like(query_heads)
     for row, i in enumerate(pos_rows):
       rel_keys = np.einsum("kd,dnh->knh", relative[b, i], w[base + "r/kernel"])
+      if pos_encoding == "shaw":  # a learned key per clipped distance, shared by the heads
+        table = w[PREFIX + "relative_key_embedding"][layer]
+        rel_keys = np.stack([np.broadcast_to(table[min(mlen + i - j, cfg.clamp_len)],
+                                             rel_keys.shape[1:]) if mlen + i >= j else
+                             np.zeros(rel_keys.shape[1:]) for j in range(klen)])
+      elif pos_encoding != "relative":  # absolute: positions are in the input only
+        rel_keys = np.zeros_like(rel_keys)
       q = query_heads[row]
       score = (np.einsum("nh,knh->nk", q + r_w, keys)
                + np.einsum("nh,knh->nk", q + r_r, rel_keys))
@@ -154,6 +164,11 @@ def xlnet_forward(weights, cfg, input_ids, segment_ids=None, input_mask=None, pe
 
   embedding = w[PREFIX + "word_embedding/lookup_table"]
   h = embedding[ids]  # [B, T, D]
+  if pos_encoding.startswith("absolute"):  # positions within this segment, 0..T-1
+    for p in range(qlen):
+      position = min(p, cfg.clamp_len) if cfg.clamp_len > 0 else p
+      h[:, p] += (w[PREFIX + "position_embedding"][position] if pos_encoding.endswith("learned")
+                  else sinusoid(float(position), d_model))
   g = None
   tm = None
   if target_mapping is not None:

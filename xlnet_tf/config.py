@@ -30,6 +30,10 @@ SIZE_PRESETS = {
     "tiny": dict(n_token=1000, n_layer=2, d_model=32, n_head=4, d_head=8, d_inner=64),
 }
 ATTENTION_TYPES = ("bi", "uni")
+# How positions enter attention (Transformer-XL's Table 5 ablation; layers.position_ablations):
+# "relative" is XLNet's and Transformer-XL's (the only one the released checkpoints use); the
+# others are for left-to-right LMs (attn_type "uni") only.
+POS_ENCODINGS = ("relative", "shaw", "absolute_sinusoid", "absolute_learned")
 
 
 @dataclasses.dataclass
@@ -38,6 +42,11 @@ class XLNetConfig:
 
   `ff_activation="gelu"` is the original's tanh approximation, with which the released
   checkpoints were trained; `"gelu_exact"` is the erf form.
+
+  `pos_encoding` (POS_ENCODINGS) other than "relative" builds a Transformer-XL ablation
+  model: "shaw" (learned relative key embeddings for distances clipped at clamp_len),
+  "absolute_sinusoid" or "absolute_learned" (positions 0..clamp_len within the segment, added
+  to the word embeddings). Those need attn_type "uni".
   """
   n_token: int = 32000
   n_layer: int = 12
@@ -56,6 +65,7 @@ class XLNetConfig:
   dropout: float = 0.1
   dropatt: float = 0.1
   init_std: float = 0.02
+  pos_encoding: str = "relative"
 
   def __post_init__(self):
     self.validate()
@@ -87,6 +97,17 @@ class XLNetConfig:
               "a rate in [0, 1)", repr(value))
     require(isinstance(self.init_std, (int, float)) and self.init_std > 0,
             "XLNetConfig.init_std", "a positive float", repr(self.init_std))
+    require(self.pos_encoding in POS_ENCODINGS, "XLNetConfig.pos_encoding",
+            f"one of {POS_ENCODINGS}", repr(self.pos_encoding))
+    if self.pos_encoding != "relative":
+      require(self.attn_type == "uni" and not self.bi_data, "XLNetConfig.pos_encoding",
+              "'relative' unless attn_type is 'uni' without bi_data (the other encodings are "
+              "Transformer-XL's left-to-right ablations; XLNet's two streams are defined with "
+              "relative positions)", repr(self.pos_encoding))
+    if self.pos_encoding in ("shaw", "absolute_learned"):
+      require(self.clamp_len > 0, "XLNetConfig.clamp_len",
+              f"> 0 with pos_encoding {self.pos_encoding!r} (the largest distance or position "
+              "its learned table holds)", repr(self.clamp_len))
 
   # ---- presets -------------------------------------------------------------------------------
   @classmethod

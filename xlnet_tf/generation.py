@@ -292,6 +292,10 @@ def _checked_model(model):
   require(not (config.same_length and config.attn_type == "uni"), "generate: model",
           "built with same_length=False (its mask depends on how many tokens a step feeds; "
           "load it with same_length=False)", "config.same_length=True")
+  require(not config.pos_encoding.startswith("absolute"), "generate: model",
+          "one with relative positions (relative or shaw): an absolute encoding counts "
+          "positions within the segment a call feeds, which a cached step of one token "
+          "cannot", f"pos_encoding {config.pos_encoding!r}")
   return config
 
 

@@ -16,6 +16,7 @@ from xlnet_tf.backbone_inputs import (BACKBONE_INPUTS, backbone_inputs,  # noqa:
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf import layer_freezing
 from xlnet_tf.layers import masks as mask_lib
+from xlnet_tf.layers import position_ablations
 from xlnet_tf.layers.dropout import FastDropout
 from xlnet_tf.layers.position_encoding import RelativePositionEncoding
 from xlnet_tf.layers.two_stream_block import TwoStreamBlock
@@ -134,6 +135,8 @@ class XLNetModel(keras.Model):
     self.seg_embed = self.add_weight(
         name="seg_embed", shape=(config.n_layer, 2, config.n_head, config.d_head),
         initializer=initializer)
+    # Transformer-XL's ablation encodings (config.pos_encoding): their learned table, if any.
+    self.position_table = position_ablations.add_table(self, config, initializer)
     for block in self.blocks:
       block.build((None, None, config.d_model))
     self.built = True
@@ -156,12 +159,18 @@ class XLNetModel(keras.Model):
                         **_stream_masks(config, inputs, batch_size, length, memory_length,
                                         dtype))
     position_encoding = None
+    if position_keys is None and config.pos_encoding != "relative":
+      position_keys = self.layer_position_keys(length, memory_length + length)
     if position_keys is None:
       position_encoding = self.position_encoding(length, memory_length + length, batch_size)
       # Cast once here, not in every layer (each layer's cast is then a no-op).
       position_encoding = tf.cast(self.position_dropout(position_encoding, training=training),
                                   dtype)
     content = tf.cast(tf.gather(self.word_embedding, input_ids), dtype)  # [B, T, D]
+    if config.pos_encoding in position_ablations.ABSOLUTE:
+      content += tf.cast(position_ablations.absolute_encoding(
+          config.pos_encoding, length, config.d_model, config.clamp_len, self.position_table),
+          dtype)[None]
     content = self.embedding_dropout(content, training=training)
     query = None
     if "query_positions" in block_kwargs:  # the query stream: mask_emb at each prediction
@@ -223,13 +232,19 @@ class XLNetModel(keras.Model):
     row = lambda variable: layer_freezing.held_row(variable, index, self.frozen_layers)
     layer_bias = row if self.config.untie_r else (lambda bias: bias)
     biases = {"r_w_bias": layer_bias(self.r_w_bias), "r_r_bias": layer_bias(self.r_r_bias)}
+    if self.config.pos_encoding != "relative":  # the ablations have no global bias terms
+      biases = {name: tf.zeros_like(bias) for name, bias in biases.items()}
     if with_segments:
       biases.update(r_s_bias=layer_bias(self.r_s_bias), seg_embed=row(self.seg_embed))
     return biases
 
   def layer_position_keys(self, query_length: int, key_length: int):
     """Each layer's projected relative position encoding for T queries over K = M + T keys:
-    list of L [1, N, R, H] (no dropout, no bi_data); `call(..., position_keys=...)` takes it."""
+    list of L [1, N, R, H] (no dropout, no bi_data); `call(..., position_keys=...)` takes it.
+    The ablation encodings' keys (position_ablations) for config.pos_encoding != "relative"."""
+    if self.config.pos_encoding != "relative":
+      return position_ablations.layer_position_keys(self.config, self.position_table,
+                                                    key_length, self.compute_dtype)
     encoding = self.position_encoding(query_length=query_length, key_length=key_length,
                                       batch_size=2)[:1]  # bi_data: the forward half
     return [block.attention.project_position_keys(encoding) for block in self.blocks]

@@ -12,6 +12,8 @@ from checkpoint_files import (assert_matches_reference, huggingface_tensors, ori
 from model_inputs import tiny_config
 from xlnet_tf import XLNetModel, checkpoints
 from xlnet_tf.checkpoints.convert import convert_checkpoint
+from xlnet_tf.checkpoints.huggingface_writer import save_huggingface_checkpoint
+from xlnet_tf.errors import UserInputError
 
 
 @pytest.mark.parametrize("untie_r", [True, False])
@@ -180,3 +182,28 @@ def test_own_format_refuses_another_architecture(tmp_path):
   checkpoints.save_pretrained(XLNetModel(tiny_config()), str(tmp_path))
   with pytest.raises(checkpoints.CheckpointMismatchError, match="n_layer: checkpoint 2, model 3"):
     checkpoints.load_own_checkpoint(XLNetModel(tiny_config(n_layer=3)), str(tmp_path))
+
+
+def test_ablation_encodings_live_in_the_own_format_only(tmp_path):
+  """Transformer-XL's ablation models (XLNetConfig.pos_encoding): the original and Hugging
+  Face formats refuse them in both directions, naming the field; the own format round-trips
+  their learned table (a relative model of the same sizes is refused)."""
+  config = tiny_config(attn_type="uni", pos_encoding="shaw", clamp_len=4)
+  model = XLNetModel(config)
+  prefix = write_tf1_checkpoint(original_weights(tiny_config()), str(tmp_path / "xlnet.ckpt"))
+  refusals = [lambda: checkpoints.load_original_checkpoint(model, prefix),
+              lambda: checkpoints.save_original_checkpoint(model, str(tmp_path / "out.ckpt")),
+              lambda: save_huggingface_checkpoint(model, str(tmp_path / "hf"))]
+  for refuse in refusals:
+    with pytest.raises(UserInputError, match="XLNetConfig.pos_encoding='shaw': the original "
+                       "and Hugging Face checkpoint formats hold XLNet's relative encoding"):
+      refuse()
+  assert not os.path.exists(tmp_path / "hf") and not os.path.exists(tmp_path / "out.ckpt.index")
+  model.position_table.assign(np.arange(model.position_table.numpy().size, dtype=np.float32)
+                              .reshape(model.position_table.shape))
+  checkpoints.save_pretrained(model, str(tmp_path / "own"))
+  loaded = XLNetModel(config)
+  checkpoints.load_own_checkpoint(loaded, str(tmp_path / "own"))
+  np.testing.assert_array_equal(loaded.position_table.numpy(), model.position_table.numpy())
+  with pytest.raises(checkpoints.CheckpointMismatchError, match="pos_encoding"):
+    checkpoints.load_own_checkpoint(XLNetModel(tiny_config(attn_type="uni")), str(tmp_path / "own"))

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from xlnet_tf import XLNetConfig, XLNetModel, XLNetTokenizer, checkpoints
 from xlnet_tf.heads import XLNetPretrainer
-from xlnet_tf.pretraining import lm_evaluation
+from xlnet_tf.pretraining import lm_evaluation, objectives
 from xlnet_tf.pretraining.settings import PretrainingSettings
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
 from xlnet_tf.pretraining.records import pretraining_dataset
@@ -93,6 +93,26 @@ def test_loss_with_memory_equals_one_pass_over_memory_and_segment(rng):
   assert abs(independent.loss - single.loss) > 1e-3
 
 
+def test_half_loss_is_the_mean_over_each_segments_recent_half(rng):
+  """--loss_positions=half (Transformer-XL's Table 5): the training batch's loss counts only
+  positions T/2..T-1 of each segment, the mean of their losses computed by hand."""
+  model = tiny_lm(mem_len=8)
+  ids = rng.integers(5, 1000, size=[3, 9]).astype(np.int32)
+  batch = {"input_ids": ids[:, :-1], "target": ids[:, 1:],
+           "target_mask": np.ones([3, 8], np.float32)}
+  half = objectives.recent_half_targets(batch)
+  np.testing.assert_array_equal(half["target_mask"], [[0] * 4 + [1] * 4] * 3)
+  outputs = model({"input_ids": batch["input_ids"]})
+  logits = outputs["logits"].numpy().astype(np.float64)
+  log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  losses = -np.take_along_axis(log_probs, batch["target"][..., None], -1)[..., 0]
+  assert float(model.pretraining_loss(outputs, half)) == pytest.approx(losses[:, 4:].mean(),
+                                                                       rel=1e-5)
+  assert abs(losses[:, 4:].mean() - losses.mean()) > 1e-3  # the half differs from the whole
+  with pytest.raises(ValueError, match="--loss_positions must be 'full' for objective perm"):
+    objectives.check_loss_positions("half", objectives.PERMUTATION_LM)
+
+
 def test_evaluation_without_memory_equals_independent_segments(rng):
   model = tiny_lm(mem_len=16, seed=1)
   ids = rng.integers(5, 1000, size=[2 * 30]).astype(np.int32)  # 2 rows of 30: 4 segments
@@ -161,10 +181,14 @@ def test_cli_pretrains_a_clm_and_evaluates_it_with_longer_memory(tmp_path):
   result = subprocess.run(
       [sys.executable, os.path.join(RUN, "pretrain.py"), "--objective=clm",
        f"--output_dir={out}", "--model_size=tiny", "--vocab_size=500", "--seq_len=16",
-       "--bsz_per_host=4", "--train_steps=30", "--eval_batches=2", "--log_steps=10"],
+       "--bsz_per_host=4", "--train_steps=30", "--eval_batches=2", "--log_steps=10",
+       # Transformer-XL's Table 5 switches (issue 29): Shaw's encoding, the half loss.
+       "--pos_encoding=shaw", "--clamp_len=24", "--loss_positions=half"],
       capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "Held-out left-to-right LM loss:" in result.stdout
+  saved = json.load(open(out / "model" / "lm" / "xlnet_config.json"))
+  assert (saved["pos_encoding"], saved["clamp_len"]) == ("shaw", 24)
   results_path = tmp_path / "lm.json"
   evaluated = subprocess.run(
       [sys.executable, os.path.join(RUN, "evaluate_lm.py"), f"--output_dir={out}",

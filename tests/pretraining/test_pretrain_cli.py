@@ -30,6 +30,19 @@ CASES = {
         lambda _: "--gradient_accumulation_steps=4 must divide the 2 rows of "
                   "--train_batch_size=4 for each of the forward and backward halves (bi_data): "
                   "each step's batch is split into that many equal micro-batches"),
+    # Transformer-XL's ablations (issue 29): for a left-to-right LM only.
+    "an ablation encoding for XLNet": (
+        ["--pos_encoding=shaw", "--clamp_len=8"],
+        lambda _: "--pos_encoding=shaw: for --objective=clm only (Transformer-XL's ablations "
+                  "of a left-to-right LM)"),
+    "half loss for XLNet": (
+        ["--loss_positions=half"],
+        lambda _: "--loss_positions=half: for --objective=clm only (Transformer-XL's ablations "
+                  "of a left-to-right LM)"),
+    "a learned table without a size": (
+        ["--objective=clm", "--pos_encoding=absolute_learned"],
+        lambda _: "--pos_encoding=absolute_learned needs --clamp_len > 0 (the largest distance "
+                  "or position its learned table holds)"),
 }
 
 

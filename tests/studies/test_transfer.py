@@ -42,7 +42,7 @@ def test_cli_runs_the_study_end_to_end(tmp_path):
              f"--task=topics:{task_dir}", "--variants=perm,mlm_no_memory",
              f"--output_dir={out}", "--model_size=tiny", "--vocab_size=400", "--seq_len=32",
              "--reuse_len=16", "--num_predict=5", "--bsz_per_host=4", "--pretrain_steps=4",
-             "--pretrain_warmup_steps=1", "--eval_every=2", "--seeds=0,1",
+             "--pretrain_warmup_steps=1", "--eval_every=2", "--seeds=0",
              "--learning_rates=1e-3", "--finetune_steps=2", "--finetune_batch_size=12",
              "--finetune_eval_every=2", "--max_seq_length=24", "--intrinsic_examples=3",
              "--cloze_distractors=1", "--snapshots=2"]
@@ -53,8 +53,9 @@ def test_cli_runs_the_study_end_to_end(tmp_path):
   rows = results["finetuning"]["topics"]
   assert list(rows) == [transfer.RANDOM_INIT, "perm@2", "perm", "mlm_no_memory@2",
                         "mlm_no_memory"]
-  assert all(row["seeds"] == 2 and 0 <= row["test_median"] <= 1 for row in rows.values())
-  assert len(results["runs"]) == 10
+  # (one seed: a row's median over seeds is test_row_summary_picks_the_rate_by_median_dev...)
+  assert all(row["seeds"] == 1 and 0 <= row["test_median"] <= 1 for row in rows.values())
+  assert len(results["runs"]) == 5
   curves = {name: [p["step"] for p in record["held_out"]]
             for name, record in results["pretraining"].items()}
   assert curves == {"perm": [0, 2, 4], "mlm_no_memory": [0, 2, 4]}
@@ -78,7 +79,7 @@ def test_cli_runs_the_study_end_to_end(tmp_path):
   # Run again: everything is kept, nothing retrained.
   again = subprocess.run(command, capture_output=True, text=True, timeout=900)
   assert again.returncode == 0, again.stderr[-3000:]
-  assert again.stdout.count(": kept") == 10
+  assert again.stdout.count(": kept") == 5
   assert json.load(open(out / "results.json"))["intrinsic"] == results["intrinsic"]
   # The probes of frozen features read the study's backbones, layer by layer.
   probe = os.path.join(os.path.dirname(__file__), "..", "..", "run", "probe_features.py")

@@ -8,6 +8,8 @@ variable with no transform.
 import re
 from typing import Dict
 
+from xlnet_tf.errors import UserInputError
+
 BACKBONE_SCOPE = "model/transformer/"
 
 # Variables a training run leaves in a checkpoint beside the model: never model weights.
@@ -34,6 +36,11 @@ def original_variable_map(target) -> Dict[str, object]:
   A head contributes its weights through `original_head_variables()` (e.g. model/lm_loss/bias).
   """
   model = backbone_of(target)
+  if model.config.pos_encoding != "relative":
+    raise UserInputError(
+        f"XLNetConfig.pos_encoding={model.config.pos_encoding!r}: the original and Hugging Face "
+        "checkpoint formats hold XLNet's relative encoding only; save and load this ablation "
+        "model in the own format (checkpoints.save_pretrained / load_pretrained)")
   names = {
       BACKBONE_SCOPE + "word_embedding/lookup_table": model.word_embedding,
       BACKBONE_SCOPE + "mask_emb/mask_emb": model.mask_emb,

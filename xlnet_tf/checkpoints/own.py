@@ -75,7 +75,8 @@ def load_own_checkpoint(model_or_head, directory: str) -> None:
   stored = XLNetConfig.from_json_file(config_path)
   config = backbone_of(model_or_head).config
   differences = [f"{key}: checkpoint {getattr(stored, key)!r}, model {getattr(config, key)!r}"
-                 for key in ARCHITECTURE_KEYS if getattr(stored, key) != getattr(config, key)]
+                 for key in ARCHITECTURE_KEYS + ("pos_encoding",)
+                 if getattr(stored, key) != getattr(config, key)]
   if differences:
     raise CheckpointMismatchError(f"{directory}: the stored config does not match the model:\n  "
                                   + "\n  ".join(differences))

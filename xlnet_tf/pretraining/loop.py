@@ -96,6 +96,10 @@ class PretrainingOptions:
   # Micro-batches per step, one after another, gradients added up: one update equal to the
   # whole batch's (training.distributed_steps).
   gradient_accumulation_steps: int = 1
+  # clm: "full" (every position's loss) or "half" (each segment's recent half only: the
+  # positions that see a context at least half a segment long; Transformer-XL's Table 5).
+  # Held-out evaluation is always over every position.
+  loss_positions: str = "full"
 
 
 def _check_data(info, config: XLNetConfig, global_batch: int, strategy, source: str):
@@ -153,6 +157,7 @@ class PretrainingRun:
                            f"{self.objective!r}, this run trains {options.objective!r}; create the "
                            f"data with --objective={options.objective}")
     lm_objective = objectives.named(self.objective)
+    objectives.check_loss_positions(options.loss_positions, lm_objective)
     if options.next_sentence and not lm_objective.has_pairs:
       raise UserInputError(f"next_sentence: {lm_objective.display_name} data (objective "
                            f"{lm_objective.name}) hold no A/B pairs")
@@ -193,11 +198,14 @@ class PretrainingRun:
     self.evaluation_seconds = None  # what an evaluation costs once compiled (see evaluate)
 
   # ---- data ------------------------------------------------------------------------------
-  def _distributed_data(self, data: str, skip_batches: int = 0, repeat: bool = True):
+  def _distributed_data(self, data: str, skip_batches: int = 0, repeat: bool = True,
+                        loss_positions: str = "full"):
     def dataset_fn(context):
       dataset = pretraining_dataset(data, batch_size=self.global_batch // max(
           context.num_input_pipelines, 1), input_context=context, repeat=repeat,
           skip_batches=skip_batches)
+      if loss_positions == "half":
+        dataset = dataset.map(objectives.recent_half_targets)
       # Successive elements go to successive local replicas: row block r -> replica r.
       return dataset.rebatch(self.per_replica_batch, drop_remainder=True)
     return iter(self.strategy.distribute_datasets_from_function(dataset_fn))
@@ -274,7 +282,8 @@ class PretrainingRun:
     budget = (None if options.max_seconds is None else
               StepBudget(options.max_seconds, step, started=budget_start,
                          most_steps=options.train_steps))
-    iterator = self._distributed_data(options.train_data, skip_batches=step)
+    iterator = self._distributed_data(options.train_data, skip_batches=step,
+                                      loss_positions=options.loss_positions)
     writer = summaries.run_writer(options.model_dir, options.summaries and self.chief,
                                   self.model, options.train_data, step)
     log = StepLog(writer, self.global_batch * self.seq_len, step, self.loss_scale)

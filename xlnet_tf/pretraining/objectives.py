@@ -214,6 +214,26 @@ OBJECTIVES: Dict[str, Objective] = {objective.name: objective for objective in
 NAMES = tuple(OBJECTIVES)  # for flag definitions
 
 
+LOSS_POSITIONS = ("full", "half")
+
+
+def check_loss_positions(loss_positions: str, objective: Objective) -> None:
+  """UserInputError naming --loss_positions unless it is "full", or "half" for clm."""
+  require(loss_positions in LOSS_POSITIONS, "--loss_positions", f"one of {LOSS_POSITIONS}",
+          repr(loss_positions))
+  require(loss_positions == "full" or objective.consecutive_segments, "--loss_positions",
+          f"'full' for objective {objective.name} ('half' is for the left-to-right LM, clm)",
+          repr(loss_positions))
+
+
+def recent_half_targets(batch: Dict) -> Dict:
+  """A clm batch whose loss counts only each segment's recent half: target_mask [B, T] zero
+  on positions 0..T/2-1 (Transformer-XL's "half" loss)."""
+  length = batch["target_mask"].shape[1]
+  recent = tf.cast(tf.range(length) >= length // 2, batch["target_mask"].dtype)
+  return dict(batch, target_mask=batch["target_mask"] * recent[None])
+
+
 def named(name: str, argument: str = "objective") -> Objective:
   """The objective called `name`; UserInputError naming `argument` and the valid names."""
   objective: Optional[Objective] = OBJECTIVES.get(name) if isinstance(name, str) else None

@@ -22,6 +22,10 @@ class Recipe:
   # The model.
   model_size: str = "demo"   # 4 layers, d_model 128 (config.SIZE_PRESETS)
   mem_len: Optional[int] = None  # None: the data's reuse_len
+  # Transformer-XL's Table 5 ablation (clm only; XLNetConfig.pos_encoding): the encoding, and
+  # the largest distance or position its learned table holds.
+  pos_encoding: str = "relative"
+  clamp_len: int = -1
   # The data. num_predict 21 of 128 tokens is 16%: K = 6 for perm, BERT's 15% for mlm.
   vocab_size: int = 2000
   data: PretrainingSettings = dataclasses.field(default_factory=PretrainingSettings)
@@ -33,6 +37,7 @@ class Recipe:
   lr_layer_decay_rate: float = 1.0
   clip_norm: float = 1.0
   next_sentence: bool = False
+  loss_positions: str = "full"   # clm: "half" trains on each segment's recent half only
   # The budget (a time budget, when given, fits the steps to the measured speed).
   train_steps: int = 600
 
@@ -48,6 +53,10 @@ class Recipe:
       data = dataclasses.replace(self.data, **data_values)
     return dataclasses.replace(self, data=data, **values)
 
+  def model_overrides(self) -> dict:
+    """The XLNetConfig fields the recipe sets beside the size and the data's layout."""
+    return {"pos_encoding": self.pos_encoding, "clamp_len": self.clamp_len}
+
   def loop_options(self, **run) -> PretrainingOptions:
     """The loop's options: this recipe's optimisation and budget, and `run`'s paths and
     operational choices (model_dir, train_data, save_steps, jit_compile, ...)."""
@@ -55,7 +64,8 @@ class Recipe:
         train_steps=self.train_steps, learning_rate=self.learning_rate,
         warmup_steps=self.warmup_steps, weight_decay=self.weight_decay,
         lr_layer_decay_rate=self.lr_layer_decay_rate, clip_norm=self.clip_norm,
-        next_sentence=self.next_sentence, objective=self.data.objective, **run)
+        next_sentence=self.next_sentence, objective=self.data.objective,
+        loss_positions=self.loss_positions, **run)
 
 
 # The main job: the Python documentation (~0.5 M tokens), 600 steps, about three minutes.
