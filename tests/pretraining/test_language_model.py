@@ -197,7 +197,26 @@ def test_cli_pretrains_a_clm_and_evaluates_it_with_longer_memory(tmp_path):
       capture_output=True, text=True, timeout=600)
   assert evaluated.returncode == 0, evaluated.stderr[-3000:]
   assert "| 48 | 64 |" in evaluated.stdout and "speed-up" in evaluated.stdout
+  # Table 5's columns: trained with a memory of 128 (clm's layout) over segments of 16.
+  assert "PPL init not evaluated (the training attention length, 144)" in evaluated.stdout
   tables = json.load(open(results_path))
+  best = min(tables["evaluations"], key=lambda row: row["perplexity"])
+  assert tables["table5"]["ppl_best"] == best["perplexity"]
+  # RECL of a group (the same model twice here: the metric is tests/test_context_length.py's).
+  recl = subprocess.run(
+      [sys.executable, os.path.join(RUN, "evaluate_lm.py"), f"--output_dir={out}",
+       f"--models={out},{out / 'model' / 'lm'}", "--recl_lengths=4,8,12", "--recl_tokens=20",
+       "--eval_tgt_len=4", f"--recl_png={tmp_path / 'recl.png'}"],
+      capture_output=True, text=True, timeout=600)
+  assert recl.returncode == 0, recl.stderr[-3000:]
+  assert "RECL (r = 0.1, Delta = 4, 20 tokens):" in recl.stdout
+  assert (tmp_path / "recl.png").read_bytes()[:4] == b"\x89PNG"
+  for arguments, says in (([f"--models={out}"], "--models: RECL needs a group of at least two"),
+                          ([f"--models={out},{out}", "--recl_r=0"], "--recl_r=0.0: must be in")):
+    bad = subprocess.run([sys.executable, os.path.join(RUN, "evaluate_lm.py"),
+                          f"--output_dir={out}", *arguments], capture_output=True, text=True,
+                         timeout=600)
+    assert bad.returncode == 1 and says in bad.stderr and "Traceback" not in bad.stderr
   assert [row["mem_len"] for row in tables["evaluations"]] == [0, 16, 48]
   assert all(math.isfinite(row["perplexity"]) for row in tables["evaluations"])
   assert len({row["tokens"] for row in tables["evaluations"]}) == 1
