@@ -71,3 +71,30 @@ def test_long_page_task_keeps_whole_pages_without_name_and_synopsis(tmp_path):
   assert {r["page"] for r in rows["train"]}.isdisjoint(r["page"] for r in rows["dev"])
   assert all(manual_pages.page_pool(r["page"]) == "held_out" for r in rows["dev"])
   assert open(task.files["text"]).read().count("\n") == 6
+
+
+def test_long_document_corpus_keeps_long_pages_whole_and_holds_out_pages(tmp_path):
+  """The LM studies' corpus: pages of at least min_words, each one document (headings once,
+  a paragraph a line), held-out pages by name hash in valid/, none in train/."""
+  from xlnet_tf.studies import long_document_corpus
+  root = tmp_path / "man"
+  (root / "man1").mkdir(parents=True)
+  long_page = ROFF + "".join(f".PP\nParagraph {i} of a long page with eight words.\n"
+                             for i in range(30))
+  for index in range(40):
+    (root / "man1" / f"tool{index}.1").write_text(long_page)
+  (root / "man1" / "short.1").write_text(ROFF)
+  corpus = long_document_corpus.build_long_document_corpus(
+      str(tmp_path / "out"), str(root), min_words=200, held_out_percent=20, shards=2)
+  assert corpus.documents["train"] + corpus.documents["valid"] == 40  # short.1 left out
+  assert 0 < corpus.documents["valid"] < 20
+  held_out = {f"tool{i}.1" for i in range(40)
+              if manual_pages.page_pool(f"tool{i}.1", 20) == "held_out"}
+  assert len(held_out) == corpus.documents["valid"]
+  documents = [document for path in corpus.files["train"]
+               for document in open(path).read().strip().split("\n\n")]
+  assert len(documents) == corpus.documents["train"]
+  lines = documents[0].splitlines()
+  assert lines[:2] == ["NAME", "open - open a file"] and lines.count("DESCRIPTION") == 1
+  assert lines[-1] == "Paragraph 29 of a long page with eight words."
+  assert corpus.words["train"] == sum(len(d.split()) for d in documents)
