@@ -258,8 +258,10 @@ class PretrainingRun:
     check_checkpoint_model(self.checkpoint_dir, self._checkpoint_model())
 
   # ---- the loop ----------------------------------------------------------------------------
-  def train(self, stop_after: Optional[int] = None) -> Dict[str, object]:
-    """Trains to train_steps (or for `stop_after` steps, to simulate a stopped run); the
+  def train(self, stop_after: Optional[int] = None, until: Optional[int] = None
+            ) -> Dict[str, object]:
+    """Trains to train_steps (or for `stop_after` steps, to simulate a stopped run, or to step
+    `until`, a snapshot along the run: the schedule still ends at train_steps); the
     caller then writes what follows pretraining with `export()`.
 
     With options.max_seconds, train_steps is first a ceiling; the speed measured over the
@@ -268,13 +270,13 @@ class PretrainingRun:
     """
     try:
       if not self.chief:  # the other workers write to a directory of their own
-        return self._train(stop_after)
+        return self._train(stop_after, until)
       with run_lock.hold(self.options.model_dir):
-        return self._train(stop_after)
+        return self._train(stop_after, until)
     except tf.errors.DataLossError as error:  # a corrupt record; TensorFlow names no file
       raise explain_data_loss(self.options.train_data, error) from None
 
-  def _train(self, stop_after: Optional[int]) -> Dict[str, object]:
+  def _train(self, stop_after: Optional[int], until: Optional[int]) -> Dict[str, object]:
     options = self.options
     budget_start = time.perf_counter()
     step, mems = self.checkpoints.restore(self._zero_mems, options.init_checkpoint,
@@ -291,6 +293,8 @@ class PretrainingRun:
     saved_at = step
     end = options.train_steps if stop_after is None else min(options.train_steps,
                                                              step + stop_after)
+    if until is not None:
+      end = min(end, until)
     while step < end:
       loss, norm, mems = self.steps.train_step(iterator, mems)
       step += 1

@@ -183,23 +183,34 @@ def pretrain_variant(study: StudySettings, name: str, overrides: Dict, data: Dic
       eval_every=study.eval_every, summaries=False)
   started = time.perf_counter()
   run = PretrainingRun(tf.distribute.get_strategy(), config, options)
-  held_out = [dict(run.evaluate(), step=0)]
-  step, snapshots = 0, {}
+  # Resumable: the held-out curve and the snapshots kept so far are on disk beside the run's
+  # checkpoints (a stop is saved before its snapshot is copied).
+  progress_path = os.path.join(model_dir, "variant_progress.json")
+  progress = (read_json(progress_path) if os.path.exists(progress_path) else
+              {"held_out": [dict(run.evaluate(), step=0)], "snapshots": {}})
   for stop in stops:
-    result = run.train(stop_after=stop - step)
-    step = result["step"]
-    held_out += result["held_out"]
+    if str(stop) in progress["snapshots"]:
+      continue
+    result = run.train(until=stop)
+    if result["step"] != stop:
+      raise UserInputError(f"{model_dir}: the run's checkpoint is at step {result['step']}, past "
+                           f"the snapshot at {stop}; delete the directory to pretrain {name} "
+                           "again")
+    progress["held_out"] += result["held_out"]
     exported = run.export()
     if stop < recipe.train_steps:
       kept = os.path.join(model_dir, "snapshots", str(stop))
-      snapshots[str(stop)] = {"backbone": os.path.join(kept, PRETRAINED_DIR),
-                              "lm": os.path.join(kept, LM_DIR)}
       for directory in (PRETRAINED_DIR, LM_DIR):
         shutil.copytree(exported[directory], os.path.join(kept, directory), dirs_exist_ok=True)
+      progress["snapshots"][str(stop)] = {"backbone": os.path.join(kept, PRETRAINED_DIR),
+                                          "lm": os.path.join(kept, LM_DIR)}
+    write_json(progress_path, progress)
+  step = recipe.train_steps
   record = {"name": name, "overrides": overrides, "steps": step,
             "tokens": step * run.global_batch * run.seq_len,
-            "seconds": time.perf_counter() - started, "held_out": held_out,
-            "backbone": exported[PRETRAINED_DIR], "snapshots": snapshots}
+            "seconds": time.perf_counter() - started, "held_out": progress["held_out"],
+            "backbone": os.path.join(model_dir, PRETRAINED_DIR),
+            "snapshots": progress["snapshots"]}
   write_json(record_path, record)
   return record
 
