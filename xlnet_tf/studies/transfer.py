@@ -11,16 +11,13 @@ The library half of `run/transfer.py`; `run_study` is what the suite runs on a t
 """
 
 import dataclasses
-import math
 import os
 import shutil
 import tempfile
-import time
 from typing import Dict, List, Optional, Sequence
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from xlnet_tf import checkpoints
 from xlnet_tf.errors import UserInputError
@@ -30,11 +27,10 @@ from xlnet_tf.json_files import read_json, write_json
 from xlnet_tf.progress import UnitProgress
 from xlnet_tf.pretraining.default_data import prepare_pretraining_data, read_text_files
 from xlnet_tf.pretraining import recipes
-from xlnet_tf.pretraining.loop import LM_DIR, PRETRAINED_DIR, PretrainingRun
-from xlnet_tf.pretraining.model_config import config_for_data
+from xlnet_tf.pretraining.loop import LM_DIR, PRETRAINED_DIR
 from xlnet_tf.pretraining.records import RECORD_INFO_FILE
 from xlnet_tf.pretraining.stage import create_pretraining_data
-from xlnet_tf.studies import budget_trend, infilling_evaluation
+from xlnet_tf.studies import budget_trend, infilling_evaluation, pretraining_runs
 from xlnet_tf.tasks import classification, finetuning
 from xlnet_tf.tasks.classification_metrics import classification_metrics
 from xlnet_tf.text.tokenizer import XLNetTokenizer
@@ -147,11 +143,6 @@ def prepare_variant_data(study: StudySettings, printer=print) -> Dict[tuple, Dic
   return data
 
 
-def _model_config(recipe: recipes.Recipe, n_token: int) -> XLNetConfig:
-  return config_for_data(recipe.data.to_dict(), n_token, model_size=recipe.model_size,
-                         mem_len=recipe.mem_len, dropout=0.0, dropatt=0.0)
-
-
 def snapshot_row(name: str, step: int) -> str:
   return f"{name}@{step}"
 
@@ -172,45 +163,13 @@ def pretrain_variant(study: StudySettings, name: str, overrides: Dict, data: Dic
   if os.path.exists(record_path):
     return read_json(record_path)
   n_token = XLNetTokenizer(data["sp_path"]).vocab_size
-  config = _model_config(recipe, n_token)
+  config = pretraining_runs.model_config(recipe, n_token)
   keras.backend.clear_session()
   keras.utils.set_random_seed(study.seed)
-  stops = _stops(study, overrides)
-  # A checkpoint at every stop: each train() call resumes from the last one, memory included.
-  options = recipe.loop_options(
-      model_dir=model_dir, train_data=data["train"], valid_data=data["valid"],
-      save_steps=math.gcd(*stops), log_steps=max(recipe.train_steps // 10, 1),
-      eval_every=study.eval_every, summaries=False)
-  started = time.perf_counter()
-  run = PretrainingRun(tf.distribute.get_strategy(), config, options)
-  # Resumable: the held-out curve and the snapshots kept so far are on disk beside the run's
-  # checkpoints (a stop is saved before its snapshot is copied).
-  progress_path = os.path.join(model_dir, "variant_progress.json")
-  progress = (read_json(progress_path) if os.path.exists(progress_path) else
-              {"held_out": [dict(run.evaluate(), step=0)], "snapshots": {}})
-  for stop in stops:
-    if str(stop) in progress["snapshots"]:
-      continue
-    result = run.train(until=stop)
-    if result["step"] != stop:
-      raise UserInputError(f"{model_dir}: the run's checkpoint is at step {result['step']}, past "
-                           f"the snapshot at {stop}; delete the directory to pretrain {name} "
-                           "again")
-    progress["held_out"] += result["held_out"]
-    exported = run.export()
-    if stop < recipe.train_steps:
-      kept = os.path.join(model_dir, "snapshots", str(stop))
-      for directory in (PRETRAINED_DIR, LM_DIR):
-        shutil.copytree(exported[directory], os.path.join(kept, directory), dirs_exist_ok=True)
-      progress["snapshots"][str(stop)] = {"backbone": os.path.join(kept, PRETRAINED_DIR),
-                                          "lm": os.path.join(kept, LM_DIR)}
-    write_json(progress_path, progress)
-  step = recipe.train_steps
-  record = {"name": name, "overrides": overrides, "steps": step,
-            "tokens": step * run.global_batch * run.seq_len,
-            "seconds": time.perf_counter() - started, "held_out": progress["held_out"],
-            "backbone": os.path.join(model_dir, PRETRAINED_DIR),
-            "snapshots": progress["snapshots"]}
+  run = pretraining_runs.pretrain(recipe, config, data, model_dir, _stops(study, overrides),
+                                  study.eval_every)
+  record = dict(run, name=name, overrides=overrides,
+                backbone=os.path.join(model_dir, PRETRAINED_DIR))
   write_json(record_path, record)
   return record
 
@@ -350,7 +309,7 @@ def intrinsic_scores(study: StudySettings, lm_dir: str, tokenizer: XLNetTokenize
 
 def classification_config(study: StudySettings, n_token: int) -> XLNetConfig:
   """The fine-tuning backbone: the pretrained architecture, no memory, task dropout."""
-  return _model_config(study.pretraining, n_token).for_finetuning(
+  return pretraining_runs.model_config(study.pretraining, n_token).for_finetuning(
       dropout=study.finetune_dropout, dropatt=study.finetune_dropout)
 
 
