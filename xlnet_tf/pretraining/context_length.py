@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf import plots
 from xlnet_tf.errors import UserInputError, require
 from xlnet_tf.pretraining.lm_evaluation import with_memory
 
@@ -161,20 +162,11 @@ def relative_context(losses: Dict[str, Dict[int, np.ndarray]], r: float = 0.1,
 def plot_relative_gains(result: RelativeContext, path: str) -> str:
   """PNG in the manner of the paper's Figure 3: each model's unnormalised relative perplexity
   gain exp f(c, c) - exp f(c, c + Delta) against c."""
-  import matplotlib
-  matplotlib.use("Agg")
-  from matplotlib import pyplot
-  figure, axis = pyplot.subplots(figsize=(7, 4.5))
+  opened, (axis,) = plots.figure()
   for name, rows in result.gains.items():
     axis.plot([row[0] for row in rows], [row[2] for row in rows], marker="o",
               label=f"{name} (RECL {result.recl[name]})")
   axis.axhline(0, color="grey", linewidth=0.8)
-  axis.set_xlabel(f"context length c (gain of c + {result.step} over c)")
-  axis.set_ylabel("unnormalised relative perplexity gain")
   axis.set_title(f"Relative gains on the top r = {result.r:g} hardest tokens")
-  axis.grid(alpha=0.3)
-  axis.legend()
-  figure.tight_layout()
-  figure.savefig(path, dpi=100)
-  pyplot.close(figure)
-  return path
+  return plots.save(opened, [axis], path, f"context length c (gain of c + {result.step} over c)",
+                    "unnormalised relative perplexity gain")

@@ -9,6 +9,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
+from xlnet_tf import plots
 from xlnet_tf.studies.infilling_evaluation import ORDERS_OF
 
 LONG_SPANS = ("2", "3", "4")  # words: where the blanks depend on each other
@@ -72,13 +73,10 @@ def trend_markdown(results: Dict) -> str:
 def plot_trend(results: Dict, path: str) -> str:
   """PNG: test accuracy against pretraining steps, a panel per task, a line per variant, and
   random init as a horizontal line."""
-  import matplotlib
-  matplotlib.use("Agg")
-  from matplotlib import pyplot
   points = trend_points(results)
   tasks = list(results["finetuning"])
-  figure, axes = pyplot.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.2), squeeze=False)
-  for axis, task in zip(axes[0], tasks):
+  opened, axes = plots.figure(len(tasks), width=6, height=4.2)
+  for axis, task in zip(axes, tasks):
     rows = results["finetuning"][task]
     for name, steps_rows in points.items():
       axis.plot([steps for steps, _ in steps_rows],
@@ -87,12 +85,6 @@ def plot_trend(results: Dict, path: str) -> str:
     axis.axhline(100 * rows["random_init"]["test_median"], color="grey", linestyle="--",
                  label="random init")
     axis.set_xscale("log")
-    axis.set_xlabel("pretraining steps")
-    axis.set_ylabel("test accuracy (%, median over seeds)")
     axis.set_title(task)
-    axis.grid(alpha=0.3)
-    axis.legend()
-  figure.tight_layout()
-  figure.savefig(path, dpi=100)
-  pyplot.close(figure)
-  return path
+  return plots.save(opened, axes, path, "pretraining steps",
+                    "test accuracy (%, median over seeds)")

@@ -21,7 +21,7 @@ from typing import Dict, List, Sequence
 import keras
 import numpy as np
 
-from xlnet_tf import checkpoints
+from xlnet_tf import checkpoints, plots
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.heads.pretrainer import XLNetPretrainer
 from xlnet_tf.json_files import read_json, write_json
@@ -215,10 +215,7 @@ def results_markdown(summary: Dict) -> str:
 
 def plot_perplexities(study: ContextStudySettings, results: Dict, path: str) -> str:
   """PNG: perplexity against evaluation attention length, a line per variant (first seed)."""
-  import matplotlib
-  matplotlib.use("Agg")
-  from matplotlib import pyplot
-  figure, axis = pyplot.subplots(figsize=(7.5, 4.8))
+  opened, (axis,) = plots.figure(width=7.5, height=4.8)
   for name in study.variants:
     rows = results[(name, study.seeds[0])]["perplexities"]
     axis.plot([row["attention_length"] for row in rows], [row["perplexity"] for row in rows],
@@ -226,14 +223,8 @@ def plot_perplexities(study: ContextStudySettings, results: Dict, path: str) -> 
   axis.axvline(study.pretraining.data.seq_len, color="grey", linestyle=":",
                label="training segment")
   axis.set_xscale("log", base=2)
-  axis.set_xlabel("evaluation attention length (tokens)")
-  axis.set_ylabel("held-out perplexity")
-  axis.grid(alpha=0.3)
-  axis.legend(fontsize=7)
-  figure.tight_layout()
-  figure.savefig(path, dpi=100)
-  pyplot.close(figure)
-  return path
+  return plots.save(opened, [axis], path, "evaluation attention length (tokens)",
+                    "held-out perplexity", legend_size=7)
 
 
 def _settings_record(study: ContextStudySettings) -> Dict:

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Sequence
 import keras
 import numpy as np
 
-from xlnet_tf import checkpoints
+from xlnet_tf import checkpoints, plots
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.heads.pretrainer import XLNetPretrainer
@@ -345,22 +345,13 @@ def results_markdown(results: Dict) -> str:
 
 def plot_held_out_curves(pretrained: Dict, path: str) -> str:
   """PNG of each variant's held-out LM loss against pretraining steps."""
-  import matplotlib
-  matplotlib.use("Agg")
-  from matplotlib import pyplot
-  figure, axis = pyplot.subplots(figsize=(7, 4.5))
+  opened, (axis,) = plots.figure()
   for name, record in pretrained.items():
     curve = record["held_out"]
     axis.plot([p["step"] for p in curve], [p["loss"] for p in curve], marker="o", label=name)
-  axis.set_xlabel("pretraining step")
-  axis.set_ylabel("held-out LM loss (nats per predicted token)")
   axis.set_title("Held-out loss of each variant (perm and mlm predict different things)")
-  axis.grid(alpha=0.3)
-  axis.legend()
-  figure.tight_layout()
-  figure.savefig(path, dpi=100)
-  pyplot.close(figure)
-  return path
+  return plots.save(opened, [axis], path, "pretraining step",
+                    "held-out LM loss (nats per predicted token)")
 
 
 def _settings_record(study: StudySettings) -> Dict:
