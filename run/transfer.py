@@ -62,6 +62,8 @@ flags.DEFINE_integer("cloze_distractors", 4, "Distractor spans per cloze example
                      lower_bound=1)
 flags.DEFINE_list("snapshots", [], "Pretraining steps at which every variant's backbone is also "
                   "kept and evaluated as a row NAME@STEP (the budget trend along one run).")
+flags.DEFINE_bool("jit_compile", True, "XLA for pretraining and fine-tuning (off: short runs "
+                  "start sooner).")
 FLAGS = flags.FLAGS
 
 
@@ -134,7 +136,8 @@ def main(argv):
       finetune_eval_every=FLAGS.finetune_eval_every, max_seq_length=FLAGS.max_seq_length,
       summary_type=FLAGS.summary_type, seed=FLAGS.seed,
       intrinsic_examples=FLAGS.intrinsic_examples, cloze_distractors=FLAGS.cloze_distractors,
-      snapshots=parse_snapshots(FLAGS.snapshots, FLAGS.pretrain_steps))
+      snapshots=parse_snapshots(FLAGS.snapshots, FLAGS.pretrain_steps),
+      jit_compile=FLAGS.jit_compile)
   transfer.run_study(study)
   print(open(os.path.join(FLAGS.output_dir, "results.md"), encoding="utf-8").read())
   print(f"Results: {FLAGS.output_dir}/results.md, results.json, held_out_loss.png")

@@ -21,7 +21,8 @@ def test_study_trains_the_group_and_writes_table5_and_recl(tmp_path):
       train_files=sorted(str(p) for p in (tmp_path / "train").iterdir()),
       held_out_files=sorted(str(p) for p in (tmp_path / "valid").iterdir()),
       variants=variants, pretraining=recipe, seeds=(0,), attention_lengths=(16, 32, 48),
-      eval_tokens=600, recl_lengths=(8, 16, 24), recl_tokens=12, eval_every=3)
+      eval_tokens=600, recl_lengths=(8, 16, 24), recl_tokens=12, eval_every=3,
+      jit_compile=False)
   summary = context_ablation.run_study(study, printer=lambda line: None)
   out = tmp_path / "study"
   rows = summary["table5"]

@@ -27,7 +27,8 @@ def test_a_run_killed_between_snapshots_resumes_to_the_same_backbones(small_data
   config = pretraining_runs.model_config(recipe, n_token=500)
   keras.utils.set_random_seed(0)
   straight = pretraining_runs.pretrain(recipe, config, data, str(tmp_path / "straight"),
-                                       [2, 4, 6], eval_every=2)
+                                       [2, 4, 6], eval_every=2,
+                                       jit_compile=False)
   assert sorted(straight["snapshots"]) == ["2", "4"] and straight["steps"] == 6
   assert [point["step"] for point in straight["held_out"]] == [0, 2, 4, 6]
   # Dies after the checkpoint at step 4, while copying that snapshot.
@@ -43,11 +44,12 @@ def test_a_run_killed_between_snapshots_resumes_to_the_same_backbones(small_data
   monkeypatch.setattr(pretraining_runs.shutil, "copytree", dying_copy)
   keras.utils.set_random_seed(0)
   with pytest.raises(KeyboardInterrupt):
-    pretraining_runs.pretrain(recipe, config, data, str(tmp_path / "killed"), [2, 4, 6], 2)
+    pretraining_runs.pretrain(recipe, config, data, str(tmp_path / "killed"), [2, 4, 6], 2,
+                              jit_compile=False)
   monkeypatch.setattr(pretraining_runs.shutil, "copytree", real_copy)
   keras.utils.set_random_seed(7)  # another init: the checkpoint is restored anyway
   resumed = pretraining_runs.pretrain(recipe, config, data, str(tmp_path / "killed"),
-                                      [2, 4, 6], 2)
+                                      [2, 4, 6], 2, jit_compile=False)
   for step in ("2", "4"):
     for ours, theirs in zip(_weights(resumed["snapshots"][step]["backbone"]),
                             _weights(straight["snapshots"][step]["backbone"])):

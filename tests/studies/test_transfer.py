@@ -45,7 +45,7 @@ def test_cli_runs_the_study_end_to_end(tmp_path):
              "--pretrain_warmup_steps=1", "--eval_every=2", "--seeds=0",
              "--learning_rates=1e-3", "--finetune_steps=2", "--finetune_batch_size=12",
              "--finetune_eval_every=2", "--max_seq_length=24", "--intrinsic_examples=3",
-             "--cloze_distractors=1", "--snapshots=2"]
+             "--cloze_distractors=1", "--snapshots=2", "--nojit_compile"]
   result = subprocess.run(command, capture_output=True, text=True, timeout=900)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "ETA" in result.stdout

@@ -69,6 +69,7 @@ class ContextStudySettings:
   recl_lengths: Sequence[int] = (32, 64, 96, 128, 160, 192, 224, 256, 320, 384)
   recl_tokens: int = 1000
   eval_every: int = 500
+  jit_compile: bool = True         # XLA for the pretraining runs
 
 
 def variant_recipe(study: ContextStudySettings, overrides: Dict) -> recipes.Recipe:
@@ -134,7 +135,8 @@ def run_study(study: ContextStudySettings, printer=print) -> Dict:
       keras.utils.set_random_seed(seed)
       config = pretraining_runs.model_config(run_recipe, tokenizer.vocab_size)
       trained = pretraining_runs.pretrain(run_recipe, config, data, model_dir,
-                                          [run_recipe.train_steps], study.eval_every)
+                                          [run_recipe.train_steps], study.eval_every,
+                                          study.jit_compile)
       model = checkpoints.load_pretrained_head(os.path.join(model_dir, LM_DIR), XLNetPretrainer)
       rows = perplexities(model, ids, study, overrides["recurrence"])
       train_length = run_recipe.data.seq_len + run_recipe.mem_len

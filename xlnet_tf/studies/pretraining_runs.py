@@ -26,18 +26,19 @@ def model_config(recipe: recipes.Recipe, n_token: int) -> XLNetConfig:
 
 
 def pretrain(recipe: recipes.Recipe, config, data: Dict[str, str], model_dir: str,
-             stops: Sequence[int], eval_every: int) -> Dict:
+             stops: Sequence[int], eval_every: int, jit_compile: bool = True) -> Dict:
   """Trains `config` on data["train"] to stops[-1] (= recipe.train_steps), exporting the
   backbone and its LM head at every stop; each earlier stop is kept under
   model_dir/snapshots/STEP. Returns {"steps", "tokens", "seconds", "held_out" (the curve on
   data["valid"]), "snapshots": {step: {"backbone", "lm"}}}.
 
   Resumable: the curve and the snapshots kept so far are written beside the run's
-  checkpoints (one at every stop, saved before its snapshot is copied)."""
+  checkpoints (one at every stop, saved before its snapshot is copied). `jit_compile`: XLA
+  (faster for long runs; a few steps run sooner without)."""
   options = recipe.loop_options(
       model_dir=model_dir, train_data=data["train"], valid_data=data["valid"],
       save_steps=math.gcd(*stops), log_steps=max(recipe.train_steps // 10, 1),
-      eval_every=eval_every, summaries=False)
+      eval_every=eval_every, summaries=False, jit_compile=jit_compile)
   started = time.perf_counter()
   run = PretrainingRun(tf.distribute.get_strategy(), config, options)
   progress_path = os.path.join(model_dir, "variant_progress.json")

@@ -85,6 +85,7 @@ class StudySettings:
   # its own, NAME@STEP: the budget trend along one run (whose learning rate decays to the
   # end of train_steps, so a snapshot has not cooled down as a run of that length would have).
   snapshots: Sequence[int] = ()
+  jit_compile: bool = True         # XLA for pretraining and fine-tuning
 
   def variant(self, overrides: Dict) -> recipes.Recipe:
     """The pretraining recipe of a variant: the study's with the variant's settings."""
@@ -167,7 +168,7 @@ def pretrain_variant(study: StudySettings, name: str, overrides: Dict, data: Dic
   keras.backend.clear_session()
   keras.utils.set_random_seed(study.seed)
   run = pretraining_runs.pretrain(recipe, config, data, model_dir, _stops(study, overrides),
-                                  study.eval_every)
+                                  study.eval_every, study.jit_compile)
   record = dict(run, name=name, overrides=overrides,
                 backbone=os.path.join(model_dir, PRETRAINED_DIR))
   write_json(record_path, record)
@@ -208,7 +209,7 @@ def finetune_once(study: StudySettings, config: XLNetConfig, task: classificatio
     options = finetuning.FinetuningOptions(
         study.finetune_steps, study.finetune_batch_size, learning_rate,
         warmup_steps=study.finetune_steps // 10, eval_every=study.finetune_eval_every,
-        seed=seed, jit_compile=True, progress="none")
+        seed=seed, jit_compile=study.jit_compile, progress="none")
     result = classification.train_classifier(model, task, options, best_dir)
   finally:
     shutil.rmtree(best_dir, ignore_errors=True)
