@@ -15,6 +15,8 @@ from absl import flags
 from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf.config import SIZE_PRESETS
+from xlnet_tf.errors import UserInputError
+from xlnet_tf.pretraining import context_length
 from xlnet_tf.studies import context_ablation
 from xlnet_tf.studies.long_document_corpus import build_long_document_corpus
 
@@ -27,11 +29,13 @@ flags.DEFINE_integer("train_steps", 3000, "Steps of every run (the equal budget)
 flags.DEFINE_enum("model_size", "demo", sorted(SIZE_PRESETS), "Backbone size.")
 flags.DEFINE_list("attention_lengths", ["32", "64", "128", "160", "256", "384", "512", "640"],
                   "Evaluation attention lengths (the first is the training segment or more).")
-flags.DEFINE_list("recl_lengths", ["32", "64", "96", "128", "160", "192", "224", "256", "320",
-                                   "384"], "Evenly spaced context lengths of RECL.")
+flags.DEFINE_list("recl_lengths", [str(32 * k) for k in range(1, 13)],
+                  "Evenly spaced context lengths of RECL (the step is the paper's Delta).")
 flags.DEFINE_integer("eval_tokens", 60_000, "Held-out tokens of each perplexity.",
                      lower_bound=100)
 flags.DEFINE_integer("recl_tokens", 1000, "Held-out tokens RECL scores.", lower_bound=10)
+flags.DEFINE_integer("eval_batch_size", 8, "Parallel streams of each perplexity evaluation.",
+                     lower_bound=1)
 FLAGS = flags.FLAGS
 
 
@@ -48,6 +52,10 @@ def main(argv):
   if unknown:
     raise app.UsageError(f"--variants: unknown {unknown}; known: "
                          f"{sorted(context_ablation.VARIANTS)}")
+  try:
+    context_length.check_context_lengths(_integers("recl_lengths"))
+  except UserInputError as error:
+    raise app.UsageError(f"--recl_lengths: {error}") from None
   if not glob.glob(os.path.join(FLAGS.corpus_dir, "train", "*.txt")):
     corpus = build_long_document_corpus(FLAGS.corpus_dir)
     print(f"Corpus: {corpus.documents} documents, {corpus.words} words -> {FLAGS.corpus_dir}")
@@ -60,7 +68,7 @@ def main(argv):
                                                   model_size=FLAGS.model_size),
       seeds=_integers("seeds"), attention_lengths=_integers("attention_lengths"),
       recl_lengths=_integers("recl_lengths"), eval_tokens=FLAGS.eval_tokens,
-      recl_tokens=FLAGS.recl_tokens)
+      recl_tokens=FLAGS.recl_tokens, eval_batch_size=FLAGS.eval_batch_size)
   context_ablation.run_study(study)
   print(open(os.path.join(FLAGS.output_dir, "results.md"), encoding="utf-8").read())
   print(f"Results: {FLAGS.output_dir}/results.md, results.json, perplexity.png, recl.png")

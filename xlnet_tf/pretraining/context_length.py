@@ -92,6 +92,14 @@ def token_losses(pretrainer, ids: Sequence[int], positions: np.ndarray, context_
   return np.concatenate(losses)
 
 
+def check_context_lengths(lengths: Sequence[int]) -> None:
+  """RECL's lengths: at least two, evenly spaced (the step is the paper's Delta)."""
+  lengths = sorted(lengths)
+  require(len(lengths) >= 2, "context lengths", "at least two", str(lengths))
+  steps = set(np.diff(lengths).tolist())
+  require(len(steps) == 1, "context lengths", "evenly spaced (the step Delta)", str(lengths))
+
+
 def check_same_vocabulary(configs: Dict[str, object]) -> None:
   """RECL compares losses token by token: every model must read the same ids (n_token)."""
   sizes = {name: config.n_token for name, config in configs.items()}
@@ -132,9 +140,7 @@ def _check_group(losses: Dict[str, Dict[int, np.ndarray]], r: float) -> List[int
           "scored at the same context lengths", str(lengths))
   sizes = {len(array) for by_length in losses.values() for array in by_length.values()}
   require(len(sizes) == 1, "models", "scored on the same tokens", f"sizes {sorted(sizes)}")
-  require(len(lengths[0]) >= 2, "context lengths", "at least two", str(lengths[0]))
-  steps = set(np.diff(lengths[0]).tolist())
-  require(len(steps) == 1, "context lengths", "evenly spaced (the step Delta)", str(lengths[0]))
+  check_context_lengths(lengths[0])
   return lengths[0]
 
 

@@ -66,7 +66,8 @@ class ContextStudySettings:
   seeds: Sequence[int] = (0, 1)
   attention_lengths: Sequence[int] = (32, 64, 128, 160, 256, 384, 512, 640)
   eval_tokens: int = 60_000        # held-out tokens of each perplexity
-  recl_lengths: Sequence[int] = (32, 64, 96, 128, 160, 192, 224, 256, 320, 384)
+  eval_batch_size: int = 8         # parallel streams the held-out tokens are read in
+  recl_lengths: Sequence[int] = tuple(range(32, 385, 32))  # evenly spaced: the step is Delta
   recl_tokens: int = 1000
   eval_every: int = 500
   jit_compile: bool = True         # XLA for the pretraining runs
@@ -92,6 +93,7 @@ def _check(study: ContextStudySettings) -> None:
                            f"loss_positions; got {sorted(overrides)}")
   if len(study.variants) < 2:
     raise UserInputError("RECL compares a group: give at least two variants")
+  context_length.check_context_lengths(study.recl_lengths)  # before hours of training
   if sorted(study.attention_lengths)[0] < study.pretraining.data.seq_len:
     raise UserInputError(f"attention lengths start at the training segment "
                          f"({study.pretraining.data.seq_len}); got {list(study.attention_lengths)}")
@@ -103,7 +105,8 @@ def perplexities(model, ids, study: ContextStudySettings, recurrence: bool) -> L
   rows = []
   for length in study.attention_lengths:
     tgt_len, mem_len = (segment, length - segment) if recurrence else (length, 0)
-    result = lm_evaluation.evaluate_stream(model, ids, tgt_len, mem_len)
+    result = lm_evaluation.evaluate_stream(model, ids, tgt_len, mem_len,
+                                           batch_size=study.eval_batch_size)
     rows.append({"attention_length": length, "perplexity": result.perplexity,
                  "loss": result.loss, "tgt_len": tgt_len, "mem_len": mem_len})
   return rows
@@ -162,11 +165,14 @@ def run_study(study: ContextStudySettings, printer=print) -> Dict:
 def relative_contexts(study: ContextStudySettings, models: Dict[str, str], ids) -> Dict:
   """RECL of the first seed's models for each r (losses computed once, kept on disk)."""
   path = os.path.join(study.output_dir, "recl_losses.npz")
-  names = list(models)
+  wanted = [f"{name}/{c}" for name in models for c in study.recl_lengths]
+  saved = {}
   if os.path.exists(path):
-    with np.load(path) as saved:
-      losses = {name: {c: saved[f"{name}/{c}"] for c in study.recl_lengths} for name in names}
-  else:
+    with np.load(path) as archive:
+      saved = {key: archive[key] for key in archive.files}
+  if all(key in saved and len(saved[key]) == study.recl_tokens for key in wanted):
+    losses = {name: {c: saved[f"{name}/{c}"] for c in study.recl_lengths} for name in models}
+  else:  # none kept, or kept for other models, lengths or tokens
     keras.backend.clear_session()
     loaded = {name: checkpoints.load_pretrained_head(lm_dir, XLNetPretrainer)
               for name, lm_dir in models.items()}
