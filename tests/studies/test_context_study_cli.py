@@ -14,8 +14,8 @@ CASES = {
                            "error: --seeds: ['0', 'a'] are not integers"),
     "one variant": ("run/context_study.py", ["--variants=relative"],
                     "error: RECL compares a group: give at least two variants"),
-    "RECL lengths not evenly spaced": ("run/context_study.py", ["--recl_lengths=32,64,128"],
-                                       "error: --recl_lengths: context lengths must be evenly spaced"),
+    "RECL lengths uneven": ("run/context_study.py", ["--recl_lengths=32,64,128"],
+                            "error: --recl_lengths: context lengths must be evenly spaced"),
     "no manual pages": ("data/make_long_document_corpus.py", ["--man_root={tmp}/none"],
                         "error: {tmp}/none: no manual pages"),
 }
