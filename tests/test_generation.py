@@ -156,19 +156,32 @@ def test_stop_ids_end_each_row_and_the_rest_is_padding(rng, lms):
   assert (stopped[0, 9 + 3:] == 0).all()
 
 
-def test_a_uni_step_feeds_one_token_over_the_cache():
-  """The cost claim: after the prompt, every call of the compiled step takes [B, 1] ids."""
-  model = tiny_lm("uni")
-  shapes = []
-  original = model.backbone.call
+@pytest.mark.parametrize("attn_type,rows", [("uni", 1), ("bi", 2)])
+def test_a_step_runs_one_token_row_over_the_cache(attn_type, rows):
+  """The cost claim: the backbone runs once, over the prompt; every compiled step after it runs
+  [B, 1] content rows (and, for 'bi', the query row) through the layers."""
+  model = tiny_lm(attn_type)
+  backbone_shapes, row_shapes = [], []
+  original_call = model.backbone.call
+  original_rows = type(model.backbone.blocks[0]).rows_at_positions
 
   def recording_call(inputs, *args, **kwargs):
-    shapes.append(tuple(inputs["input_ids"].shape))
-    return original(inputs, *args, **kwargs)
+    backbone_shapes.append(tuple(inputs["input_ids"].shape))
+    return original_call(inputs, *args, **kwargs)
+
+  def recording_rows(block, rows, *args, **kwargs):
+    row_shapes.append(tuple(rows.shape))
+    return original_rows(block, rows, *args, **kwargs)
 
   model.backbone.call = recording_call
-  generation.generate(model, np.array([[11, 12, 13]]), 6, jit_compile=False)
-  assert shapes == [(1, 8), (1, 1)]  # traced once per shape: the prompt (bucketed), a token
+  for block in model.backbone.blocks:
+    block.rows_at_positions = recording_rows.__get__(block)
+  output = generation.generate(model, np.array([[11, 12, 13]]), 6, jit_compile=False)
+  assert output.shape == (1, 9)
+  # traced once per shape: the prompt (bucketed to 8, and the 'bi' placeholder), then a step
+  assert backbone_shapes == [(1, 8 + rows - 1)]
+  d_model = model.backbone.config.d_model
+  assert row_shapes == [(1, rows, d_model)] * model.backbone.config.n_layer
 
 
 @pytest.mark.parametrize("arguments,message", [

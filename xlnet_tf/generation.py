@@ -8,20 +8,19 @@ How the next token is predicted:
   positions j <= i (perm_mask), nobody sees the placeholder's content, and its query stream
   (target_mapping one-hot) sees everything before it.
 Either way a position's content states depend only on the positions up to it, so what each
-layer's attention reads of them, its keys and values, can be cached: every step feeds the
-newest token (and, for 'bi', the placeholder) with the cache as the backbone's
-`memory_keys_values` and appends that token's keys and values. (Caching the layer inputs
-instead, Transformer-XL's `mems`, would re-project the whole context at every step: measured
-on the base model, 5x slower at batch 1.) The relative position keys of a step are the same at
-every step, so they are projected once (`position_keys`).
+layer's attention reads of them, its keys and values, can be cached (`CachedSteps`): one call
+runs the prompt and fills the cache, then every step runs two rows per text through the layers
+(xlnet_tf.cached_rows), the newest token's content row, whose keys and values are written
+into the cache in place, and, for 'bi', the query row at the placeholder. (Caching the layer
+inputs instead, Transformer-XL's `mems`, would re-project the whole context at every step:
+measured on the base model, 5x slower at batch 1.)
 
-The cache is a window of fixed size C >= T + N - 1 (the longest context the last prediction
-sees; rounded up, see CACHE_BUCKET), right-aligned: new entries enter on the right and
-unfilled slots on the left are masked (`memory_mask`) exactly like the left padding of a short
-prompt. Fixed shapes mean one trace and one XLA compilation for all steps after the prompt;
-only distances between real tokens enter XLNet's relative attention, so the masked slots
-change nothing. `use_cache=False` runs the backbone over the whole window of tokens at every
-step instead: the reference, with the same greedy tokens.
+The cache has C >= T + N slots (rounded up, see CACHE_BUCKET): slot s holds the s-th token of
+the left-padded prompt, then of the generated text; slots not yet written and the padding are
+masked. Fixed shapes mean one trace for all steps after the prompt; only distances between real
+tokens enter XLNet's relative attention, so the padding changes nothing. `use_cache=False`
+runs the backbone over the whole window of tokens at every step instead (`RecomputedSteps`):
+the reference, with the same greedy tokens.
 
 Settings refused rather than silently changed (load the model with overrides instead, as
 run/generate.py does: `checkpoints.load_pretrained(dir, bi_data=False, same_length=False)`):
@@ -40,6 +39,7 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf import cached_rows
 from xlnet_tf.errors import require
 from xlnet_tf.heads.pretrainer import XLNetPretrainer
 from xlnet_tf.pretraining import objectives
@@ -74,8 +74,7 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
     top_k: sample among the k most likely tokens only (0: no limit).
     top_p: then among the most likely tokens whose probabilities sum to at least top_p, in
       (0, 1] (1: no limit). See `filter_logits`.
-    seed: makes sampling reproducible (None: a fresh seed); the draws also depend on
-      jit_compile.
+    seed: makes sampling reproducible (None: a fresh seed), with or without the cache.
     input_mask: [B, T], 1 = real token, 0 = left padding; default all real. Every row needs a
       real token.
     stop_ids: token ids that end a row (e.g. </s> and <eod>, tokenizer.special_ids.eos / eod):
@@ -83,8 +82,9 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
       row has stopped; the output keeps its shape.
     pad_id: fills rows after they stop.
     max_length: the largest T + N accepted (the cache holds that many states per layer).
-    jit_compile: compile each step with XLA; default: when the model computes in float32
-      (on CPU, XLA runs bfloat16 matmuls at the float32 rate).
+    jit_compile: compile the prompt call and the steps with XLA (which writes the cache in
+      place; see xlnet_tf.cached_rows); default: when the model computes in float32 (on CPU,
+      XLA runs bfloat16 matmuls at the float32 rate).
 
   Raises UserInputError (a ValueError) naming the argument for bad input or an unsupported model.
   """
@@ -104,24 +104,21 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
   if jit_compile is None:
     jit_compile = model.compute_dtype == "float32"
 
-  step = _compiled_step(model, use_cache, float(temperature), int(top_k), float(top_p),
-                        bool(jit_compile))
   padding = -length % PROMPT_BUCKET
-  new_ids = np.pad(input_ids, [(0, 0), (padding, 0)], constant_values=pad_id)
-  new_mask = np.pad(input_mask, [(0, 0), (padding, 0)])  # the first step feeds the prompt
-  capacity = _round_up(length + padding + max_new_tokens - 1, CACHE_BUCKET)
-  state = _empty_window(model, use_cache, batch, capacity)
+  prompt_ids = np.pad(input_ids, [(0, 0), (padding, 0)], constant_values=pad_id)
+  prompt_mask = np.pad(input_mask, [(0, 0), (padding, 0)])
+  steps = (CachedSteps if use_cache else RecomputedSteps)(
+      model, prompt_ids, prompt_mask, max_new_tokens,
+      (float(temperature), int(top_k), float(top_p)), bool(jit_compile))
   generated = np.full([batch, max_new_tokens], pad_id, np.int32)
   stopped = np.zeros([batch], bool)
-  one_real_token = np.ones([batch, 1], np.float32)
+  tokens = None
   for index in range(max_new_tokens):
-    tokens, state = step(state, new_ids, new_mask, tf.constant([seed % 2 ** 31, index]))
-    tokens = np.where(stopped, pad_id, tokens.numpy())
+    tokens = np.where(stopped, pad_id, steps(index, tokens, tf.constant([seed % 2 ** 31, index])))
     generated[:, index] = tokens
     stopped |= np.isin(tokens, stop_ids)
     if stopped.all():
       break
-    new_ids, new_mask = tokens[:, None], one_real_token
   return tf.constant(np.concatenate([input_ids, generated], axis=1))
 
 
@@ -211,68 +208,128 @@ def _shift_in(window, new, axis=1):
   return tf.concat([window[tuple(oldest_leave)], tf.cast(new, window.dtype)], axis=axis)
 
 
-def _cached_logits(model, state, new_ids, new_mask):
-  """One step over the cache: (logits [B, V], the cache with new_ids [B, n] entered).
+class CachedSteps:
+  """Steps over the layers' key/value cache (module docstring). Slot s of the cache holds the
+  s-th token of the left-padded prompt and then of the generated tokens; step k >= 1 feeds
+  token k - 1 at slot S + k - 1 (S the padded prompt length) as a content row and, for 'bi',
+  a query row at the next slot."""
 
-  The cache: (list of L (keys, values) [B, N, C, H], memory_mask [B, C], the position keys of
-  a one-token step, or None before the first step, which projects them for the rest)."""
-  backbone = model.backbone
-  keys_values, memory_mask, step_position_keys = state
-  attn_type = backbone.config.attn_type
-  inputs = _prediction_inputs(attn_type, new_ids, new_mask)
-  inputs["memory_mask"] = memory_mask
-  outputs = backbone(inputs, training=False, memory_keys_values=keys_values,
-                     position_keys=step_position_keys)
-  if step_position_keys is None:
-    fed = 1 if attn_type == "uni" else 2  # a token (and the placeholder)
-    capacity = memory_mask.shape[1]
-    step_position_keys = backbone.layer_position_keys(fed, capacity + fed)
-  count = new_ids.shape[1]  # the placeholder's entries are not kept
-  keys_values = [tuple(_shift_in(window, entered[:, :, :count], axis=2)
-                       for window, entered in zip(cached, current))
-                 for cached, current in zip(keys_values, outputs["keys_values"])]
-  logits = model.lm_logits(_predicting_states(attn_type, outputs))
-  return logits, (keys_values, _shift_in(memory_mask, new_mask), step_position_keys)
+  def __init__(self, model, prompt_ids, prompt_mask, max_new_tokens, sampling, jit_compile):
+    self.model, self.sampling = model, sampling
+    self.attn_type = model.backbone.config.attn_type
+    self.prompt_length = prompt_ids.shape[1]
+    self.prompt = (tf.constant(prompt_ids), tf.constant(prompt_mask, tf.float32))
+    capacity = _round_up(self.prompt_length + max_new_tokens, CACHE_BUCKET)
+    self.visible = np.zeros([prompt_ids.shape[0], capacity], np.float32)
+    self.visible[:, :self.prompt_length] = prompt_mask
+    self.jit_compile = jit_compile
+    self.cache = self.position_keys = None
+
+  def __call__(self, index, tokens, seed):
+    compiled = _compiled(self.model, _cached_functions, self.sampling, self.jit_compile)
+    if index == 0:
+      logits, keys_values = compiled["prompt"](*self.prompt)
+      tokens = compiled["choose"](logits, seed)
+      batch, capacity = self.visible.shape
+      self.cache = cached_rows.KeyValueCache.empty(
+          self.model.backbone.config, batch, capacity, self.model.compute_dtype)
+      self.cache.write_prefix(keys_values)
+      self.position_keys = self.model.backbone.layer_position_keys(capacity, capacity)
+      return tokens.numpy()
+    slot = self.prompt_length + index - 1
+    self.visible[:, slot] = 1
+    logits = compiled["step"](self.cache.layers, tf.constant(tokens, tf.int32),
+                              tf.constant(slot, tf.int32), tf.constant(self.visible),
+                              self.position_keys)
+    return compiled["choose"](logits, seed).numpy()
 
 
-def _recomputed_logits(model, state, new_ids, new_mask):
-  """One step without a cache: (logits [B, V], the token window with new_ids entered); the
-  backbone runs over the whole window (ids [B, C], mask [B, C])."""
-  context_ids, context_mask = _shift_in(state[0], new_ids), _shift_in(state[1], new_mask)
+def _cached_functions(model, sampling, jit_compile):
+  """{"prompt", "step", "choose"} of CachedSteps."""
   attn_type = model.backbone.config.attn_type
-  outputs = model.backbone(_prediction_inputs(attn_type, context_ids, context_mask),
-                           training=False)
-  return model.lm_logits(_predicting_states(attn_type, outputs)), (context_ids, context_mask)
+
+  def prompt(ids, mask):
+    """The prompt in one call: (the logits of the first token, each layer's keys and values
+    [B, N, S, H])."""
+    config = model.backbone.config
+    batch, length = tf.shape(ids)[0], tf.shape(ids)[1]
+    empty = tf.zeros(tf.stack([batch, config.n_head, 0, config.d_head]), model.compute_dtype)
+    inputs = dict(_prediction_inputs(attn_type, ids, mask), memory_mask=tf.zeros([batch, 0]))
+    outputs = model.backbone(inputs, training=False,
+                             memory_keys_values=[(empty, empty)] * config.n_layer)
+    logits = model.lm_logits(_predicting_states(attn_type, outputs))
+    keys_values = [tuple(tensor[:, :, :length] for tensor in pair)  # not the placeholder's
+                   for pair in outputs["keys_values"]]
+    return logits, keys_values
+
+  def step(layers, tokens, slot, visible, position_keys):
+    batch = tf.shape(tokens)[0]
+    slots = tf.fill([batch], slot)
+    query_slots = None if attn_type == "uni" else slots[:, None] + 1  # the placeholder
+    rows = 1 if attn_type == "uni" else 2
+    content, query = cached_rows.run_rows(
+        model, cached_rows.KeyValueCache.of_variables(layers), tokens, slots,
+        cached_rows.blocked_after(visible, slots, rows), position_keys,
+        query_slots=query_slots)
+    states = content[:, 0] if attn_type == "uni" else query[:, 0]
+    return model.lm_logits(states)
+
+  return {"prompt": tf.function(prompt, jit_compile=jit_compile),
+          "step": tf.function(step, jit_compile=jit_compile),
+          "choose": _choose_function(sampling)}
 
 
-def _empty_window(model, use_cache: bool, batch: int, capacity: int):
-  """The state before the prompt: C masked slots of keys and values (cache) or of token ids."""
-  memory_mask = tf.zeros([batch, capacity], tf.float32)
-  if not use_cache:
-    return tf.zeros([batch, capacity], tf.int32), memory_mask
-  config = model.backbone.config
-  empty = tf.zeros([batch, config.n_head, capacity, config.d_head], model.compute_dtype)
-  return [(empty, empty)] * config.n_layer, memory_mask, None
+class RecomputedSteps:
+  """The reference: every step runs the backbone over the whole window of C tokens (the
+  newest on the right, unfilled slots masked like left padding)."""
+
+  def __init__(self, model, prompt_ids, prompt_mask, max_new_tokens, sampling, jit_compile):
+    self.model, self.sampling, self.jit_compile = model, sampling, jit_compile
+    batch, length = prompt_ids.shape
+    capacity = _round_up(length + max_new_tokens - 1, CACHE_BUCKET)
+    self.window = (tf.zeros([batch, capacity], tf.int32), tf.zeros([batch, capacity]))
+    self.new = (prompt_ids, prompt_mask)  # the first step enters the prompt
+
+  def __call__(self, index, tokens, seed):
+    if index > 0:
+      self.new = (tokens[:, None], np.ones([len(tokens), 1], np.float32))
+    compiled = _compiled(self.model, _recomputed_functions, self.sampling, self.jit_compile)
+    logits, self.window = compiled["step"](self.window, self.new[0], self.new[1])
+    return compiled["choose"](logits, seed).numpy()
 
 
-# model -> {settings: compiled step}; tf.function keeps one trace per input shape, so repeated
-# calls with the same shapes reuse the compiled step.
+def _recomputed_functions(model, sampling, jit_compile):
+  """{"step", "choose"} of RecomputedSteps."""
+
+  def step(window, new_ids, new_mask):
+    ids = _shift_in(window[0], tf.cast(new_ids, tf.int32))
+    mask = _shift_in(window[1], tf.cast(new_mask, tf.float32))
+    attn_type = model.backbone.config.attn_type
+    outputs = model.backbone(_prediction_inputs(attn_type, ids, mask), training=False)
+    logits = model.lm_logits(_predicting_states(attn_type, outputs))
+    return logits, (ids, mask)
+
+  return {"step": tf.function(step, jit_compile=jit_compile), "choose": _choose_function(sampling)}
+
+
+def _choose_function(sampling):
+  """choose_tokens(logits, seed) without XLA for every path: the same draws for a seed, with
+  or without the cache and XLA."""
+  temperature, top_k, top_p = sampling
+  return tf.function(lambda logits, seed: choose_tokens(logits, seed, temperature, top_k, top_p))
+
+
+# model -> {settings: {name: tf.function}}; tf.function keeps one trace per input shape, so
+# later calls with the same shapes reuse the compiled functions.
 _compiled_steps = weakref.WeakKeyDictionary()
 
 
-def _compiled_step(model, use_cache, temperature, top_k, top_p, jit_compile):
-  """step(state, new_ids [B, n], new_mask [B, n], seed [2]) -> (tokens [B], state)."""
-  settings = (use_cache, temperature, top_k, top_p, jit_compile)
-  steps = _compiled_steps.setdefault(model, {})
-  if settings not in steps:
-    advance = _cached_logits if use_cache else _recomputed_logits
-
-    def step(state, new_ids, new_mask, seed):
-      logits, state = advance(model, state, tf.cast(new_ids, tf.int32), new_mask)
-      return choose_tokens(logits, seed, temperature, top_k, top_p), state
-
-    steps[settings] = tf.function(step, jit_compile=jit_compile)
-  return steps[settings]
+def _compiled(model, make, sampling, jit_compile):
+  functions = _compiled_steps.setdefault(model, {})
+  settings = (make.__name__, sampling, jit_compile)
+  if settings not in functions:
+    functions[settings] = make(model, sampling, jit_compile)
+  return functions[settings]
 
 
 # ---- input checks ----------------------------------------------------------------------------

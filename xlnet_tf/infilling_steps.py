@@ -22,6 +22,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf import cached_rows
 from xlnet_tf.layers import masks as mask_lib
 
 # A rank no blank reaches: blanks not yet filled are seen by nobody.
@@ -134,32 +135,13 @@ def _context_pass(backbone, inputs):
 def _cached_step(model, keys_values, visible, new_ids, new_positions, has_new, query_positions,
                  position_keys, segment_mismatch):
   """(logits [B, Q, V] of the query rows, the cache with the new blank's keys and values)."""
-  backbone = model.backbone
-  dtype = model.compute_dtype
-  length = tf.shape(visible)[1]
-  batch, queries = tf.shape(query_positions)[0], tf.shape(query_positions)[1]
-  content = tf.cast(tf.gather(backbone.word_embedding, new_ids[:, None]), dtype)  # [B, 1, D]
-  query = tf.tile(tf.cast(backbone.mask_emb, dtype), tf.stack([batch, queries, 1]))
-  positions = tf.concat([new_positions[:, None], query_positions], axis=1)  # [B, 1 + Q]
-  written = tf.cast((tf.one_hot(new_positions, length) * has_new[:, None])[:, None, :, None],
-                    dtype)
+  cache = cached_rows.BlendedCache(keys_values)
+  queries = tf.shape(query_positions)[1]
   blocked = tf.tile(tf.equal(visible, 0.0)[:, None], tf.stack([1, queries + 1, 1]))
-  mismatch = None
-  if segment_mismatch is not None:
-    mismatch = tf.gather(segment_mismatch, positions, batch_dims=1)
-  new_cache = []
-  for index, block in enumerate(backbone.blocks):
-    entered = block.attention.project_keys_values(content)  # [B, N, 1, H] each
-    cache = tuple(tf.cast(cached, dtype) * (1 - written) + tf.cast(new, dtype) * written
-                  for cached, new in zip(keys_values[index], entered))
-    new_cache.append(cache)
-    rows = block.rows_at_positions(
-        tf.concat([content, query], axis=1), positions, cache, position_keys[index],
-        backbone.layer_biases(index, mismatch is not None), content_length=length,
-        mask=blocked, segment_mismatch=mismatch)
-    content, query = rows[:, :1], rows[:, 1:]
-  return model.lm_logits(query), new_cache
-
+  _, query = cached_rows.run_rows(model, cache, new_ids, new_positions, blocked, position_keys,
+                                  query_slots=query_positions, written=has_new,
+                                  segment_mismatch=segment_mismatch)
+  return model.lm_logits(query), cache.layers
 
 
 class WholeTextSteps:
