@@ -82,9 +82,10 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
       row has stopped; the output keeps its shape.
     pad_id: fills rows after they stop.
     max_length: the largest T + N accepted (the cache holds that many states per layer).
-    jit_compile: compile the prompt call and the steps with XLA (which writes the cache in
-      place; see xlnet_tf.cached_rows); default: when the model computes in float32 (on CPU,
-      XLA runs bfloat16 matmuls at the float32 rate).
+    jit_compile: compile the prompt call and the steps with XLA. Default: not for cached
+      steps (at base size XLA's steps were 8% slower at batch 1 and 13% faster at batch 8,
+      and compile 3-4x longer; docs/performance.md); without the cache, when the model
+      computes in float32 (on CPU, XLA runs bfloat16 matmuls at the float32 rate).
 
   Raises UserInputError (a ValueError) naming the argument for bad input or an unsupported model.
   """
@@ -102,7 +103,7 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
   if seed is None:
     seed = int(np.random.SeedSequence().generate_state(1)[0])
   if jit_compile is None:
-    jit_compile = model.compute_dtype == "float32"
+    jit_compile = not use_cache and model.compute_dtype == "float32"
 
   padding = -length % PROMPT_BUCKET
   prompt_ids = np.pad(input_ids, [(0, 0), (padding, 0)], constant_values=pad_id)
