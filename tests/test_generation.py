@@ -248,3 +248,21 @@ def test_cli_continues_prompts_with_a_saved_lm(sp_model, tmp_path):
   missing = run_tool("run/generate.py", f"--model_dir={tmp_path / 'none'}",
                      f"--sp_path={sp_model}")
   assert missing.returncode == 1 and "none" in missing.stderr
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "bfloat16"])
+def test_bfloat16_models_generate_the_same_with_and_without_the_cache(policy, rng):
+  """Mixed precision (float32 weights cast where a layer is called) and bfloat16 weights
+  (what halves the bytes a memory-bound step reads): the cached steps call the layers'
+  projections outside `call`, where nothing casts for them."""
+  keras.mixed_precision.set_global_policy(policy)
+  try:
+    model = tiny_lm("bi", seed=3)
+    input_ids, input_mask = prompts(rng)
+    cached = generation.generate(model, input_ids, NEW, input_mask=input_mask).numpy()
+    recomputed = generation.generate(model, input_ids, NEW, input_mask=input_mask,
+                                     use_cache=False, jit_compile=False).numpy()
+  finally:
+    keras.mixed_precision.set_global_policy("float32")
+  assert len(np.unique(cached[:, 9:])) >= 3
+  np.testing.assert_array_equal(cached, recomputed)

@@ -150,9 +150,13 @@ def build_finetuning_step(spec):
 
 def _generation_step(spec):
   """Greedy generation of spec["new_tokens"] tokens after random prompts [batch, seq_len] with
-  the XLNet LM (XLNetPretrainer, objective perm; bi_data off, as generation needs)."""
+  the XLNet LM (XLNetPretrainer, objective perm; bi_data off, as generation needs). bfloat16:
+  the weights themselves in bfloat16 (memory-bound steps read half the bytes)."""
+  import keras
   from xlnet_tf import XLNetConfig, XLNetModel, generation
   from xlnet_tf.heads import XLNetPretrainer
+  if spec["dtype"] == "bfloat16":  # bfloat16 weights: half the bytes a step reads
+    keras.mixed_precision.set_global_policy("bfloat16")
   config = XLNetConfig.preset(spec["size"], n_token=VOCAB, bi_data=False)
   model = XLNetPretrainer(XLNetModel(config))
   ids, _, _ = random_inputs(spec["batch"], spec["seq_len"])
