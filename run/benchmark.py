@@ -15,6 +15,15 @@ whole text at every step; tokens/s counts the filled pieces:
   python run/benchmark.py --modes=infill,infill_recompute --shapes=8x128 --dtypes=float32 \
       --implementations=xlnet_tf --dropout=false --data_copies=0 --repeats=2
 
+--modes=lm_eval,lm_eval_vanilla time Transformer-XL's Table 7 with a left-to-right LM, shape
+1xL for an attention length L: scoring segments of 128 tokens over a memory of L, against the
+vanilla model re-running a window of L tokens for every prediction; tokens/s counts the tokens
+scored (their ratio is the table's speed-up):
+
+  python run/benchmark.py --modes=lm_eval,lm_eval_vanilla --shapes=1x512,1x1024,1x2048 \
+      --dtypes=float32 --implementations=xlnet_tf --dropout=false --data_copies=0 \
+      --output=docs/benchmarks_table7
+
 --modes=generate times greedy generation of --new_tokens tokens after prompts of seq_len tokens
 with the XLNet LM (bi attention, the query stream predicting the next token):
 xlnet_tf.generation.generate against Hugging Face's XLNetLMHeadModel.generate; tokens/s counts
@@ -65,8 +74,8 @@ from absl import app
 from absl import flags
 from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
-from xlnet_tf.benchmarking import (INFILL_MODES, INFILL_SPAN, INFILL_SPANS, VOCAB,
-                                   build_xlnet_tf_step, random_inputs)
+from xlnet_tf.benchmarking import (INFILL_MODES, INFILL_SPAN, INFILL_SPANS, LM_EVAL_MODES,
+                                   VOCAB, build_xlnet_tf_step, lm_eval_tokens, random_inputs)
 from xlnet_tf.config import SIZE_PRESETS
 from xlnet_tf import finetuning_memory
 
@@ -282,7 +291,8 @@ WORKERS = {"xlnet_tf": run_xlnet_tf, "hf_torch": run_hf_torch, "keras_hub": run_
 MODES = {"forward": {"xlnet_tf", "hf_torch", "keras_hub"},
          "train": {"xlnet_tf", "hf_torch"},  # keras-hub's backbone has no permutation-LM path
          "serve": {"xlnet_tf"}, "serve_xla": {"xlnet_tf"}, "generate": {"xlnet_tf", "hf_torch"},
-         "infill": {"xlnet_tf"}, "infill_recompute": {"xlnet_tf"}}
+         "infill": {"xlnet_tf"}, "infill_recompute": {"xlnet_tf"},
+         "lm_eval": {"xlnet_tf"}, "lm_eval_vanilla": {"xlnet_tf"}}
 flags.register_validator("modes", lambda modes: set(modes) <= set(MODES),
                          f"--modes: {', '.join(MODES)}")
 
@@ -548,6 +558,9 @@ def _add_rates(result, matmul):
     return
   if result["mode"] in INFILL_MODES:  # the blanks filled
     result["tokens_per_sec"] = result["batch"] * INFILL_SPANS * INFILL_SPAN / result["seconds"]
+    return
+  if result["mode"] in LM_EVAL_MODES:  # the tokens scored
+    result["tokens_per_sec"] = lm_eval_tokens(result["mode"]) / result["seconds"]
     return
   result["tokens_per_sec"] = result["batch"] * result["seq_len"] / result["seconds"]
   flops = model_flops(result["size"], result["batch"], result["seq_len"], result["mode"],

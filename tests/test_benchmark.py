@@ -49,6 +49,20 @@ def test_benchmark_measures_and_reports(tmp_path):
 
 
 @pytest.mark.slow
+def test_benchmark_times_table7_evaluation_with_memory_and_vanilla(tmp_path):
+  output = tmp_path / "table7"
+  subprocess.run([sys.executable, os.path.join(ROOT, "run", "benchmark.py"), "--sizes=tiny",
+                  "--shapes=1x32", "--dtypes=float32", "--implementations=xlnet_tf",
+                  "--modes=lm_eval,lm_eval_vanilla", "--repeats=1", "--nodropout",
+                  "--data_copies=0", f"--output={output}"], check=True, capture_output=True)
+  rows = json.loads((tmp_path / "table7.json").read_text())["results"]
+  memory, vanilla = rows
+  assert memory["tokens_per_sec"] == pytest.approx(4 * 128 / memory["seconds"])
+  assert vanilla["tokens_per_sec"] == pytest.approx(4 / vanilla["seconds"])
+  assert "| tiny | 1x32 | float32 | lm_eval | xlnet_tf |" in (tmp_path / "table7.md").read_text()
+
+
+@pytest.mark.slow
 def test_profile_step_lists_op_times():
   result = subprocess.run([sys.executable, os.path.join(ROOT, "run", "profile_step.py"),
                            "--size=tiny", "--shape=2x16", "--mode=train", "--top=8"],

@@ -62,6 +62,8 @@ def build_xlnet_tf_step(spec):
     return _generation_step(spec)
   if spec["mode"] in INFILL_MODES:
     return _infill_step(spec)
+  if spec["mode"] in LM_EVAL_MODES:
+    return _lm_evaluation_step(spec, jit)
   # profile_step.py --nofused; passed only when asked (a --baseline revision may predate it)
   backbone = XLNetModel(config, **({"fused": spec["fused"]} if "fused" in spec else {}))
   if spec["mode"] in ("serve", "serve_xla"):
@@ -199,6 +201,40 @@ def _infill_step(spec):
   use_cache = INFILL_MODES[spec["mode"]]
   return lambda: infilling.fill(model, ids, fill_mask, segment_ids=segments,
                                 use_cache=use_cache).numpy()
+
+
+# Transformer-XL's Table 7 (--modes=lm_eval,lm_eval_vanilla), shape 1xL: batch 1, attention
+# length L. With memory, LM_EVAL_SEGMENTS segments of LM_EVAL_SEGMENT tokens over a memory of
+# L per call; vanilla, LM_EVAL_WINDOWS predictions, each re-running a window of L tokens.
+LM_EVAL_MODES = ("lm_eval", "lm_eval_vanilla")
+LM_EVAL_SEGMENT, LM_EVAL_SEGMENTS, LM_EVAL_WINDOWS = 128, 4, 4
+
+
+def lm_eval_tokens(mode: str) -> int:
+  """Tokens scored by one call of an LM_EVAL_MODES step."""
+  return LM_EVAL_SEGMENTS * LM_EVAL_SEGMENT if mode == "lm_eval" else LM_EVAL_WINDOWS
+
+
+def _lm_evaluation_step(spec, jit):
+  """One call of xlnet_tf.studies.evaluation_speed's memory or vanilla evaluation with a
+  left-to-right LM (attn_type uni, objective clm) of spec["size"]."""
+  import numpy as np
+  from xlnet_tf import XLNetConfig, XLNetModel
+  from xlnet_tf.heads import XLNetPretrainer
+  from xlnet_tf.studies.evaluation_speed import memory_evaluation, vanilla_evaluation
+  if spec["batch"] != 1:
+    raise ValueError(f"--modes={spec['mode']} times batch 1 (Table 7); got --shapes "
+                     f"{spec['batch']}x{spec['seq_len']}")
+  length = spec["seq_len"]
+  config = XLNetConfig.preset(spec["size"], n_token=VOCAB, attn_type="uni", bi_data=False)
+  model = XLNetPretrainer(XLNetModel(config), objective="clm")
+  calls = spec["repeats"] + 1
+  ids = np.random.default_rng(0).integers(
+      0, VOCAB, size=[1, length + (2 + calls * LM_EVAL_SEGMENTS) * LM_EVAL_SEGMENT + 1])
+  ids = ids.astype(np.int32)
+  if spec["mode"] == "lm_eval":
+    return memory_evaluation(model, ids, length, LM_EVAL_SEGMENT, LM_EVAL_SEGMENTS, jit)
+  return vanilla_evaluation(model, ids, length, LM_EVAL_WINDOWS, jit)
 
 
 def _serving_step(model, inputs, seq_len, xla):

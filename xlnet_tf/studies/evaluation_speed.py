@@ -55,30 +55,33 @@ def evaluation_speed(pretrainer: XLNetPretrainer, attention_lengths: Sequence[in
   return rows
 
 
-def _seconds_per_token_with_memory(pretrainer: XLNetPretrainer, ids: np.ndarray, length: int,
-                                   tgt_len: int, timed_segments: int, jit_compile: bool) -> float:
-  """Seconds per token of `timed_segments` segments read over a memory of `length`."""
+def memory_evaluation(pretrainer: XLNetPretrainer, ids: np.ndarray, length: int, tgt_len: int,
+                      segments: int, jit_compile: bool):
+  """A callable scoring the next `segments` segments of tgt_len over a memory of `length`
+  (filled first, with one more step at its full length so that every compiled shape is
+  compiled here); each call reads on from where the last stopped. `ids` must hold
+  length + tgt_len + calls * segments * tgt_len + 1 tokens."""
   scorer = SegmentScorer(with_memory(pretrainer, length), 1, jit_compile)
-  memory = scorer.empty_memory
-  filled = 0
-  # Fill the memory, then one more step at its full length: the compiled regions are
-  # compiled for each new shape, and none of that is timed.
-  while filled < length + tgt_len:
-    _, memory = scorer.step(tf.constant(ids[:, filled:filled + tgt_len]),
-                            tf.constant(ids[:, filled + 1:filled + tgt_len + 1]), memory)
-    filled += tgt_len
-  started = time.perf_counter()
-  for index in range(timed_segments):
-    begin = filled + index * tgt_len
-    loss, memory = scorer.step(tf.constant(ids[:, begin:begin + tgt_len]),
-                               tf.constant(ids[:, begin + 1:begin + tgt_len + 1]), memory)
-  float(loss)
-  return (time.perf_counter() - started) / (timed_segments * tgt_len)
+  state = {"memory": scorer.empty_memory, "filled": 0}
+
+  def score(count):
+    loss = None
+    for _ in range(count):
+      begin = state["filled"]
+      loss, state["memory"] = scorer.step(tf.constant(ids[:, begin:begin + tgt_len]),
+                                          tf.constant(ids[:, begin + 1:begin + tgt_len + 1]),
+                                          state["memory"])
+      state["filled"] += tgt_len
+    return float(loss)
+
+  score(-(-(length + tgt_len) // tgt_len))
+  return lambda: score(segments)
 
 
-def _seconds_per_token_vanilla(pretrainer: XLNetPretrainer, ids: np.ndarray, length: int,
-                               timed_windows: int, jit_compile: bool) -> float:
-  """Seconds per prediction when each one re-runs a window of the last `length` tokens."""
+def vanilla_evaluation(pretrainer: XLNetPretrainer, ids: np.ndarray, length: int, windows: int,
+                       jit_compile: bool):
+  """A callable predicting `windows` tokens the vanilla way: each re-runs a window of the last
+  `length` tokens from scratch and reads only its last position (compiled here)."""
   window_model = with_memory(pretrainer, 0)
 
   @tf.function(input_signature=[tf.TensorSpec([1, length], tf.int32)], jit_compile=jit_compile)
@@ -87,8 +90,28 @@ def _seconds_per_token_vanilla(pretrainer: XLNetPretrainer, ids: np.ndarray, len
     return model.lm_logits(hidden[:, -1])  # [1, V]: only the last position is predicted
 
   last_position_logits(tf.constant(ids[:, :length]))  # compile
+
+  def predict():
+    for index in range(windows):
+      logits = last_position_logits(tf.constant(ids[:, index + 1:index + 1 + length]))
+    return float(logits[0, 0])
+
+  return predict
+
+
+def _seconds_per_token_with_memory(pretrainer: XLNetPretrainer, ids: np.ndarray, length: int,
+                                   tgt_len: int, timed_segments: int, jit_compile: bool) -> float:
+  """Seconds per token of `timed_segments` segments read over a memory of `length`."""
+  score = memory_evaluation(pretrainer, ids, length, tgt_len, timed_segments, jit_compile)
   started = time.perf_counter()
-  for index in range(timed_windows):
-    logits = last_position_logits(tf.constant(ids[:, index + 1:index + 1 + length]))
-  float(logits[0, 0])
+  score()
+  return (time.perf_counter() - started) / (timed_segments * tgt_len)
+
+
+def _seconds_per_token_vanilla(pretrainer: XLNetPretrainer, ids: np.ndarray, length: int,
+                               timed_windows: int, jit_compile: bool) -> float:
+  """Seconds per prediction when each one re-runs a window of the last `length` tokens."""
+  predict = vanilla_evaluation(pretrainer, ids, length, timed_windows, jit_compile)
+  started = time.perf_counter()
+  predict()
   return (time.perf_counter() - started) / timed_windows
