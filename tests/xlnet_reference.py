@@ -164,6 +164,8 @@ def xlnet_forward(weights, cfg, input_ids, segment_ids=None, input_mask=None, pe
 
   embedding = w[PREFIX + "word_embedding/lookup_table"]
   h = embedding[ids]  # [B, T, D]
+  if pos_encoding == "absolute_sinusoid":  # Vaswani et al.'s scale of the word embeddings
+    h = h * np.sqrt(d_model)
   if pos_encoding.startswith("absolute"):  # positions within this segment, 0..T-1
     for p in range(qlen):
       position = min(p, cfg.clamp_len) if cfg.clamp_len > 0 else p

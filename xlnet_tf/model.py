@@ -168,9 +168,8 @@ class XLNetModel(keras.Model):
                                   dtype)
     content = tf.cast(tf.gather(self.word_embedding, input_ids), dtype)  # [B, T, D]
     if config.pos_encoding in position_ablations.ABSOLUTE:
-      content += tf.cast(position_ablations.absolute_encoding(
-          config.pos_encoding, length, config.d_model, config.clamp_len, self.position_table),
-          dtype)[None]
+      content = position_ablations.with_absolute_positions(config, content, length,
+                                                           self.position_table)
     content = self.embedding_dropout(content, training=training)
     query = None
     if "query_positions" in block_kwargs:  # the query stream: mask_emb at each prediction

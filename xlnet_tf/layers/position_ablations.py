@@ -6,7 +6,8 @@ left-to-right LMs (attn_type "uni"; config.pos_encoding):
   a_clip(i-j)), no global bias terms.
 - "absolute_sinusoid" (Vaswani et al., 2017) / "absolute_learned" (Al-Rfou et al., 2018):
   the encoding of each position within the segment (0, 1, ..., T-1; clipped at clamp_len
-  when > 0) added to the word embeddings; attention is q_i . k_j. Positions restart in every
+  when > 0) added to the word embeddings (scaled by sqrt(d_model) for the sinusoid, as
+  Vaswani et al. scale them); attention is q_i . k_j. Positions restart in every
   segment, so a memory's states carry positions that collide with the current segment's:
   what makes them confusing under recurrence (the paper's point).
 
@@ -53,6 +54,19 @@ def shaw_position_keys(table, key_length, n_head: int, clamp_len: int):
 def zero_position_keys(key_length, n_head: int, d_head: int, dtype):
   """No position term: [1, N, K+1, H] of zeros (the absolute encodings)."""
   return tf.zeros(tf.stack([1, n_head, key_length + 1, d_head]), dtype)
+
+
+def with_absolute_positions(config, embedded, length, table=None):
+  """The word embeddings [B, T, D] with the absolute encoding of positions 0..T-1 added.
+  For the sinusoid the embeddings are first scaled by sqrt(D), as Vaswani et al. and
+  Transformer-XL's code do: word embeddings initialised at init_std (0.02) next to unit
+  sinusoids would carry almost nothing of the token (measured: 800 steps without the scale
+  stayed at the unigram perplexity, 765)."""
+  encoding = absolute_encoding(config.pos_encoding, length, config.d_model, config.clamp_len,
+                               table)
+  if config.pos_encoding == "absolute_sinusoid":
+    embedded *= tf.cast(config.d_model ** 0.5, embedded.dtype)
+  return embedded + tf.cast(encoding, embedded.dtype)[None]
 
 
 def absolute_encoding(pos_encoding: str, length, d_model: int, clamp_len: int, table=None):
