@@ -221,8 +221,10 @@ class CachedSteps:
     self.prompt_length = prompt_ids.shape[1]
     self.prompt = (tf.constant(prompt_ids), tf.constant(prompt_mask, tf.float32))
     capacity = _round_up(self.prompt_length + max_new_tokens, CACHE_BUCKET)
-    self.visible = np.zeros([prompt_ids.shape[0], capacity], np.float32)
-    self.visible[:, :self.prompt_length] = prompt_mask
+    # 1 = a real token: the prompt's mask, then every generated slot (a step's mask hides the
+    # slots after its own; cached_rows.blocked_after).
+    self.real = tf.constant(np.pad(prompt_mask, [(0, 0), (0, capacity - self.prompt_length)],
+                                   constant_values=1), tf.float32)
     self.jit_compile = jit_compile
     self.cache = self.position_keys = None
 
@@ -231,17 +233,15 @@ class CachedSteps:
     if index == 0:
       logits, keys_values = compiled["prompt"](*self.prompt)
       tokens = compiled["choose"](logits, seed)
-      batch, capacity = self.visible.shape
+      batch, capacity = self.real.shape
       self.cache = cached_rows.KeyValueCache.empty(
           self.model.backbone.config, batch, capacity, self.model.compute_dtype)
       self.cache.write_prefix(keys_values)
       self.position_keys = self.model.backbone.layer_position_keys(capacity, capacity)
       return tokens.numpy()
     slot = self.prompt_length + index - 1
-    self.visible[:, slot] = 1
     logits = compiled["step"](self.cache.layers, tf.constant(tokens, tf.int32),
-                              tf.constant(slot, tf.int32), tf.constant(self.visible),
-                              self.position_keys)
+                              tf.constant(slot, tf.int32), self.real, self.position_keys)
     return compiled["choose"](logits, seed).numpy()
 
 
@@ -263,14 +263,14 @@ def _cached_functions(model, sampling, jit_compile):
                    for pair in outputs["keys_values"]]
     return logits, keys_values
 
-  def step(layers, tokens, slot, visible, position_keys):
+  def step(layers, tokens, slot, real, position_keys):
     batch = tf.shape(tokens)[0]
     slots = tf.fill([batch], slot)
     query_slots = None if attn_type == "uni" else slots[:, None] + 1  # the placeholder
     rows = 1 if attn_type == "uni" else 2
     content, query = cached_rows.run_rows(
         model, cached_rows.KeyValueCache.of_variables(layers), tokens, slots,
-        cached_rows.blocked_after(visible, slots, rows), position_keys,
+        cached_rows.blocked_after(real, slots, rows), position_keys,
         query_slots=query_slots)
     states = content[:, 0] if attn_type == "uni" else query[:, 0]
     return model.lm_logits(states)
