@@ -63,7 +63,8 @@ class KeyValueCache:
     Every text writes the same slot (generation's), so this is one strided-slice assignment:
     a scatter would put the variable in copy-on-read mode, and every later read would copy
     the whole cache."""
-    del written  # every text writes
+    if written is not None:
+      raise ValueError("KeyValueCache writes every text's slot; use BlendedCache for `written`")
     slot = slots[0]
     for variable, tensor in zip(self.layers[layer], entered):
       variable[:, :, slot:slot + 1].assign(tf.cast(tensor, variable.dtype))
@@ -97,8 +98,9 @@ def run_rows(model, cache: KeyValueCache, content_ids, content_slots, blocked, p
 
   Args:
     model: an XLNetPretrainer.
-    cache: the text's KeyValueCache; the content row's keys and values are entered at its slot
-      (where `written` is 1) before each layer attends.
+    cache: a KeyValueCache (every text writes the same slot) or a BlendedCache; the content
+      row's keys and values are entered at its slot (where `written` is 1) before each layer
+      attends.
     content_ids: int32 [B], the token of the content row; content_slots int32 [B], its slot.
     blocked: bool [B, P, C], True = the row may not attend to the slot (rows: the content row,
       then the query rows).
