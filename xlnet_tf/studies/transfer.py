@@ -46,7 +46,10 @@ VARIANTS = {
     "perm_next_sentence": {"next_sentence": True},
     "mlm_no_memory": {"objective": "mlm", "mem_len": 0},
 }
-DATA_KEYS = ("objective", "span_prediction", "bi_data")  # what changes the TFRecords
+# What changes the TFRecords: besides Table 6's rows, the recipe's K (num_predict targets of
+# seq_len), the span length (max_span_words) and the context around a span (mask_alpha).
+DATA_KEYS = ("objective", "span_prediction", "bi_data", "num_predict", "max_span_words",
+             "mask_alpha")
 RUN_KEYS = ("mem_len", "next_sentence", "learning_rate")  # what changes the run only
 
 
