@@ -1,126 +1,20 @@
-"""The pretraining loop: resume, memory, XLA, distribution, overfitting, bad input."""
+"""The pretraining loop: memory, XLA, overfitting, compiled evaluation, bad input, divergence."""
 
-import glob
-import json
 import os
-import re
-import signal
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from cli_output import run_tool, tensorflow_log_lines
-from local_cluster import free_ports
+from tiny_pretraining import config_for, make_run
 from xlnet_reference import randomize_weights
-from xlnet_tf import XLNetConfig, checkpoints
-from xlnet_tf.pretraining.records import load_record_info, pretraining_dataset
+from xlnet_tf import checkpoints
+from xlnet_tf.pretraining.records import pretraining_dataset
 from xlnet_tf.heads import XLNetPretrainer
 from xlnet_tf.heads.pretrainer import masked_lm_loss
 from xlnet_tf.errors import UserInputError
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun, TrainingDivergedError
-from xlnet_tf.training import run_lock
-
-RUNNER = os.path.join(os.path.dirname(__file__), "distributed_run.py")
-
-
-def config_for(data, **overrides):
-  info = load_record_info(data)
-  values = dict(n_token=info["tokenizer"]["vocab_size"], n_layer=2, d_model=32, n_head=4,
-                d_head=8, d_inner=64, dropout=0.0, dropatt=0.0, mem_len=16, reuse_len=16,
-                bi_data=info["settings"]["bi_data"])
-  values.update(overrides)
-  return XLNetConfig(**values)
-
-
-def make_run(data, model_dir, steps, seed=0, model=None, **option_overrides):
-  """A one-device run of the tiny model (`model`: config overrides) on `data`."""
-  keras.utils.set_random_seed(seed)
-  options = dict(model_dir=str(model_dir), train_data=data, train_steps=steps,
-                 learning_rate=1e-2, warmup_steps=2, log_steps=1, save_steps=3, summaries=False)
-  options.update(option_overrides)
-  return PretrainingRun(tf.distribute.OneDeviceStrategy("/cpu:0"),
-                        config_for(data, **(model or {})), PretrainingOptions(**options))
-
-
-def test_killed_run_resumes_to_the_same_weights(small_data, tmp_path):
-  data = small_data["bi"]
-  straight = make_run(data, tmp_path / "straight", 6)
-  straight.train()
-  assert not os.path.exists(tmp_path / "straight" / "pretrained")  # the caller exports
-  assert straight.export() == {"pretrained": str(tmp_path / "straight" / "pretrained"),
-                               "lm": str(tmp_path / "straight" / "lm")}
-  assert checkpoints.load_pretrained(str(tmp_path / "straight" / "pretrained")).config == (
-      straight.config)
-  interrupted = make_run(data, tmp_path / "interrupted", 6)
-  interrupted.train(stop_after=4)  # checkpoint at 3; step 4 is lost with the "kill"
-  assert interrupted.checkpoints.manager.latest_checkpoint.endswith("ckpt-3")
-  resumed = make_run(data, tmp_path / "interrupted", 6, seed=99)  # other init: restored anyway
-  result = resumed.train()
-  assert result["history"][0]["step"] == 4
-  for a, b in zip(straight.model.weights, resumed.model.weights):
-    np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6, err_msg=a.path)
-  saved = sorted(f for f in os.listdir(tmp_path / "interrupted") if f.startswith("mems-"))
-  assert saved == ["mems-3-worker0.npz", "mems-6-worker0.npz"]
-
-
-DROPOUT = {"dropout": 0.1, "dropatt": 0.1}
-
-
-def _runner_options(**options):
-  """distributed_run.py's arguments for 6 steps with make_run's options and dropout."""
-  return ["--model=" + json.dumps(DROPOUT),
-          "--options=" + json.dumps(dict(save_steps=3, warmup_steps=2, **options))]
-
-
-def _kill_at_step_4(strategy, cpu_replicas, data, model_dir, **options):
-  """A process training 6 steps with dropout (checkpoints every 3, as make_run's) killed with
-  SIGKILL right after step 4: resuming repeats step 4 from the checkpoint of step 3."""
-  killed = subprocess.run(
-      [sys.executable, RUNNER, strategy, str(cpu_replicas), data, str(model_dir), "6",
-       "--kill_after=4", *_runner_options(**options)],
-      capture_output=True, text=True, timeout=600)
-  assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-3")
-  assert os.path.exists(os.path.join(model_dir, run_lock.LOCK_FILE))  # left by the dead run
-
-
-def _assert_same_weights(expected, actual):
-  assert len(expected) == len(actual)
-  for path, value in expected.items():
-    np.testing.assert_allclose(actual[path], value, atol=1e-6, rtol=0, err_msg=path)
-
-
-def test_killed_process_resumes_to_the_weights_of_an_uninterrupted_run_with_dropout(
-    small_data, tmp_path):
-  """Dropout 0.1: the masks of a step depend on (seed, step, replica) only, so the resumed
-  run redraws step 4's masks; its lock is taken over."""
-  data = small_data["bi"]
-  _kill_at_step_4("one_device", 0, data, tmp_path / "killed")
-  resumed = make_run(data, tmp_path / "killed", 6, seed=99, model=DROPOUT)  # other init
-  assert resumed.train()["history"][0]["step"] == 4
-  assert not os.path.exists(tmp_path / "killed" / run_lock.LOCK_FILE)
-  straight = make_run(data, tmp_path / "straight", 6, model=DROPOUT)
-  straight.train()
-  _assert_same_weights({v.path: v.numpy() for v in straight.model.weights},
-                       {v.path: v.numpy() for v in resumed.model.weights})
-
-
-@pytest.mark.slow
-def test_killed_mirrored_run_resumes_to_the_weights_of_an_uninterrupted_run_with_dropout(
-    small_data, tmp_path):
-  """Two replicas (each its own masks): killed at step 4, resumed in a new process, equal to
-  an uninterrupted run (without XLA, which compiles slowly per replica; the one-device test
-  covers it)."""
-  data = small_data["uni"]
-  _kill_at_step_4("mirrored", 2, data, tmp_path / "killed", jit_compile=False)
-  _run_subprocess(["mirrored", 2, data, f"{tmp_path / 'killed'},{tmp_path / 'straight'}", 6,
-                   "--weights", *_runner_options(jit_compile=False)])
-  with np.load(tmp_path / "straight.npz") as straight, np.load(tmp_path / "killed.npz") as resumed:
-    _assert_same_weights(dict(straight), dict(resumed))
 
 
 def test_a_non_finite_loss_stops_the_run_before_anything_is_saved(small_data, tmp_path):
@@ -204,46 +98,6 @@ def test_fit_carries_memory(small_data):
   assert memory.shape == (2, 4, 16, 32) and np.abs(memory).max() > 0
 
 
-def _run_subprocess(args, env=None):
-  result = subprocess.run([sys.executable, RUNNER] + [str(a) for a in args], env=env,
-                          capture_output=True, text=True, timeout=600)
-  assert result.returncode == 0, result.stderr[-3000:]
-  line = [out for out in result.stdout.splitlines() if out.startswith("LOSSES ")][-1]
-  return json.loads(line[len("LOSSES "):])
-
-
-@pytest.mark.slow
-def test_mirrored_equals_one_device(small_data, tmp_path):
-  data = small_data["uni"]
-  one = _run_subprocess(["one_device", 0, data, tmp_path / "one", 5])
-  mirrored = _run_subprocess(["mirrored", 2, data, tmp_path / "mirrored", 5])
-  assert len(one) == 5
-  np.testing.assert_allclose(mirrored, one, rtol=2e-5)
-
-
-@pytest.mark.slow
-def test_two_workers_equal_one_device(small_data, tmp_path):
-  """Two worker processes on 127.0.0.1, each reading one of two identical shards: the global
-  batch holds every row twice, so loss and update equal one device on one copy."""
-  data = small_data["twin"]
-  one = _run_subprocess(["one_device", 0, data, tmp_path / "one", 4])
-  workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-  processes = []
-  for index in range(2):
-    env = dict(os.environ, TF_CONFIG=json.dumps(
-        {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
-    processes.append(subprocess.Popen(
-        [sys.executable, RUNNER, "multi_worker_mirrored", "0", data, str(tmp_path / "mw"), "4"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-  outputs = []
-  for process in processes:
-    stdout, stderr = process.communicate(timeout=600)
-    assert process.returncode == 0, stderr[-3000:]
-    outputs.append(json.loads([out for out in stdout.splitlines()
-                               if out.startswith("LOSSES ")][-1][len("LOSSES "):]))
-  np.testing.assert_allclose(outputs[0], one, rtol=2e-5)
-  np.testing.assert_allclose(outputs[1], one, rtol=2e-5)
-
 
 def test_bad_settings_fail_before_training(small_data, tmp_path):
   data = small_data["bi"]
@@ -280,70 +134,6 @@ def test_train_step_compiles_with_xla(small_data, tmp_path):
   assert "HloModule" in hlo
 
 
-@pytest.mark.slow
-def test_cli_main_job_builds_data_trains_evaluates_and_resumes(tmp_path):
-  script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "pretrain.py")
-  common = [sys.executable, script, f"--output_dir={tmp_path}",
-            "--save_steps=10", "--log_steps=10", "--eval_batches=3", "--warmup_steps=5",
-            "--model_size=tiny", "--vocab_size=500", "--seq_len=32", "--reuse_len=16",
-            "--num_predict=5", "--bsz_per_host=4"]
-  first = subprocess.run(common + ["--train_steps=20"], capture_output=True, text=True,
-                         timeout=600)
-  assert first.returncode == 0, first.stderr[-3000:]
-  assert "[train] Read 4 files" in first.stdout and "[valid] Read 1 files" in first.stdout
-  assert "Held-out permutation-LM loss:" in first.stdout
-  summary = json.load(open(tmp_path / "model" / "run_summary.json"))
-  assert summary["held_out_after"]["loss"] < summary["held_out_before"]["loss"]
-  assert os.listdir(tmp_path / "model" / "train"), "TensorBoard events"
-  second = subprocess.run(common + ["--train_steps=30"], capture_output=True, text=True,
-                          timeout=600)
-  assert second.returncode == 0, second.stderr[-3000:]
-  assert "Reusing the data" in second.stdout
-  assert "Resumed from" in second.stderr and "ckpt-20" in second.stderr
-  assert "Trained to step 30" in second.stdout
-
-
-def test_cli_pretrains_from_raw_text_within_a_time_budget(tmp_path):
-  """--input_glob --objective=mlm --max_minutes: the SentencePiece model, the records and the
-  backbone in the main job's layout, the step count fitted to the budget; TensorFlow's logs
-  silenced."""
-  from xlnet_tf.pretraining import corpus
-  corpus.write_corpus_files(corpus.python_docs_documents()[:60], str(tmp_path / "text"),
-                            num_files=2)
-  budget_minutes = 0.75
-  result = run_tool(
-      "run/pretrain.py", f"--input_glob={tmp_path}/text/*.txt", f"--output_dir={tmp_path}/out",
-      "--objective=mlm", f"--max_minutes={budget_minutes}", "--model_size=tiny",
-      "--vocab_size=500", "--seq_len=32", "--reuse_len=16", "--num_predict=5",
-      "--bsz_per_host=4", "--eval_batches=2", "--log_steps=50")
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert not tensorflow_log_lines(result.stderr)  # only the run's own progress
-  out = tmp_path / "out"
-  assert (out / "data" / "spiece.model").exists()
-  assert load_record_info(str(out / "data" / "train"))["settings"]["objective"] == "mlm"
-  assert (out / "model" / "pretrained" / "xlnet_config.json").exists()
-  assert "Held-out masked-LM loss:" in result.stdout
-  planned = re.search(r"Time budget: .* -> (\d+) steps in all", result.stderr)
-  summary = json.load(open(out / "model" / "run_summary.json"))
-  assert planned and summary["train_steps"] == int(planned.group(1)) > 20
-  assert summary["seconds"] < budget_minutes * 60 + 15
-  assert summary["held_out_after"]["loss"] < summary["held_out_before"]["loss"]
-
-
-@pytest.mark.parametrize("policy,options", [("mixed_bfloat16", {}),
-                                            ("mixed_float16", {"loss_scale": 1024.0}),
-                                            ("float32", {"recompute_blocks": True})])
-def test_precisions_and_recomputation_train(small_data, tmp_path, policy, options):
-  keras.mixed_precision.set_global_policy(policy)
-  try:
-    run = make_run(small_data["bi"], tmp_path / policy, 8, **options)
-    history = run.train()["history"]
-  finally:
-    keras.mixed_precision.set_global_policy("float32")
-  losses = [record["loss"] for record in history]
-  assert all(np.isfinite(losses)) and losses[-1] < losses[0]
-
-
 def test_final_evaluation_reuses_the_compiled_step(small_data, tmp_path):
   """Evaluations before and after training (run/pretrain.py's) trace each step function once,
   so the final one compiles nothing (XLA compiles per trace and shape; off here, for speed)."""
@@ -359,62 +149,3 @@ def test_final_evaluation_reuses_the_compiled_step(small_data, tmp_path):
   assert run.evaluation_seconds > 0
 
 
-def _scalars(directory):
-  """{tag: [values in step order]} of a TensorBoard event directory."""
-  values = {}
-  for path in sorted(glob.glob(os.path.join(directory, "events.out.tfevents.*"))):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        if value.HasField("tensor") and not value.tensor.string_val:
-          values.setdefault(value.tag, []).append(float(tf.make_ndarray(value.tensor)))
-  return values
-
-
-def test_float16_overflow_skips_the_step_halves_the_scale_and_good_steps_double_it(
-    small_data, tmp_path, policy):
-  policy("mixed_float16")
-  run = make_run(small_data["bi"], tmp_path / "run", 10, loss_scale="dynamic",
-                 loss_scale_growth_steps=2)
-  iterator = run._distributed_data(small_data["bi"])
-  mems = run._zero_mems()
-  state = run.model.trainable_variables + run.optimizer.variables
-  run.loss_scale.scale.assign(2.0 ** 40)  # float16 gradients of a loss times 2^40 overflow
-  before = [v.numpy().copy() for v in state if v is not run.optimizer.iterations]
-  _, norm, mems = run.steps.train_step(iterator, mems)
-  assert not np.isfinite(float(norm))
-  for value, variable in zip(before, [v for v in state if v is not run.optimizer.iterations]):
-    np.testing.assert_array_equal(variable.numpy(), value, err_msg=variable.path)
-  assert float(run.loss_scale.scale.numpy()) == 2.0 ** 39
-  assert int(run.loss_scale.skipped_steps.numpy()) == 1
-  assert int(run.optimizer.iterations.numpy()) == 1  # the batch was consumed
-  run.loss_scale.scale.assign(2.0 ** 10)
-  for _ in range(2):
-    _, norm, mems = run.steps.train_step(iterator, mems)
-    assert np.isfinite(float(norm))
-  assert float(run.loss_scale.scale.numpy()) == 2.0 ** 11  # doubled after 2 good steps
-  assert int(run.loss_scale.skipped_steps.numpy()) == 1
-  moved = [np.abs(v.numpy() - value).max() for v, value in zip(run.model.trainable_variables,
-                                                               before)]
-  assert min(moved) > 0
-
-
-def test_float16_with_a_dynamic_scale_trains_and_reports_skipped_steps(small_data, tmp_path,
-                                                                        policy):
-  """From a scale that overflows (2^30), the run skips steps until the scale fits, counts them
-  in its log records, result and TensorBoard, and the loss still falls."""
-  policy("mixed_float16")
-  run = make_run(small_data["bi"], tmp_path / "run", 40, loss_scale="dynamic",
-                 initial_loss_scale=2.0 ** 30, summaries=True)
-  result = run.train()
-  skipped = result["skipped_steps"]
-  assert 1 <= skipped < 30
-  history = result["history"]
-  assert history[-1]["skipped_steps"] == skipped
-  assert [record["skipped_steps"] for record in history] == sorted(
-      record["skipped_steps"] for record in history)
-  assert history[-1]["loss_scale"] == 2.0 ** 30 / 2 ** skipped  # 40 steps: no growth yet
-  losses = [record["loss"] for record in history]
-  assert all(np.isfinite(losses)) and np.mean(losses[-5:]) < np.mean(losses[:5])
-  scalars = _scalars(str(tmp_path / "run" / "train"))
-  assert scalars["skipped_steps"][-1] == skipped
-  assert scalars["loss_scale"][-1] == history[-1]["loss_scale"]
