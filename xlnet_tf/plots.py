@@ -10,12 +10,15 @@ def figure(columns: int = 1, width: float = 7.0, height: float = 4.5):
   return opened, list(axes[0])
 
 
-def save(opened, axes, path: str, xlabel: str, ylabel: str, legend_size=None) -> str:
-  """Labels, grids and legends every axis, writes `path` (PNG, 100 dpi) and closes."""
+def save(opened, axes, path: str, xlabel, ylabel, legend_size=None) -> str:
+  """Labels (None: each axis keeps its own), grids and legends every axis, writes `path`
+  (PNG, 100 dpi) and closes."""
   from matplotlib import pyplot
   for axis in axes:
-    axis.set_xlabel(xlabel)
-    axis.set_ylabel(ylabel)
+    if xlabel is not None:
+      axis.set_xlabel(xlabel)
+    if ylabel is not None:
+      axis.set_ylabel(ylabel)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=legend_size)
   opened.tight_layout()

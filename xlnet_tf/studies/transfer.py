@@ -30,12 +30,12 @@ from xlnet_tf.pretraining import recipes
 from xlnet_tf.pretraining.loop import LM_DIR, PRETRAINED_DIR
 from xlnet_tf.pretraining.records import RECORD_INFO_FILE
 from xlnet_tf.pretraining.stage import create_pretraining_data
-from xlnet_tf.studies import budget_trend, infilling_evaluation, pretraining_runs
+from xlnet_tf.studies import ablation_table, budget_trend, infilling_evaluation, pretraining_runs
+from xlnet_tf.studies.ablation_table import RANDOM_INIT
 from xlnet_tf.tasks import classification, finetuning
 from xlnet_tf.tasks.classification_metrics import classification_metrics
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 
-RANDOM_INIT = "random_init"
 # Table 6's rows on this backbone: name -> what differs from `perm` (XLNet as released).
 VARIANTS = {
     "perm": {},
@@ -288,6 +288,7 @@ def run_study(study: StudySettings, printer=print) -> Dict:
   with open(os.path.join(study.output_dir, "results.md"), "w", encoding="utf-8") as handle:
     handle.write(results_markdown(results))
   plot_held_out_curves(pretrained, os.path.join(study.output_dir, "held_out_loss.png"))
+  ablation_table.plot_ablation(results, os.path.join(study.output_dir, "variants.png"))
   if study.snapshots:
     budget_trend.plot_trend(results, os.path.join(study.output_dir, "budget_trend.png"))
   return results
@@ -330,6 +331,8 @@ def results_markdown(results: Dict) -> str:
                    f"{100 * summary['test_min']:.1f} - {100 * summary['test_max']:.1f} | "
                    f"{gain} | {summary['learning_rate']:g} | {100 * summary['dev_median']:.1f} |")
     lines.append("")
+  lines += ["### The variants side by side (test accuracy: median over seeds, gain over random "
+            "init)", "", ablation_table.ablation_markdown(results)]
   lines += ["### Pretraining", "", "| variant | steps | tokens | minutes | held-out loss start -> "
             "end |", "|---|---:|---:|---:|---|"]
   for name, record in results["pretraining"].items():
