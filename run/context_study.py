@@ -39,13 +39,6 @@ flags.DEFINE_integer("eval_batch_size", 8, "Parallel streams of each perplexity 
 FLAGS = flags.FLAGS
 
 
-def _integers(name):
-  try:
-    return [int(value) for value in FLAGS[name].value]
-  except ValueError:
-    raise app.UsageError(f"--{name}: {FLAGS[name].value} are not integers") from None
-
-
 def main(argv):
   del argv
   unknown = [name for name in FLAGS.variants if name not in context_ablation.VARIANTS]
@@ -53,7 +46,7 @@ def main(argv):
     raise app.UsageError(f"--variants: unknown {unknown}; known: "
                          f"{sorted(context_ablation.VARIANTS)}")
   try:
-    context_length.check_context_lengths(_integers("recl_lengths"))
+    context_length.check_context_lengths(cli.list_flag("recl_lengths"))
   except UserInputError as error:
     raise app.UsageError(f"--recl_lengths: {error}") from None
   if not glob.glob(os.path.join(FLAGS.corpus_dir, "train", "*.txt")):
@@ -66,8 +59,8 @@ def main(argv):
       variants={name: context_ablation.VARIANTS[name] for name in FLAGS.variants},
       pretraining=context_ablation.RECIPE.replace(train_steps=FLAGS.train_steps,
                                                   model_size=FLAGS.model_size),
-      seeds=_integers("seeds"), attention_lengths=_integers("attention_lengths"),
-      recl_lengths=_integers("recl_lengths"), eval_tokens=FLAGS.eval_tokens,
+      seeds=cli.list_flag("seeds"), attention_lengths=cli.list_flag("attention_lengths"),
+      recl_lengths=cli.list_flag("recl_lengths"), eval_tokens=FLAGS.eval_tokens,
       recl_tokens=FLAGS.recl_tokens, eval_batch_size=FLAGS.eval_batch_size)
   context_ablation.run_study(study)
   print(open(os.path.join(FLAGS.output_dir, "results.md"), encoding="utf-8").read())

@@ -16,7 +16,6 @@ data/make_manual_page_tasks.py builds such a corpus and tasks from the machine's
 """
 
 import glob
-import json
 import os
 
 from absl import app
@@ -24,6 +23,7 @@ from absl import flags
 from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
 
 from xlnet_tf.config import SIZE_PRESETS
+from xlnet_tf.json_files import read_json_object
 from xlnet_tf.pretraining import recipes
 from xlnet_tf.studies import transfer
 
@@ -92,8 +92,12 @@ def parse_variants():
                            "(others through --variants_json)")
     variants[name] = transfer.VARIANTS[name]
   if FLAGS.variants_json:
-    with open(FLAGS.variants_json, encoding="utf-8") as handle:
-      variants.update(json.load(handle))
+    more = read_json_object(FLAGS.variants_json, "an object {name: {setting: value}}")
+    for name, settings in more.items():
+      if not isinstance(settings, dict):
+        raise app.UsageError(f"--variants_json={FLAGS.variants_json}: variant {name!r} is not "
+                             "an object {setting: value}")
+    variants.update(more)
   return variants
 
 
@@ -130,8 +134,8 @@ def main(argv):
       output_dir=FLAGS.output_dir, corpus_files=corpus_files, tasks=parse_tasks(FLAGS.task),
       variants=parse_variants(),
       pretraining=pretraining_recipe(), eval_every=FLAGS.eval_every,
-      seeds=[int(s) for s in FLAGS.seeds],
-      learning_rates=[float(r) for r in FLAGS.learning_rates],
+      seeds=cli.list_flag("seeds"),
+      learning_rates=cli.list_flag("learning_rates", float, "numbers"),
       finetune_steps=FLAGS.finetune_steps, finetune_batch_size=FLAGS.finetune_batch_size,
       finetune_eval_every=FLAGS.finetune_eval_every, max_seq_length=FLAGS.max_seq_length,
       summary_type=FLAGS.summary_type, seed=FLAGS.seed,

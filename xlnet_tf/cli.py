@@ -114,6 +114,16 @@ def quiet_tensorflow() -> None:
   warnings.filterwarnings("ignore", module=r"(keras|tensorflow)(\.|$)")
 
 
+def list_flag(name: str, convert=int, kind: str = "integers") -> list:
+  """The values of the list flag --name converted (int, float); a value that does not convert
+  is a user error naming the flag."""
+  values = flags.FLAGS[name].value
+  try:
+    return [convert(value) for value in values]
+  except ValueError:
+    raise app.UsageError(f"--{name}: {values} are not {kind}") from None
+
+
 def run(main) -> None:
   """absl's app.run(main), with user errors as one line unless --verbose."""
   def main_reporting_user_errors(argv):

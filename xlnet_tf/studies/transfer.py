@@ -99,12 +99,19 @@ def _data_key(overrides: Dict) -> tuple:
   return tuple((key, overrides[key]) for key in DATA_KEYS if key in overrides)
 
 
-def _check_variants(variants: Dict[str, Dict]) -> None:
+def _check_variants(variants: Dict[str, Dict], study: "StudySettings" = None) -> None:
+  """Names and settings, and with `study` their values (each variant's recipe is built), before
+  the study writes anything."""
   for name, overrides in variants.items():
     unknown = set(overrides) - set(DATA_KEYS) - set(RUN_KEYS)
     if unknown:
       raise UserInputError(f"variant {name!r}: unknown settings {sorted(unknown)}; a variant sets "
                            f"{DATA_KEYS + RUN_KEYS}")
+    if study is not None:
+      try:
+        study.variant(overrides)
+      except UserInputError as error:
+        raise UserInputError(f"variant {name!r}: {error}") from None
   if RANDOM_INIT in variants:
     raise UserInputError(f"{RANDOM_INIT!r} is the study's own baseline row, not a variant name")
 
@@ -238,7 +245,7 @@ def summarize_row(runs: List[Dict]) -> Dict:
 def run_study(study: StudySettings, printer=print) -> Dict:
   """Runs (or resumes: finished pretraining and fine-tuning runs are kept in output_dir) the
   whole study; writes results.json, results.md and held_out_loss.png there."""
-  _check_variants(study.variants)
+  _check_variants(study.variants, study)
   os.makedirs(study.output_dir, exist_ok=True)
   pretrained_rows = sum(len(_stops(study, overrides)) for overrides in study.variants.values())
   finetunes = ((1 + pretrained_rows) * len(study.tasks) * len(study.seeds)
