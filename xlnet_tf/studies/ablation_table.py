@@ -11,7 +11,7 @@ from typing import Dict, List
 import numpy as np
 
 from xlnet_tf import plots
-from xlnet_tf.studies.budget_trend import intrinsic_summary
+from xlnet_tf.studies.budget_trend import intrinsic_cells, intrinsic_summary
 from xlnet_tf.studies.infilling_evaluation import ORDERS_OF
 
 RANDOM_INIT = "random_init"
@@ -54,9 +54,7 @@ def ablation_markdown(results: Dict) -> str:
                    f"({gains[-1]:+.1f})")
     cells.append(f"{np.mean(gains):+.1f}")
     if intrinsic:
-      summary = intrinsic_summary(intrinsic.get(name, {}), _objective(results, name))
-      cells += ([f"{100 * summary['exact']:.1f} ({summary['order']})",
-                 f"{100 * summary['cloze']:.1f}"] if summary else ["", ""])
+      cells += intrinsic_cells(intrinsic.get(name, {}), _objective(results, name))
     lines.append("| " + " | ".join(cells) + " |")
   return "\n".join(lines) + "\n"
 

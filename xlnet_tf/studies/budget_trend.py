@@ -42,6 +42,13 @@ def intrinsic_summary(scores: Dict, objective: str) -> Dict[str, float]:
           "cloze": float(np.nanmean([s["cloze"]["accuracy"] for s in long]))}
 
 
+def intrinsic_cells(scores: Dict, objective: str) -> List[str]:
+  """The two table cells of intrinsic_summary: "exact (order)" and cloze, in %; blank if none."""
+  summary = intrinsic_summary(scores, objective)
+  return ([f"{100 * summary['exact']:.1f} ({summary['order']})", f"{100 * summary['cloze']:.1f}"]
+          if summary else ["", ""])
+
+
 def trend_markdown(results: Dict) -> str:
   """Per variant and budget: tokens, held-out loss, test accuracy gain over random init per
   task, and the intrinsic summary when the study has it."""
@@ -63,9 +70,7 @@ def trend_markdown(results: Dict) -> str:
         rows = results["finetuning"][task]
         test = rows[row]["test_median"]
         cells.append(f"{100 * test:.1f} ({100 * (test - rows['random_init']['test_median']):+.1f})")
-      summary = intrinsic_summary(results.get("intrinsic", {}).get(row, {}), objective)
-      cells += ([f"{100 * summary['exact']:.1f} ({summary['order']})",
-                 f"{100 * summary['cloze']:.1f}"] if summary else ["", ""])
+      cells += intrinsic_cells(results.get("intrinsic", {}).get(row, {}), objective)
       lines.append("| " + " | ".join(cells) + " |")
   return "\n".join(lines) + "\n"
 
