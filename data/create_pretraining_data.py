@@ -14,10 +14,11 @@ import os
 
 from absl import app
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
-from xlnet_tf.pretraining import corpus, objectives
-from xlnet_tf.pretraining.stage import create_pretraining_data, stage_settings_from_flags
+from xlnet_tf.pretraining.data import corpus
+from xlnet_tf import objectives
+from xlnet_tf.pretraining.data.stage import create_pretraining_data, stage_settings_from_flags
 from xlnet_tf.text.sentencepiece_training import train_sentencepiece
 
 flags.DEFINE_string("input_glob", None, "Text files: one sentence per line, a blank line "

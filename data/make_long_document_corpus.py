@@ -8,7 +8,7 @@ manual pages (see xlnet_tf.studies.long_document_corpus): whole pages of at leas
 """
 
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
 from xlnet_tf.studies.long_document_corpus import build_long_document_corpus
 

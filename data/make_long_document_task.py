@@ -8,7 +8,7 @@ SYNOPSIS dropped) -> its manual section (see xlnet_tf.studies.long_manual_pages)
 """
 
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
 from xlnet_tf.studies.long_manual_pages import build_long_page_task
 

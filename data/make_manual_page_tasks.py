@@ -7,7 +7,7 @@ unlabelled corpus and two labelled classification tasks (see xlnet_tf.studies.ma
 """
 
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
 from xlnet_tf.studies.manual_pages import build_manual_page_data
 

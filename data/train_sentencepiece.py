@@ -8,7 +8,7 @@ import glob
 
 from absl import app
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
 from xlnet_tf.text.sentencepiece_training import train_sentencepiece
 from xlnet_tf.text.tokenizer import XLNetTokenizer

@@ -8,7 +8,7 @@ no query stream or target mapping to train the permutation LM with). It also mea
 machine's dense matmul rate to report model-FLOPs use, and the speed of the pretraining data
 stage (text -> TFRecords). --modes=serve (serve_xla) adds xlnet_tf's exported SavedModel (what
 TF Serving runs; with XLA-compiled regions), timed through its serve_ids signature.
---modes=infill,infill_recompute time xlnet_tf.infilling.fill (greedy, left to right) of 8 blank
+--modes=infill,infill_recompute time xlnet_tf.inference.fill (greedy, left to right) of 8 blank
 spans of 4 pieces per text with the XLNet LM, reusing the context's states or recomputing the
 whole text at every step; tokens/s counts the filled pieces:
 
@@ -26,7 +26,7 @@ scored (their ratio is the table's speed-up):
 
 --modes=generate times greedy generation of --new_tokens tokens after prompts of seq_len tokens
 with the XLNet LM (bi attention, the query stream predicting the next token):
-xlnet_tf.generation.generate against Hugging Face's XLNetLMHeadModel.generate; tokens/s counts
+xlnet_tf.inference.generate against Hugging Face's XLNetLMHeadModel.generate; tokens/s counts
 the new tokens.
 
   python run/benchmark.py --modes=generate --shapes=1x128,8x128 --dtypes=float32 \
@@ -38,7 +38,7 @@ the new tokens.
 backward + the project's AdamW update, dropout on), each --shapes point x --dtypes x
 --recompute in a fresh process (host peak RSS; on a GPU TensorFlow's device-memory peak), fits
 peak = fixed + per_example * batch per row and reports the largest batch that fits
---memory_budget_gb (xlnet_tf/finetuning_memory.py; docs/benchmarks.md, "Fine-tuning memory"):
+--memory_budget_gb (xlnet_tf/benchmarks/finetuning_memory.py; docs/benchmarks.md, "Fine-tuning memory"):
 
   python run/benchmark.py --memory --sizes=base,large --shapes=1x128,2x128,4x128,1x512,2x512 \
       --dtypes=float32,bfloat16 --recompute=false,true --output=docs/benchmarks_issue27_memory
@@ -72,12 +72,12 @@ import time
 
 from absl import app
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
-from xlnet_tf.benchmarking import (INFILL_MODES, INFILL_SPAN, INFILL_SPANS, LM_EVAL_MODES,
-                                   VOCAB, build_xlnet_tf_step, lm_eval_tokens, random_inputs)
+from xlnet_tf.benchmarks.steps import (INFILL_MODES, INFILL_SPAN, INFILL_SPANS, LM_EVAL_MODES,
+                                       VOCAB, build_xlnet_tf_step, lm_eval_tokens, random_inputs)
 from xlnet_tf.config import SIZE_PRESETS
-from xlnet_tf import finetuning_memory
+from xlnet_tf.benchmarks import finetuning_memory
 
 flags.DEFINE_list("sizes", ["base"], "Model sizes: base, large.")
 flags.DEFINE_list("shapes", ["4x128", "2x512"], "batch x seq_len pairs.")
@@ -223,9 +223,9 @@ def run_data_stage(spec):
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
   import dataclasses
   import tempfile
-  from xlnet_tf.pretraining import corpus
-  from xlnet_tf.pretraining.stage import create_pretraining_data
-  from xlnet_tf.pretraining.settings import PretrainingSettings
+  from xlnet_tf.pretraining.data import corpus
+  from xlnet_tf.pretraining.data.stage import create_pretraining_data
+  from xlnet_tf.pretraining.data.settings import PretrainingSettings
   from xlnet_tf.text.sentencepiece_training import train_sentencepiece
   with tempfile.TemporaryDirectory() as directory:
     documents = corpus.python_docs_documents()
@@ -259,7 +259,7 @@ def run_dropout(spec):
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
   import keras
   import tensorflow as tf
-  from xlnet_tf.layers.dropout import FastDropout
+  from xlnet_tf.modeling.layers.dropout import FastDropout
   shapes = [[4, 12, 128, 128], [4, 128, 3072], [4, 128, 768]]
   inputs = [tf.random.normal(shape) for shape in shapes]
   layer = {"keras": keras.layers.Dropout, "xlnet_tf": FastDropout}[spec["layer"]](0.1, seed=0)
@@ -365,7 +365,7 @@ def data_stage_markdown(data_stage):
   if "error" in data_stage:
     return f"\nData stage: error: {data_stage['error']}"
   d, settings = data_stage, data_stage["settings"]
-  return (f"\nData stage (`xlnet_tf.pretraining.stage`, {d['workers']} worker processes, the "
+  return (f"\nData stage (`xlnet_tf.pretraining.data.stage`, {d['workers']} worker processes, the "
           f"Python documentation x{d['copies']}, {d['corpus_tokens']:,} tokens, seq_len "
           f"{settings['seq_len']}, reuse {settings['reuse_len']}, num_predict "
           f"{settings['num_predict']}, bi_data {settings['bi_data']}): "
@@ -432,7 +432,7 @@ def markdown(results, matmul):
   served = any(r["mode"].startswith("serve") for r in results)
   lines.append(f"\nDense matmul (2048x2048, TensorFlow, best round): {rates}. MFU = model "
                "matmul FLOPs / time / that rate at the run's precision."
-               + (" serve: the exported SavedModel's serve_ids signature (xlnet_tf.export; "
+               + (" serve: the exported SavedModel's serve_ids signature (xlnet_tf.serving; "
                   "serve_xla: exported with xla=True), against the peers' forward."
                   if served else "")
                + (" generate: batch x prompt + new tokens, greedy; tokens/s of new tokens."

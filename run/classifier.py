@@ -24,12 +24,12 @@ import os
 
 from absl import app
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
 from xlnet_tf.checkpoints.labels import saved_thresholds
-from xlnet_tf.json_files import write_json
+from xlnet_tf.utils.json_files import write_json
 from xlnet_tf.tasks import classification, finetuning, long_documents
-from xlnet_tf.tasks.classification_readers import GLUE_TASKS
+from xlnet_tf.tasks.classification.readers import GLUE_TASKS
 
 import common_flags
 

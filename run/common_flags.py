@@ -7,9 +7,9 @@ from absl import flags
 import keras
 
 from xlnet_tf import XLNetConfig, XLNetModel
-from xlnet_tf.layer_freezing import check_frozen_layers
+from xlnet_tf.modeling.freezing import check_frozen_layers
 from xlnet_tf.tasks import finetuning
-from xlnet_tf.progress import PROGRESS_MODES
+from xlnet_tf.utils.progress import PROGRESS_MODES
 from xlnet_tf.text.tokenizer import XLNetTokenizer, check_vocabulary
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.training.distributed_steps import check_accumulation

@@ -12,10 +12,10 @@ import os
 
 from absl import app
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
 from xlnet_tf.config import SIZE_PRESETS
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.pretraining import context_length
 from xlnet_tf.studies import context_ablation
 from xlnet_tf.studies.long_document_corpus import build_long_document_corpus

@@ -19,7 +19,7 @@ one line naming it.
 """
 
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
 from xlnet_tf.checkpoints.convert import INPUT_FORMATS, OUTPUT_FORMATS, convert_checkpoint
 

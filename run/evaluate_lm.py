@@ -23,15 +23,16 @@ from typing import Optional
 
 from absl import app
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
 import numpy as np
 
 from xlnet_tf import XLNetPretrainer, XLNetTokenizer, checkpoints
-from xlnet_tf.json_files import write_json
-from xlnet_tf.pretraining import context_length, default_data, lm_evaluation
+from xlnet_tf.utils.json_files import write_json
+from xlnet_tf.pretraining import context_length, lm_evaluation
+from xlnet_tf.pretraining.data import default_data
 from xlnet_tf.pretraining.loop import LM_DIR
-from xlnet_tf.pretraining.records import RECORD_INFO_FILE, load_record_info
+from xlnet_tf.pretraining.data.records import RECORD_INFO_FILE, load_record_info
 from xlnet_tf.studies.evaluation_speed import evaluation_speed
 from xlnet_tf.text.tokenizer import check_vocabulary
 

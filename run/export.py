@@ -23,12 +23,12 @@ import os
 
 
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 import keras
 
-from xlnet_tf.errors import require
-from xlnet_tf.export import HEAD_CLASSES, export_saved_model, load_exportable_model
-from xlnet_tf.export_formats import EXPORT_FORMATS, export_file
+from xlnet_tf.utils.errors import require
+from xlnet_tf.serving.saved_model import HEAD_CLASSES, export_saved_model, load_exportable_model
+from xlnet_tf.serving.onnx_litert import EXPORT_FORMATS, export_file
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 
 flags.DEFINE_string("model_dir", None, "Own-format directory (xlnet_config.json + weights).")

@@ -13,9 +13,10 @@ import time
 
 from absl import app
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
-from xlnet_tf import XLNetPretrainer, XLNetTokenizer, checkpoints, generation
+from xlnet_tf import XLNetPretrainer, XLNetTokenizer, checkpoints
+from xlnet_tf.inference import generation
 from xlnet_tf.text.tokenizer import check_vocabulary
 
 import lm_flags

@@ -11,17 +11,18 @@ saves under model/lm), in any order, or ranks candidates for a blank.
 A blank is a `<mask>` (one piece) or `___` (--blank_pieces pieces). The permutation LM
 predicts each blank from the text on both sides and the blanks filled before it (--order); a
 masked LM (--objective=mlm runs) fills them mask-predict style; a left-to-right LM (clm) from
-the left context only. See xlnet_tf/infilling.py.
+the left context only. See xlnet_tf/inference/infilling.py.
 """
 
 import os
 
 from absl import app
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
-from xlnet_tf import XLNetPretrainer, XLNetTokenizer, checkpoints, infilling
-from xlnet_tf.json_files import write_json
+from xlnet_tf import XLNetPretrainer, XLNetTokenizer, checkpoints
+from xlnet_tf.inference import infilling
+from xlnet_tf.utils.json_files import write_json
 from xlnet_tf.studies import infilling_evaluation
 from xlnet_tf.text.tokenizer import check_vocabulary
 

@@ -26,15 +26,17 @@ import time
 from absl import app
 from absl import flags
 from absl import logging
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 import keras
 
 from xlnet_tf import XLNetConfig
 from xlnet_tf.config import POS_ENCODINGS
 from xlnet_tf.config import SIZE_PRESETS
-from xlnet_tf.pretraining import default_data, objectives, recipes
+from xlnet_tf.pretraining.data import default_data
+from xlnet_tf import objectives
+from xlnet_tf.pretraining import recipes
 from xlnet_tf.pretraining.model_config import config_for_data
-from xlnet_tf.pretraining.records import load_record_info
+from xlnet_tf.pretraining.data.records import load_record_info
 from xlnet_tf.pretraining.time_budget import TimeBudget
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib

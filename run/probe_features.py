@@ -11,7 +11,7 @@ dev accuracy is printed per layer (the embedding layer first).
 
 from absl import app
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 import keras
 import numpy as np
 import tensorflow as tf

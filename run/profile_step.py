@@ -2,7 +2,7 @@
 
   python run/profile_step.py --size=base --shape=4x128 --dtype=bfloat16 --mode=train
 
-Runs the same workload as run/benchmark.py (xlnet_tf.benchmarking: random ids, seq_len/6
+Runs the same workload as run/benchmark.py (xlnet_tf.benchmarks.steps: random ids, seq_len/6
 predictions, AdamW step for `train`), prints the step time, then one profiled step as a table:
 total milliseconds per op type (XLA fusions by name) with the number of events. With
 --inter_op_threads=1 ops do not overlap, so the column sums to about the step time; XLA
@@ -16,17 +16,17 @@ import tempfile
 import time
 
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
-from xlnet_tf.benchmarking import build_xlnet_tf_step
+from xlnet_tf.benchmarks.steps import build_xlnet_tf_step
 
 flags.DEFINE_string("size", "base", "Model size from run/benchmark.py: tiny, base, large.")
 flags.DEFINE_string("shape", "4x128", "batch x seq_len.")
 flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "Precision.")
 flags.DEFINE_enum("mode", "train", ["forward", "train"], "What to profile.")
 flags.DEFINE_bool("xla", None, "Compile the step with XLA (default: float32 yes, bfloat16 no).")
-flags.DEFINE_bool("fused", True, "The compiled kernels of xlnet_tf.ops (--nofused: the plain "
-                  "TensorFlow path, XLNetModel(fused=False)).")
+flags.DEFINE_bool("fused", True, "The compiled kernels of xlnet_tf.modeling.ops (--nofused: "
+                  "the plain TensorFlow path, XLNetModel(fused=False)).")
 flags.DEFINE_integer("inter_op_threads", 0, "TensorFlow inter-op threads (0 = default).")
 flags.DEFINE_integer("top", 30, "Rows to print.")
 FLAGS = flags.FLAGS

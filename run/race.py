@@ -8,12 +8,12 @@
 import os
 
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 import keras
 import numpy as np
 
 from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
-from xlnet_tf.json_files import write_json
+from xlnet_tf.utils.json_files import write_json
 from xlnet_tf.tasks import finetuning
 from xlnet_tf.tasks.race import ANSWERS, encode_race, race_accuracy, read_race
 from xlnet_tf.text.read_report import ReadReport

@@ -9,13 +9,13 @@
 import os
 
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
-from xlnet_tf.json_files import write_json
+from xlnet_tf.utils.json_files import write_json
 from xlnet_tf.tasks import finetuning
 from xlnet_tf.tasks.squad import build_features, read_squad
-from xlnet_tf.tasks.squad_metrics import evaluate_predictions
+from xlnet_tf.tasks.squad.metrics import evaluate_predictions
 from xlnet_tf.text.read_report import ReadReport
 
 import common_flags

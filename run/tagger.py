@@ -10,11 +10,11 @@ import os
 
 from absl import app
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
 from xlnet_tf.checkpoints.labels import LABELS_FILE, save_labels, saved_labels
 from xlnet_tf.heads.token_classifier import XLNetTokenClassifier
-from xlnet_tf.json_files import write_json
+from xlnet_tf.utils.json_files import write_json
 from xlnet_tf.tasks import finetuning
 from xlnet_tf.tasks.tagging import encode_tagged, label_list, read_conll, tagging_scores
 from xlnet_tf.text.read_report import ReadReport

@@ -20,10 +20,10 @@ import os
 
 from absl import app
 from absl import flags
-from xlnet_tf import cli  # before TensorFlow loads: see xlnet_tf/cli.py
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
 from xlnet_tf.config import SIZE_PRESETS
-from xlnet_tf.json_files import read_json_object
+from xlnet_tf.utils.json_files import read_json_object
 from xlnet_tf.pretraining import recipes
 from xlnet_tf.studies import transfer
 

@@ -7,10 +7,10 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from xlnet_tf.json_files import read_json, write_json  # noqa: E402
-from xlnet_tf.pretraining import corpus  # noqa: E402
-from xlnet_tf.pretraining.settings import PretrainingSettings  # noqa: E402
-from xlnet_tf.pretraining.stage import create_pretraining_data  # noqa: E402
+from xlnet_tf.utils.json_files import read_json, write_json  # noqa: E402
+from xlnet_tf.pretraining.data import corpus  # noqa: E402
+from xlnet_tf.pretraining.data.settings import PretrainingSettings  # noqa: E402
+from xlnet_tf.pretraining.data.stage import create_pretraining_data  # noqa: E402
 from xlnet_tf.text.sentencepiece_training import train_sentencepiece  # noqa: E402
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from xlnet_tf import XLNetConfig
 from xlnet_tf.config import ARCHITECTURE_KEYS
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 
 ORIGINAL_BASE = {"d_head": 64, "d_inner": 3072, "d_model": 768, "ff_activation": "gelu",
                  "n_head": 12, "n_layer": 12, "n_token": 32000, "untie_r": True}

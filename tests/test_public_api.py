@@ -15,7 +15,7 @@ import xlnet_tf
 from model_inputs import tiny_config
 from xlnet_tf import XLNetModel, XLNetPretrainer, checkpoints
 from xlnet_tf.pretraining import create_pretraining_data
-from xlnet_tf.pretraining.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingSettings
 
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
 
@@ -49,7 +49,7 @@ def test_every_name_in_all_imports(module_name):
 
 
 def test_subpackage_entry_points():
-  from xlnet_tf.export import export_saved_model  # noqa: F401
+  from xlnet_tf.serving.saved_model import export_saved_model  # noqa: F401
   from xlnet_tf.pretraining import pretraining_dataset  # noqa: F401
   from xlnet_tf.tasks import finetune  # noqa: F401
   from xlnet_tf.training import create_optimizer  # noqa: F401

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from xlnet_tf import XLNetConfig
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
-from xlnet_tf.pretraining.records import load_record_info
+from xlnet_tf.pretraining.data.records import load_record_info
 
 RUNNER = os.path.join(os.path.dirname(__file__), "pretraining", "distributed_run.py")
 

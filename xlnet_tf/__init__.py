@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {  # public name -> the module defining it
     "XLNetConfig": "xlnet_tf.config",
-    "XLNetModel": "xlnet_tf.model",
+    "XLNetModel": "xlnet_tf.modeling.backbone",
     "XLNetPretrainer": "xlnet_tf.heads.pretrainer",
     "XLNetClassifier": "xlnet_tf.heads.classifier",
     "XLNetMultipleChoice": "xlnet_tf.heads.multiple_choice",
@@ -22,8 +22,8 @@ _EXPORTS = {  # public name -> the module defining it
     "XLNetTokenClassifier": "xlnet_tf.heads.token_classifier",
     "XLNetTokenizer": "xlnet_tf.text.tokenizer",
 }
-_SUBPACKAGES = ("checkpoints", "heads", "layers", "ops", "pretraining", "tasks", "text",
-                "training", "export", "generation")
+_SUBPACKAGES = ("benchmarks", "checkpoints", "heads", "inference", "modeling", "objectives",
+                "pretraining", "serving", "studies", "tasks", "text", "training", "utils")
 
 __all__ = sorted(_EXPORTS) + ["checkpoints"]
 

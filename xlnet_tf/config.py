@@ -15,8 +15,8 @@ keeps the dataclass defaults.
 import dataclasses
 from typing import Any, Dict
 
-from xlnet_tf.errors import UserInputError, require
-from xlnet_tf.json_files import read_json_object, write_json
+from xlnet_tf.utils.errors import UserInputError, require
+from xlnet_tf.utils.json_files import read_json_object, write_json
 
 ARCHITECTURE_KEYS = ("n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation",
                      "untie_r", "n_token")

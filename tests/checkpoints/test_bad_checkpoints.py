@@ -23,7 +23,7 @@ from cli_output import run_tool
 from model_inputs import tiny_config
 from xlnet_tf import XLNetModel, checkpoints
 from xlnet_tf.checkpoints import convert
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.heads.classifier import XLNetClassifier
 
 CONFIG = tiny_config()

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from xlnet_tf.checkpoints.labels import LABELS_FILE, save_labels, saved_labels
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 
 
 def test_labels_round_trip_and_absence_is_none(tmp_path):

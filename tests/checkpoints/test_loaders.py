@@ -13,7 +13,7 @@ from model_inputs import tiny_config
 from xlnet_tf import XLNetModel, checkpoints
 from xlnet_tf.checkpoints.convert import convert_checkpoint
 from xlnet_tf.checkpoints.huggingface_writer import save_huggingface_checkpoint
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 
 
 @pytest.mark.parametrize("untie_r", [True, False])

@@ -40,7 +40,7 @@ def main():
   import keras
   import numpy as np
   from xlnet_tf import XLNetConfig
-  from xlnet_tf.pretraining.records import load_record_info
+  from xlnet_tf.pretraining.data.records import load_record_info
   from xlnet_tf.training import strategy as strategy_lib
   from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
   if int(cpu_replicas):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from xlnet_tf import XLNetConfig, XLNetModel
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.heads import XLNetPretrainer
 from xlnet_tf.pretraining import context_length
 

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
-from xlnet_tf.pretraining.records import load_record_info
+from xlnet_tf.pretraining.data.records import load_record_info
 from xlnet_tf import XLNetConfig
 
 RUNNER = os.path.join(os.path.dirname(__file__), "distributed_run.py")

@@ -15,11 +15,12 @@ import tensorflow as tf
 
 from xlnet_tf import XLNetConfig, XLNetModel, XLNetTokenizer, checkpoints
 from xlnet_tf.heads import XLNetPretrainer
-from xlnet_tf.pretraining import lm_evaluation, objectives
-from xlnet_tf.pretraining.settings import PretrainingSettings
+from xlnet_tf.pretraining import lm_evaluation
+from xlnet_tf import objectives
+from xlnet_tf.pretraining.data.settings import PretrainingSettings
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
-from xlnet_tf.pretraining.records import pretraining_dataset
-from xlnet_tf.pretraining.stage import create_pretraining_data
+from xlnet_tf.pretraining.data.records import pretraining_dataset
+from xlnet_tf.pretraining.data.stage import create_pretraining_data
 
 RUN = os.path.join(os.path.dirname(__file__), "..", "..", "run")
 

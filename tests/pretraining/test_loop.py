@@ -10,10 +10,10 @@ import tensorflow as tf
 from tiny_pretraining import config_for, make_run
 from xlnet_reference import randomize_weights
 from xlnet_tf import checkpoints
-from xlnet_tf.pretraining.records import pretraining_dataset
+from xlnet_tf.pretraining.data.records import pretraining_dataset
 from xlnet_tf.heads import XLNetPretrainer
 from xlnet_tf.heads.pretrainer import masked_lm_loss
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun, TrainingDivergedError
 
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from cli_output import run_tool, tensorflow_log_lines
-from xlnet_tf.pretraining.records import load_record_info
+from xlnet_tf.pretraining.data.records import load_record_info
 
 
 @pytest.mark.slow
@@ -39,7 +39,7 @@ def test_cli_pretrains_from_raw_text_within_a_time_budget(tmp_path):
   """--input_glob --objective=mlm --max_minutes: the SentencePiece model, the records and the
   backbone in the main job's layout, the step count fitted to the budget; TensorFlow's logs
   silenced."""
-  from xlnet_tf.pretraining import corpus
+  from xlnet_tf.pretraining.data import corpus
   corpus.write_corpus_files(corpus.python_docs_documents()[:60], str(tmp_path / "text"),
                             num_files=2)
   budget_minutes = 0.75

@@ -3,7 +3,7 @@
 import pytest
 
 from xlnet_tf import XLNetConfig
-from xlnet_tf.pretraining.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingSettings
 from xlnet_tf.pretraining.model_config import config_for_data
 
 

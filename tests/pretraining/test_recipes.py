@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.pretraining import recipes
 
 

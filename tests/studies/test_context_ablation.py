@@ -3,7 +3,7 @@ setting: two variants that differ in encoding, recurrence and loss, the tables a
 
 import json
 
-from xlnet_tf.pretraining import corpus
+from xlnet_tf.pretraining.data import corpus
 from xlnet_tf.studies import context_ablation
 
 

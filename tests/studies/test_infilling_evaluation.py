@@ -5,9 +5,10 @@ import keras
 import numpy as np
 import pytest
 
-from xlnet_tf import XLNetConfig, XLNetModel, XLNetTokenizer, infilling
+from xlnet_tf import XLNetConfig, XLNetModel, XLNetTokenizer
+from xlnet_tf.inference import infilling
 from xlnet_tf.heads import XLNetPretrainer
-from xlnet_tf.pretraining import corpus
+from xlnet_tf.pretraining.data import corpus
 from xlnet_tf.studies import infilling_evaluation as evaluation
 
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from xlnet_tf import infilling
-from xlnet_tf.pretraining import corpus
+from xlnet_tf.inference import infilling
+from xlnet_tf.pretraining.data import corpus
 from xlnet_tf.studies import transfer
 
 

@@ -14,7 +14,7 @@ import pytest
 from distributed_finetuning_run import STEPS, tagging_features, tiny_tagger
 from local_cluster import free_ports
 from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.tasks.finetuning import FinetuningOptions, feature_dataset, finetune
 from xlnet_tf.training.optimization import create_optimizer
 

@@ -11,12 +11,12 @@ import pytest
 
 from cli_output import run_tool
 from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel, checkpoints
-from xlnet_tf.errors import UserInputError
-from xlnet_tf.export import load_exportable_model
-from xlnet_tf.json_files import read_json, write_json
+from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.serving.saved_model import load_exportable_model
+from xlnet_tf.utils.json_files import read_json, write_json
 from xlnet_tf.tasks import classification
-from xlnet_tf.tasks.classification_labels import label_ids
-from xlnet_tf.tasks.classification_readers import read_generic
+from xlnet_tf.tasks.classification.labels import label_ids
+from xlnet_tf.tasks.classification.readers import read_generic
 from xlnet_tf.tasks.finetuning import (FinetuningOptions, NonFiniteTrainingError,
                                        check_sequence_length, feature_dataset, finetune)
 from xlnet_tf.tasks.race import read_race

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from cli_output import run_tool
 from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel, checkpoints
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.tasks import long_documents
 from xlnet_tf.text.in_graph_tokenizer import InGraphTokenizer
 from xlnet_tf.text.packing import TextPacker, pack_texts

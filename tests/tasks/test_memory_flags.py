@@ -8,7 +8,7 @@ import pytest
 
 from cli_output import run_tool
 from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel, checkpoints
-from xlnet_tf.layer_freezing import STACKED_VARIABLES
+from xlnet_tf.modeling.freezing import STACKED_VARIABLES
 from xlnet_tf.tasks.finetuning import BEST_DIR
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 

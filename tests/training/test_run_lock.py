@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.tasks.finetuning import FinetuningOptions, feature_dataset, finetune
 from xlnet_tf.training import run_lock
 

@@ -12,7 +12,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 from absl import logging
 import numpy as np
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.checkpoints.naming import BACKBONE_SCOPE, TRAINING_STATE, original_variable_map
 
 

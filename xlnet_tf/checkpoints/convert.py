@@ -18,30 +18,27 @@ from xlnet_tf.checkpoints.huggingface import (WEIGHT_FILES, config_from_huggingf
                                               read_huggingface_config)
 from xlnet_tf.checkpoints.huggingface_writer import (huggingface_architecture,
                                                      save_huggingface_checkpoint)
-from xlnet_tf.checkpoints.labels import LABELS_FILE, save_labels, saved_labels
-from xlnet_tf.checkpoints.naming import backbone_of, original_variable_map
+from xlnet_tf.checkpoints.labels import save_labels, saved_labels
+from xlnet_tf.modeling.backbone import XLNetModel, backbone_of
+from xlnet_tf.checkpoints.naming import original_variable_map
 from xlnet_tf.checkpoints.original import (load_original_checkpoint, resolve_prefix,
                                            save_original_checkpoint)
-from xlnet_tf.checkpoints.own import (CONFIG_FILE, HEAD_FILE, load_own_checkpoint,
-                                      load_pretrained, load_pretrained_head, save_pretrained)
+from xlnet_tf.checkpoints import own
+from xlnet_tf.checkpoints.own import (CONFIG_FILE, load_own_checkpoint,
+                                      save_pretrained)
 from xlnet_tf.config import XLNetConfig
-from xlnet_tf.errors import UserInputError, require
-from xlnet_tf.json_files import read_json_object
+from xlnet_tf.utils.errors import require
 
 INPUT_FORMATS = ("original", "huggingface", "own")
 OUTPUT_FORMATS = ("own", "original", "huggingface")
 ORIGINAL_CHECKPOINT_NAME = "xlnet_model.ckpt"
-# The heads an own-format head.json may name (exported at the top of xlnet_tf).
-HEAD_CLASS_NAMES = ("XLNetPretrainer", "XLNetClassifier", "XLNetMultipleChoice",
-                    "XLNetQuestionAnswering", "XLNetTokenClassifier")
 
 
 def load_any(path: str, input_format: str, config_file: Optional[str] = None):
   """(XLNetModel or head, load summary) from a checkpoint of any supported format; a head from
   an own-format directory with head.json."""
-  from xlnet_tf.model import XLNetModel
   if input_format == "own":
-    return load_own_model_or_head(path), f"Loaded {path} (xlnet_tf format)."
+    return own.load(path).model, f"Loaded {path} (xlnet_tf format)."
   if input_format == "huggingface":
     hf_config = read_huggingface_config(path)
     if not hf_config:
@@ -57,24 +54,6 @@ def load_any(path: str, input_format: str, config_file: Optional[str] = None):
     model = XLNetModel(XLNetConfig.from_json_file(config_file))
     return model, load_original_checkpoint(model, prefix).summary()
   raise ValueError(f"input_format must be one of {INPUT_FORMATS}; got {input_format!r}")
-
-
-def load_own_model_or_head(directory: str):
-  """The XLNetModel, or the head its head.json names, saved in an own-format directory."""
-  head_file = os.path.join(directory, HEAD_FILE)
-  if not os.path.exists(head_file):
-    return load_pretrained(directory)
-  stored = read_json_object(head_file).get("class")
-  require(stored in HEAD_CLASS_NAMES, f"{head_file}: class", f"one of {list(HEAD_CLASS_NAMES)}",
-          repr(stored))
-  import xlnet_tf  # heads: imported here, checkpoints/ sits below them
-  head = load_pretrained_head(directory, getattr(xlnet_tf, stored))
-  labels = saved_labels(directory)
-  count = getattr(head, "num_classes", None) or getattr(head, "num_labels", None)
-  if labels is not None and count is not None and len(labels) != count:
-    raise UserInputError(f"{os.path.join(directory, LABELS_FILE)}: lists {len(labels)} labels, "
-                         f"but the {stored} in {head_file} has {count} classes")
-  return head
 
 
 def verification_batch(config: XLNetConfig, seed: int = 0) -> Dict[str, np.ndarray]:
@@ -156,7 +135,6 @@ def _difference_after_reload(model, directory: str, output_format: str) -> float
   the written config; a head, or a huggingface backbone (whose config.json says "gelu" for the
   erf form, which the reader takes as the tanh form of the released weights), is built as
   `model` is and loaded from `directory` (the loaders check the written sizes)."""
-  from xlnet_tf.model import XLNetModel
   if isinstance(model, XLNetModel) and output_format != "huggingface":
     reloaded, _ = load_any(directory, output_format)
   else:

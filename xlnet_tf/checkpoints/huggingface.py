@@ -15,15 +15,16 @@ from typing import Dict, List, Optional, Tuple
 from absl import logging
 import numpy as np
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.checkpoints.assign import (CheckpointMismatchError, LoadReport,
                                          assign_by_original_name)
 from xlnet_tf.checkpoints.keras_h5_io import read_keras_h5_weights
-from xlnet_tf.checkpoints.naming import BACKBONE_SCOPE, backbone_of, original_variable_map
+from xlnet_tf.modeling.backbone import backbone_of
+from xlnet_tf.checkpoints.naming import BACKBONE_SCOPE, original_variable_map
 from xlnet_tf.checkpoints.pytorch_bin_io import read_pytorch_bin
 from xlnet_tf.checkpoints.safetensors_io import read_safetensors
 from xlnet_tf.config import XLNetConfig
-from xlnet_tf.json_files import read_json_object
+from xlnet_tf.utils.json_files import read_json_object
 
 # HF's "gelu" is the erf form, but the released XLNet weights were trained with the tanh
 # approximation (the original's gelu): both map to it here.

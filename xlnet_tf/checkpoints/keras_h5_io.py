@@ -16,7 +16,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 
 
 def _string_list_attribute(node, name: str) -> List[str]:

@@ -8,8 +8,8 @@ it back to name the predicted classes.
 import os
 from typing import List, Optional, Sequence
 
-from xlnet_tf.errors import UserInputError
-from xlnet_tf.json_files import read_json, write_json
+from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.utils.json_files import read_json, write_json
 
 LABELS_FILE = "labels.json"
 

@@ -8,7 +8,8 @@ variable with no transform.
 import re
 from typing import Dict
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.modeling.backbone import backbone_of
+from xlnet_tf.utils.errors import UserInputError
 
 BACKBONE_SCOPE = "model/transformer/"
 
@@ -16,18 +17,6 @@ BACKBONE_SCOPE = "model/transformer/"
 TRAINING_STATE = re.compile(
     r"(^|/)(global_step|beta1_power|beta2_power|_CHECKPOINTABLE_OBJECT_GRAPH)$"
     r"|/(adam_m|adam_v|Adam|Adam_1|Momentum|ExponentialMovingAverage)$")
-
-
-def backbone_of(target):
-  """The XLNetModel inside `target` (the model itself, or a head with a `.backbone`)."""
-  from xlnet_tf.model import XLNetModel  # imported here: the model does not need checkpoints
-  if isinstance(target, XLNetModel):
-    return target
-  backbone = getattr(target, "backbone", None)
-  if isinstance(backbone, XLNetModel):
-    return backbone
-  raise TypeError(f"Expected an XLNetModel or a head with a `.backbone` XLNetModel; got "
-                  f"{type(target).__name__}")
 
 
 def original_variable_map(target) -> Dict[str, object]:

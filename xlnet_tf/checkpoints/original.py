@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from xlnet_tf.checkpoints.assign import LoadReport, assign_by_original_name
 from xlnet_tf.checkpoints.naming import original_variable_map
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 
 
 CHECKPOINT_STATE_FILE = "checkpoint"

@@ -1,13 +1,23 @@
 """The project's own format: a directory with the full config JSON and a Keras weights file
-(and, for a head, head.json: its class and constructor arguments)."""
+(and, for a head, head.json: its class and constructor arguments; for a classifier or tagger,
+labels.json; for a multi-label classifier, thresholds.json).
 
+`load(directory)` reads any such directory back: the model or head, its labels and
+thresholds. head.json is read here only (`read_head_file`), for loading, conversion and export.
+"""
+
+import dataclasses
 import os
+from typing import List, Optional, Tuple
 
 from xlnet_tf.checkpoints.assign import CheckpointMismatchError
 from xlnet_tf.checkpoints.keras_h5_io import open_hdf5
-from xlnet_tf.checkpoints.naming import backbone_of
+from xlnet_tf.checkpoints.labels import LABELS_FILE, saved_labels, saved_thresholds
+from xlnet_tf.modeling.backbone import XLNetModel, backbone_of
 from xlnet_tf.config import ARCHITECTURE_KEYS, XLNetConfig
-from xlnet_tf.json_files import read_json_object
+from xlnet_tf.heads.registry import head_class as registered_head_class
+from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.utils.json_files import read_json_object, write_json
 
 CONFIG_FILE = "xlnet_config.json"
 WEIGHTS_FILE = "model.weights.h5"
@@ -17,7 +27,6 @@ HEAD_FILE = "head.json"
 def save_pretrained(model_or_head, directory: str) -> str:
   """Writes `xlnet_config.json` (every config field) and `model.weights.h5`; for a head also
   `head.json`."""
-  from xlnet_tf.json_files import write_json
   os.makedirs(directory, exist_ok=True)
   backbone_of(model_or_head).config.to_json_file(os.path.join(directory, CONFIG_FILE))
   model_or_head.save_weights(os.path.join(directory, WEIGHTS_FILE))
@@ -33,7 +42,6 @@ def load_pretrained(directory: str, **config_overrides):
   `config_overrides` set run-time options (mem_len, dropout, ...); the architecture comes from
   the file.
   """
-  from xlnet_tf.model import XLNetModel
   model = XLNetModel(_stored_config(directory, config_overrides))
   load_own_checkpoint(model, directory)
   return model
@@ -47,6 +55,16 @@ def _stored_config(directory: str, config_overrides) -> XLNetConfig:
   return XLNetConfig.from_json_file(os.path.join(directory, CONFIG_FILE), **config_overrides)
 
 
+def read_head_file(directory: str) -> Optional[Tuple[type, dict]]:
+  """(head class, constructor arguments) from directory/head.json; None without the file
+  (a backbone). Errors name the file."""
+  path = os.path.join(directory, HEAD_FILE)
+  if not os.path.exists(path):
+    return None
+  arguments = read_json_object(path, expected="a JSON object: the head's class and arguments")
+  return registered_head_class(arguments.pop("class", None), path), arguments
+
+
 def load_pretrained_head(directory: str, head_class, **config_overrides):
   """A new `head_class` (e.g. XLNetPretrainer) from a directory `save_pretrained` wrote for
   such a head; `config_overrides` as in `load_pretrained`."""
@@ -54,14 +72,51 @@ def load_pretrained_head(directory: str, head_class, **config_overrides):
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path}: missing; {directory} holds no head (a backbone only?). "
                             f"Expected a {head_class.__name__} saved with save_pretrained")
-  arguments = read_json_object(path, expected="a JSON object: the head's class and arguments")
-  stored_class = arguments.pop("class", None)
-  if stored_class != head_class.__name__:
-    raise CheckpointMismatchError(f"{path}: holds a {stored_class}, not a {head_class.__name__}")
-  from xlnet_tf.model import XLNetModel
+  try:
+    stored_class, arguments = read_head_file(directory)
+  except UserInputError as error:
+    raise CheckpointMismatchError(f"{error}; expected a {head_class.__name__}") from None
+  if stored_class is not head_class:
+    raise CheckpointMismatchError(f"{path}: holds a {stored_class.__name__}, not a "
+                                  f"{head_class.__name__}")
   head = head_class(XLNetModel(_stored_config(directory, config_overrides)), **arguments)
   load_own_checkpoint(head, directory)
   return head
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedModel:
+  """What an own-format directory holds: the model (an XLNetModel, or the head head.json
+  names), the label of each class (labels.json) and a multi-label head's thresholds."""
+  model: object
+  labels: Optional[List[str]] = None
+  thresholds: Optional[List[float]] = None
+
+
+def class_count(model) -> Optional[int]:
+  """The number of output classes of a classifier or tagger; None for other models."""
+  return getattr(model, "num_classes", None) or getattr(model, "num_labels", None)
+
+
+def load(directory: str, **config_overrides) -> SavedModel:
+  """The model or head saved in `directory`, with its labels and thresholds (a multi-label
+  head's thresholds are also set on it); labels.json must count the head's classes."""
+  head_file = read_head_file(directory)
+  if head_file is None:
+    return SavedModel(load_pretrained(directory, **config_overrides))
+  model = load_pretrained_head(directory, head_file[0], **config_overrides)
+  labels = saved_labels(directory)
+  count = class_count(model)
+  if labels is not None and count is not None and len(labels) != count:
+    raise UserInputError(f"{os.path.join(directory, LABELS_FILE)}: lists {len(labels)} labels, "
+                         f"but the {type(model).__name__} in "
+                         f"{os.path.join(directory, HEAD_FILE)} has {count} classes")
+  thresholds = None
+  if getattr(model, "multi_label", False) and labels is not None:
+    thresholds = saved_thresholds(directory, labels)
+    if thresholds is not None:
+      model.thresholds = thresholds
+  return SavedModel(model, labels, thresholds)
 
 
 def load_own_checkpoint(model_or_head, directory: str) -> None:

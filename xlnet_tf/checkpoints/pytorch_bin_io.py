@@ -27,7 +27,7 @@ from typing import Dict
 import numpy as np
 
 from xlnet_tf.checkpoints.safetensors_io import bfloat16_to_float32
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 
 # torch storage type -> little-endian NumPy dtype ("bfloat16" is widened to float32 exactly).
 STORAGE_DTYPES = {"FloatStorage": "<f4", "HalfStorage": "<f2", "BFloat16Storage": "bfloat16",

@@ -11,7 +11,7 @@ from typing import Dict, Mapping, Optional
 
 import numpy as np
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 
 _DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
            "I8": "i1", "U8": "u1", "BOOL": "?"}

@@ -3,7 +3,7 @@
 import keras
 
 from xlnet_tf.config import XLNetConfig
-from xlnet_tf.model import XLNetModel
+from xlnet_tf.modeling.backbone import XLNetModel
 
 
 class XLNetHead(keras.Model):

@@ -8,10 +8,10 @@ Hugging Face: sequence_summary.summary.*, logits_proj.*.
 import keras
 import tensorflow as tf
 
-from xlnet_tf.errors import require
+from xlnet_tf.utils.errors import require
 from xlnet_tf.heads.base import XLNetHead
 from xlnet_tf.heads.summary import SequenceSummary
-from xlnet_tf.model import _next_memory, backbone_inputs
+from xlnet_tf.modeling.backbone import _next_memory, backbone_inputs
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -102,7 +102,7 @@ class XLNetClassifier(XLNetHead):
     return self._logits(outputs["sequence_output"], segment.get("input_mask"), training)
 
   def serving_outputs(self, features):
-    """What a SavedModel of this head returns (see xlnet_tf.export)."""
+    """What a SavedModel of this head returns (see xlnet_tf.serving.saved_model)."""
     logits = self(features, training=False)
     if self.num_classes == 1:
       return {"score": logits}

@@ -12,7 +12,7 @@ import tensorflow as tf
 from xlnet_tf.heads.base import XLNetHead
 from xlnet_tf.heads.classifier import classification_outputs
 from xlnet_tf.heads.summary import SequenceSummary
-from xlnet_tf.model import backbone_inputs
+from xlnet_tf.modeling.backbone import backbone_inputs
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -52,7 +52,7 @@ class XLNetMultipleChoice(XLNetHead):
     return tf.reshape(scores, shape[:2])
 
   def serving_outputs(self, features):
-    """What a SavedModel of this head returns (see xlnet_tf.export)."""
+    """What a SavedModel of this head returns (see xlnet_tf.serving.saved_model)."""
     return classification_outputs(self(features, training=False))
 
   def original_head_variables(self):

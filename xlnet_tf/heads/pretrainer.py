@@ -1,5 +1,5 @@
 """XLNetPretrainer: the language-modelling head over XLNetModel, for each objective
-(`xlnet_tf.pretraining.objectives`: which stream predicts, at which positions):
+(`xlnet_tf.objectives`: which stream predicts, at which positions):
 
 - perm: XLNet's permutation LM; the query stream predicts the targets (perm_mask and
   target_mapping from the data).
@@ -16,9 +16,9 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf.heads.base import XLNetHead
-from xlnet_tf.model import backbone_inputs
-from xlnet_tf.ops.flat_matmul import flat_matmul
-from xlnet_tf.pretraining import objectives
+from xlnet_tf.modeling.backbone import backbone_inputs
+from xlnet_tf.modeling.ops.flat_matmul import flat_matmul
+from xlnet_tf import objectives
 
 
 def lm_loss_sum(logits, target, target_mask):

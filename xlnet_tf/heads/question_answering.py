@@ -14,10 +14,10 @@ Face: start_logits.dense, end_logits.{dense_0,LayerNorm,dense_1}, answer_class.{
 import keras
 import tensorflow as tf
 
-from xlnet_tf import numerics
+from xlnet_tf.modeling import numerics
 from xlnet_tf.heads.base import XLNetHead
-from xlnet_tf.layers.dropout import FastDropout
-from xlnet_tf.model import backbone_inputs
+from xlnet_tf.modeling.layers.dropout import FastDropout
+from xlnet_tf.modeling.backbone import backbone_inputs
 
 FIRST_SEGMENT = 0  # the context's segment id in `context <sep> question <sep> <cls>`
 
@@ -136,7 +136,7 @@ class XLNetQuestionAnswering(XLNetHead):
             "cls_index": tf.fill([tf.shape(input_ids)[0]], tf.shape(input_ids)[1] - 1)}
 
   def serving_outputs(self, features):
-    """What a SavedModel of this head returns (see xlnet_tf.export)."""
+    """What a SavedModel of this head returns (see xlnet_tf.serving.saved_model)."""
     outputs = self(features, training=False)
     return {"start_top_index": outputs["start_top_index"],
             "start_top_log_probs": outputs["start_top_log_probs"],

@@ -8,8 +8,8 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf.heads.base import XLNetHead
-from xlnet_tf.layers.dropout import FastDropout
-from xlnet_tf.model import backbone_inputs
+from xlnet_tf.modeling.layers.dropout import FastDropout
+from xlnet_tf.modeling.backbone import backbone_inputs
 ORIGINAL_SCOPE = "model/token_classification/logit/"
 
 
@@ -75,8 +75,8 @@ class XLNetTokenClassifier(XLNetHead):
     return token_loss_sum(y, y_pred)
 
   def serving_outputs(self, features):
-    """What a SavedModel of this head returns (see xlnet_tf.export): per-token logits and the
-    predicted label of every position."""
+    """What a SavedModel of this head returns (see xlnet_tf.serving.saved_model): per-token
+    logits and the predicted label of every position."""
     logits = self(features, training=False)
     return {"logits": logits,
             "predicted_labels": tf.argmax(logits, axis=-1, output_type=tf.int32)}

@@ -19,8 +19,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf import plots
-from xlnet_tf.errors import UserInputError, require
+from xlnet_tf.utils import plots
+from xlnet_tf.utils.errors import UserInputError, require
 from xlnet_tf.pretraining.lm_evaluation import with_memory
 
 GAIN_THRESHOLD = 0.01  # the paper's: a relative perplexity gain under 1% stops the search

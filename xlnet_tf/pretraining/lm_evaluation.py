@@ -18,10 +18,10 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.heads.pretrainer import XLNetPretrainer, lm_loss_sum
-from xlnet_tf.model import XLNetModel
-from xlnet_tf.pretraining.rows import token_stream
+from xlnet_tf.modeling.backbone import XLNetModel
+from xlnet_tf.pretraining.data.rows import token_stream
 
 
 @dataclasses.dataclass

@@ -36,20 +36,21 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf import checkpoints
 from xlnet_tf.config import XLNetConfig
-from xlnet_tf.pretraining.records import (explain_data_loss, load_record_info,
-                                          pretraining_dataset)
+from xlnet_tf.pretraining.data.records import (explain_data_loss, load_record_info,
+                                               pretraining_dataset)
 from xlnet_tf.heads.pretrainer import XLNetPretrainer
-from xlnet_tf.json_files import write_json
-from xlnet_tf.model import XLNetModel
+from xlnet_tf.utils.json_files import write_json
+from xlnet_tf.modeling.backbone import XLNetModel
 from xlnet_tf.training import loss_scale as loss_scale_lib
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.training.distributed_steps import check_accumulation
 from xlnet_tf.training.divergence import DivergenceCheck, TrainingDivergedError
-from xlnet_tf.pretraining import objectives, summaries
+from xlnet_tf import objectives
+from xlnet_tf.pretraining import summaries
 from xlnet_tf.pretraining.replica_steps import PretrainingSteps
 from xlnet_tf.pretraining.run_checkpoints import RunCheckpoints, check_checkpoint_model
 from xlnet_tf.pretraining.step_log import StepLog

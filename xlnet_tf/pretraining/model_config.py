@@ -10,7 +10,7 @@ file or a size preset.
 from typing import Any, Mapping, Optional
 
 from xlnet_tf.config import XLNetConfig
-from xlnet_tf.pretraining import objectives
+from xlnet_tf import objectives
 
 
 def config_for_data(settings: Mapping[str, Any], n_token: int, model_size: Optional[str] = None,

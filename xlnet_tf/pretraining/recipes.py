@@ -10,9 +10,9 @@ in one place (`Recipe.loop_options`).
 import dataclasses
 from typing import Optional
 
-from xlnet_tf.pretraining import objectives
+from xlnet_tf import objectives
 from xlnet_tf.pretraining.loop import PretrainingOptions
-from xlnet_tf.pretraining.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingSettings
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,7 @@ global batch, with or without gradient accumulation (micro-batches carry their r
 
 import tensorflow as tf
 
-from xlnet_tf.model import backbone_inputs
+from xlnet_tf.modeling.backbone import backbone_inputs
 from xlnet_tf.training.distributed_steps import DistributedSteps, LossTerms, StepOptions
 
 

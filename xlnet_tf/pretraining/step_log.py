@@ -7,7 +7,7 @@ from typing import Callable, Dict, List
 from absl import logging
 import tensorflow as tf
 
-from xlnet_tf.progress import pace, seconds_to_go
+from xlnet_tf.utils.progress import pace, seconds_to_go
 
 
 class StepLog:

@@ -10,9 +10,9 @@ import os
 
 import tensorflow as tf
 
-from xlnet_tf.model import backbone_inputs
-from xlnet_tf.ops.compile import without_xla
-from xlnet_tf.pretraining.records import pretraining_dataset
+from xlnet_tf.modeling.backbone import backbone_inputs
+from xlnet_tf.modeling.ops.compile import without_xla
+from xlnet_tf.pretraining.data.records import pretraining_dataset
 
 
 def _image(matrix):

@@ -10,7 +10,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from xlnet_tf import plots
+from xlnet_tf.utils import plots
 from xlnet_tf.studies.budget_trend import intrinsic_cells, intrinsic_summary
 from xlnet_tf.studies.infilling_evaluation import ORDERS_OF
 

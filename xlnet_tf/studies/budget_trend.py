@@ -9,7 +9,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from xlnet_tf import plots
+from xlnet_tf.utils import plots
 from xlnet_tf.studies.infilling_evaluation import ORDERS_OF
 
 LONG_SPANS = ("2", "3", "4")  # words: where the blanks depend on each other

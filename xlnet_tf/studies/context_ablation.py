@@ -21,14 +21,15 @@ from typing import Dict, List, Sequence
 import keras
 import numpy as np
 
-from xlnet_tf import checkpoints, plots
-from xlnet_tf.errors import UserInputError
+from xlnet_tf import checkpoints
+from xlnet_tf.utils import plots
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.heads.pretrainer import XLNetPretrainer
-from xlnet_tf.json_files import read_json, write_json
+from xlnet_tf.utils.json_files import read_json, write_json
 from xlnet_tf.pretraining import context_length, lm_evaluation, recipes
-from xlnet_tf.pretraining.default_data import prepare_pretraining_data, read_text_files
+from xlnet_tf.pretraining.data.default_data import prepare_pretraining_data, read_text_files
 from xlnet_tf.pretraining.loop import LM_DIR
-from xlnet_tf.progress import UnitProgress
+from xlnet_tf.utils.progress import UnitProgress
 from xlnet_tf.studies import pretraining_runs
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 

@@ -2,7 +2,7 @@
 that a denoising LM cannot (XLNet, Section 2.6), measured by span length.
 
 - Span infilling: a run of 1, 2, 3 or 4 whole words of a held-out sentence is blanked and
-  filled greedily (xlnet_tf.infilling.fill) in an order; exact match of the whole span and
+  filled greedily (xlnet_tf.inference.infilling.fill) in an order; exact match of the whole span and
   the share of its pieces right.
 - Cloze ranking: the true span against k distractor spans of the same number of pieces taken
   from other held-out sentences; right when span_log_prob ranks the true one strictly first.
@@ -17,9 +17,9 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from xlnet_tf import infilling
-from xlnet_tf.errors import UserInputError
-from xlnet_tf.pretraining.default_data import read_text_files
+from xlnet_tf.inference import infilling
+from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.pretraining.data.default_data import read_text_files
 
 SPAN_WORDS = (1, 2, 3, 4)
 # Orders worth reporting per objective: the permutation LM in all of them; the masked LM's

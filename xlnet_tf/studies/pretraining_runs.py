@@ -10,8 +10,8 @@ from typing import Dict, Sequence
 import tensorflow as tf
 
 from xlnet_tf.config import XLNetConfig
-from xlnet_tf.errors import UserInputError
-from xlnet_tf.json_files import read_json, write_json
+from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.utils.json_files import read_json, write_json
 from xlnet_tf.pretraining import recipes
 from xlnet_tf.pretraining.loop import LM_DIR, PRETRAINED_DIR, PretrainingRun
 from xlnet_tf.pretraining.model_config import config_for_data

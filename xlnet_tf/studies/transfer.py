@@ -19,21 +19,22 @@ from typing import Dict, List, Optional, Sequence
 import keras
 import numpy as np
 
-from xlnet_tf import checkpoints, plots
-from xlnet_tf.errors import UserInputError
+from xlnet_tf import checkpoints
+from xlnet_tf.utils import plots
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.heads.pretrainer import XLNetPretrainer
-from xlnet_tf.json_files import read_json, write_json
-from xlnet_tf.progress import UnitProgress
-from xlnet_tf.pretraining.default_data import prepare_pretraining_data, read_text_files
+from xlnet_tf.utils.json_files import read_json, write_json
+from xlnet_tf.utils.progress import UnitProgress
+from xlnet_tf.pretraining.data.default_data import prepare_pretraining_data, read_text_files
 from xlnet_tf.pretraining import recipes
 from xlnet_tf.pretraining.loop import LM_DIR, PRETRAINED_DIR
-from xlnet_tf.pretraining.records import RECORD_INFO_FILE
-from xlnet_tf.pretraining.stage import create_pretraining_data
+from xlnet_tf.pretraining.data.records import RECORD_INFO_FILE
+from xlnet_tf.pretraining.data.stage import create_pretraining_data
 from xlnet_tf.studies import ablation_table, budget_trend, infilling_evaluation, pretraining_runs
 from xlnet_tf.studies.ablation_table import RANDOM_INIT
 from xlnet_tf.tasks import classification, finetuning
-from xlnet_tf.tasks.classification_metrics import classification_metrics
+from xlnet_tf.tasks.classification.metrics import classification_metrics
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 
 # Table 6's rows on this backbone: name -> what differs from `perm` (XLNet as released).

@@ -1,7 +1,7 @@
 """The one fine-tuning loop of every task: training steps under any tf.distribute strategy
 (tasks.finetuning_steps, on the loop pretraining uses), evaluation on dev every `eval_every`
 steps, the best weights kept (by the task's metric, higher is better) and reloaded at the end,
-progress shown as it goes (xlnet_tf.progress: a bar on a terminal, plain lines in logs).
+progress shown as it goes (xlnet_tf.utils.progress: a bar on a terminal, plain lines in logs).
 
 A task supplies its model (a head over XLNetModel), its training batches, its loss (or the
 head's own, `loss_sums`) and an `evaluate()` returning its dev scores; the task modules
@@ -22,9 +22,9 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf import checkpoints
-from xlnet_tf.errors import UserInputError
-from xlnet_tf.model import backbone_inputs
-from xlnet_tf.progress import ProgressDisplay, check_progress_mode
+from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.modeling.backbone import backbone_inputs
+from xlnet_tf.utils.progress import ProgressDisplay, check_progress_mode
 from xlnet_tf.tasks.finetuning_steps import distributed_batches, finetuning_steps
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib

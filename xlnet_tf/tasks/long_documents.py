@@ -15,8 +15,8 @@ from typing import Optional
 
 from xlnet_tf.checkpoints import own
 from xlnet_tf.config import XLNetConfig
-from xlnet_tf.errors import UserInputError, require
-from xlnet_tf.json_files import read_json_object
+from xlnet_tf.utils.errors import UserInputError, require
+from xlnet_tf.utils.json_files import read_json_object
 from xlnet_tf.tasks.finetuning import MAX_TENSOR_ELEMENTS
 
 

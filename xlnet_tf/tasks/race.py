@@ -14,7 +14,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from xlnet_tf.tasks.classification import encode_examples
-from xlnet_tf.tasks.classification_readers import TextExample
+from xlnet_tf.tasks.classification.readers import TextExample
 from xlnet_tf.text.read_report import ReadReport
 
 ANSWERS = "ABCD"

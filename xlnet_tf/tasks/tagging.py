@@ -9,7 +9,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.tasks.text_files import read_utf8_lines
 from xlnet_tf.text.packing import SEG_A, SEG_CLS, SEG_PAD
 from xlnet_tf.text.read_report import ReadReport

@@ -2,7 +2,7 @@
 
 from typing import List
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 
 
 def read_utf8_lines(path: str) -> List[str]:

@@ -28,7 +28,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf.errors import require
+from xlnet_tf.utils.errors import require
 
 SEG_A, SEG_B, SEG_CLS, SEG_PAD = 0, 1, 2, 4
 

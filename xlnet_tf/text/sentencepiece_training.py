@@ -12,8 +12,8 @@ from typing import Callable, Iterator, List, Sequence
 import sentencepiece as spm
 from absl import logging
 
-from xlnet_tf.errors import UserInputError
-from xlnet_tf.temporary_folders import temporary_folder
+from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.utils.temporary_folders import temporary_folder
 from xlnet_tf.text.tokenizer import preprocess_text
 
 CONTROL_SYMBOLS = ("<cls>", "<sep>", "<pad>", "<mask>", "<eod>")

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Sequence, Union
 import numpy as np
 import sentencepiece as spm
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 
 SPIECE_UNDERLINE = "\u2581"
 SPECIAL_PIECES = ("<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>")

@@ -22,8 +22,8 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from xlnet_tf.errors import UserInputError, require
-from xlnet_tf.ops import random as random_ops
+from xlnet_tf.utils.errors import UserInputError, require
+from xlnet_tf.modeling.ops import random as random_ops
 from xlnet_tf.training.optimization import global_norm
 
 

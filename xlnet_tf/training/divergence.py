@@ -6,7 +6,7 @@ from typing import Callable, List, Tuple
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 
 # Losses are read in batches of at most this many steps: a read per step would stall the
 # device's queue.

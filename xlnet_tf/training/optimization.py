@@ -14,7 +14,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf.layer_freezing import STACKED_VARIABLES, frozen_row_mask
+from xlnet_tf.modeling.backbone import backbone_of
+from xlnet_tf.modeling.freezing import STACKED_VARIABLES, frozen_row_mask
 
 NO_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias", "lm_loss_bias")
 _LAYER = re.compile(r"(^|/)layer_(\d+)(/|$)")
@@ -247,7 +248,6 @@ def create_optimizer(model, learning_rate: float, train_steps: int, warmup_steps
                      adjustable_total: bool = False) -> XLNetAdamW:
   """The optimizer of XLNet runs: AdamW (eps 1e-6), warmup + linear decay, clipping 1.0
   (`adjustable_total`: see WarmupLinearDecay)."""
-  from xlnet_tf.checkpoints.naming import backbone_of
   schedule = WarmupLinearDecay(learning_rate, warmup_steps, train_steps, min_lr_ratio,
                                adjustable_total)
   multipliers = layerwise_multipliers(model.trainable_variables,

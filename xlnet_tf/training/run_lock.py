@@ -23,7 +23,7 @@ import socket
 
 from absl import logging
 
-from xlnet_tf.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError
 
 LOCK_FILE = ".run.lock"
 

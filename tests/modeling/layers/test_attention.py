@@ -1,0 +1,40 @@
+import keras
+import numpy as np
+import tensorflow as tf
+
+from layer_checks import assert_config_round_trip
+from xlnet_tf.modeling.layers.attention import RelativeMultiHeadAttention
+from xlnet_tf.modeling.layers.position_encoding import relative_position_encoding
+
+def _call(layer, content, query, positions):
+  encoding = relative_position_encoding(content.shape[1], content.shape[1], 2, 16)
+  bias = np.full([2, 4], 0.1, np.float32)
+  return layer(content, encoding, bias, bias, query=query, query_positions=positions,
+               query_valid=np.ones(positions.shape, np.float32))
+
+
+def test_config_round_trip_and_two_streams(rng):
+  layer = RelativeMultiHeadAttention(n_head=2, d_head=4, dropout=0.1, dropatt=0.2, name="rel_attn")
+  content = rng.standard_normal([2, 5, 16]).astype(np.float32)
+  query = rng.standard_normal([2, 2, 16]).astype(np.float32)
+  positions = np.array([[1, 4], [0, 2]], np.int32)
+  content_out, query_out = _call(layer, content, query, positions)
+  clone = assert_config_round_trip(layer, lambda a: _call(a, content, query, positions),
+                                   build_shape=content.shape)
+  assert clone.get_config()["dropatt"] == 0.2
+  # The content stream does not depend on the query stream.
+  alone, _ = _call(layer, content, None, positions)
+  np.testing.assert_allclose(alone.numpy(), content_out.numpy(), atol=1e-6)
+
+
+def test_masking_is_safe_in_float16():
+  layer = RelativeMultiHeadAttention(n_head=2, d_head=4, dtype="mixed_float16")
+  content = tf.random.normal([2, 3, 8], dtype=tf.float16)
+  encoding = relative_position_encoding(3, 3, 2, 8)
+  bias = np.zeros([2, 4], np.float32)
+  mask = np.ones([2, 3, 3], bool)  # every key masked: uniform attention, not NaN or inf
+  out, _ = layer(content, encoding, bias, bias, content_mask=mask)
+  assert out.dtype == tf.float16
+  assert np.isfinite(out.numpy().astype(np.float32)).all()
+  assert layer.layer_norm.compute_dtype == "float32"
+  assert keras.backend.standardize_dtype(layer.query_kernel.dtype) == "float32"

@@ -1,0 +1,141 @@
+"""Rows at positions over a key/value cache written in place: the step behind cached generation
+(xlnet_tf.inference.generation) and cached infilling (xlnet_tf.inference.infilling_steps).
+
+A text's slots 0..C-1 each hold, per layer, the keys and values of a content state. A step
+runs a few rows through the layers, each standing at its own slot
+(TwoStreamBlock.rows_at_positions: the query stream's relative attention): one new content
+row per text, whose keys and values the step enters into the cache at its slot (later rows
+attend to it), and query rows that predict (XLNet's query stream; none for a 'uni' model,
+whose content row predicts the next token).
+
+Generation's cache (KeyValueCache) lives in variables and a step writes only its new entries,
+a strided-slice assignment of [B, N, 1, H] per layer. Passing the cache in and out as tensors,
+as the previous generation step did, copies the whole cache at every write, and attending over
+"the cache followed by this step's keys" concatenated it again: at base size, batch 8, those
+copies were half of a step (docs/performance.md). Under XLA the assignment updates the
+variable in place (measured: assigning a slot and attending costs what attending alone does,
+up to 2,048 slots); the graph executor instead puts the variable in copy-on-read mode, and
+every later read copies it. Infilling's blanks sit at different slots per text: its cache
+(BlendedCache) is tensors, blended.
+
+Shapes: B batch, C slots, P rows (1 content row + Q query rows), L layers, N heads, H head
+size, D d_model.
+"""
+
+from typing import Sequence
+
+import tensorflow as tf
+
+
+class KeyValueCache:
+  """Each layer's (keys, values) [B, N, C, H] in variables of the model's compute dtype."""
+
+  def __init__(self, keys_values: Sequence):
+    self.layers = [tuple(tf.Variable(tensor, trainable=False) for tensor in pair)
+                   for pair in keys_values]
+
+  @classmethod
+  def of_variables(cls, layers: Sequence):
+    """The cache over existing variables (inside a tf.function that takes `layers`)."""
+    cache = cls.__new__(cls)
+    cache.layers = [tuple(pair) for pair in layers]
+    return cache
+
+  @classmethod
+  def empty(cls, config, batch: int, capacity: int, dtype):
+    """C zero slots per layer (a step's mask must hide the slots not yet written)."""
+    shape = [batch, config.n_head, capacity, config.d_head]
+    return cls([(tf.zeros(shape, dtype), tf.zeros(shape, dtype))
+                for _ in range(config.n_layer)])
+
+  @property
+  def capacity(self) -> int:
+    return int(self.layers[0][0].shape[2])
+
+  def write_prefix(self, keys_values: Sequence) -> None:
+    """Slots 0..T-1 of every layer from keys_values: L (keys, values) [B, N, T, H]."""
+    for variables, pair in zip(self.layers, keys_values):
+      for variable, tensor in zip(variables, pair):
+        variable[:, :, :tensor.shape[2]].assign(tf.cast(tensor, variable.dtype))
+
+  def write(self, layer: int, slots, entered, written=None) -> None:
+    """Enters entered = (keys, values) [B, N, 1, H] at slots int32 [B] of `layer`, in place.
+    Every text writes the same slot (generation's), so this is one strided-slice assignment:
+    a scatter would put the variable in copy-on-read mode, and every later read would copy
+    the whole cache."""
+    if written is not None:
+      raise ValueError("KeyValueCache writes every text's slot; use BlendedCache for `written`")
+    slot = slots[0]
+    for variable, tensor in zip(self.layers[layer], entered):
+      variable[:, :, slot:slot + 1].assign(tf.cast(tensor, variable.dtype))
+
+
+class BlendedCache:
+  """The same interface over tensors, for texts that write different slots (infilling's
+  blanks): each write blends the entries in, returning a new cache tensor (a copy)."""
+
+  def __init__(self, keys_values: Sequence):
+    self.layers = [tuple(pair) for pair in keys_values]
+
+  @property
+  def capacity(self):
+    return tf.shape(self.layers[0][0])[2]
+
+  def write(self, layer: int, slots, entered, written=None) -> None:
+    """Enters entered [B, N, 1, H] at slots int32 [B] where written [B] is 1 (default all)."""
+    mask = tf.one_hot(slots, self.capacity)  # [B, C]
+    if written is not None:
+      mask *= tf.cast(written, mask.dtype)[:, None]
+    self.layers[layer] = tuple(
+        cached * (1 - tf.cast(mask, cached.dtype)[:, None, :, None])
+        + tf.cast(new, cached.dtype) * tf.cast(mask, cached.dtype)[:, None, :, None]
+        for cached, new in zip(self.layers[layer], entered))
+
+
+def run_rows(model, cache: KeyValueCache, content_ids, content_slots, blocked, position_keys,
+             *, query_slots=None, written=None, segment_mismatch=None):
+  """Runs one new content row per text and the query rows through every layer.
+
+  Args:
+    model: an XLNetPretrainer.
+    cache: a KeyValueCache (every text writes the same slot) or a BlendedCache; the content
+      row's keys and values are entered at its slot (where `written` is 1) before each layer
+      attends.
+    content_ids: int32 [B], the token of the content row; content_slots int32 [B], its slot.
+    blocked: bool [B, P, C], True = the row may not attend to the slot (rows: the content row,
+      then the query rows).
+    position_keys: list of L [1, N, R, H], backbone.layer_position_keys(C, C).
+    query_slots: int32 [B, Q] where the query rows stand (mask_emb at the first layer), or None.
+    written: [B] 0/1 or None (all 1).
+    segment_mismatch: bool [B, C, C] of the text (different segment), or None.
+
+  Returns (content [B, 1, D], query [B, Q, D] or None): the last layer's rows.
+  """
+  backbone = model.backbone
+  dtype = model.compute_dtype
+  content = tf.cast(tf.gather(backbone.word_embedding, content_ids[:, None]), dtype)  # [B, 1, D]
+  slots, query = content_slots[:, None], None
+  if query_slots is not None:
+    query = tf.tile(tf.cast(backbone.mask_emb, dtype),
+                    tf.stack([tf.shape(query_slots)[0], tf.shape(query_slots)[1], 1]))
+    slots = tf.concat([slots, query_slots], axis=1)  # [B, P]
+  mismatch = None
+  if segment_mismatch is not None:
+    mismatch = tf.gather(segment_mismatch, slots, batch_dims=1)
+  for index, block in enumerate(backbone.blocks):
+    cache.write(index, content_slots, block.attention.project_keys_values(content), written)
+    rows = content if query is None else tf.concat([content, query], axis=1)
+    rows = block.rows_at_positions(
+        rows, slots, cache.layers[index], position_keys[index],
+        backbone.layer_biases(index, mismatch is not None), content_length=cache.capacity,
+        mask=blocked, segment_mismatch=mismatch)
+    content, query = rows[:, :1], (None if query is None else rows[:, 1:])
+  return content, query
+
+
+def blocked_after(visible, last_slots, rows: int):
+  """bool [B, rows, C]: every row may attend to the visible slots (visible [B, C], 1 = a real
+  token) up to last_slots int32 [B], nothing after."""
+  capacity = tf.shape(visible)[1]
+  seen = tf.logical_and(tf.not_equal(visible, 0), tf.range(capacity)[None] <= last_slots[:, None])
+  return tf.tile(tf.logical_not(seen)[:, None], tf.stack([1, rows, 1]))

@@ -1,0 +1,342 @@
+"""XLNetModel: the XLNet backbone (Transformer-XL with two-stream attention) as a Keras model.
+
+Shapes: B batch, T sequence length, P predictions, M memory length, D d_model, L layers,
+N heads, H head size.
+"""
+
+import contextlib
+from typing import Any, Dict, Optional
+
+import keras
+import tensorflow as tf
+
+# BACKBONE_INPUTS and backbone_inputs stay importable from here (the public API).
+from xlnet_tf.modeling.inputs import (BACKBONE_INPUTS, backbone_inputs, checked_backbone_inputs)  # noqa: F401
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.modeling import freezing
+from xlnet_tf.modeling.layers import masks as mask_lib
+from xlnet_tf.modeling.layers import position_ablations
+from xlnet_tf.modeling.layers.dropout import FastDropout
+from xlnet_tf.modeling.layers.position_encoding import RelativePositionEncoding
+from xlnet_tf.modeling.layers.two_stream_block import TwoStreamBlock
+from xlnet_tf.modeling.ops import random as random_ops
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf")
+class XLNetModel(keras.Model):
+  """The XLNet backbone, numerically the original `transformer_xl` of zihangdai/xlnet.
+
+  Call with a dict (batch-major):
+    input_ids      int [B, T]
+    segment_ids    int [B, T], optional. Without it there is no segment term, which equals
+                   all-zero segments: a term constant along each attention row cancels in the
+                   softmax.
+    input_mask     [B, T], 1 = real token, 0 = padding; optional.
+    perm_mask      [B, T, T], 1 = position i may not attend position j; optional.
+    target_mapping [B, P, T] one-hot rows (zero rows = padded slots); optional, enables the
+                   query stream, whose input is `mask_emb` at each prediction.
+    mems           list of L tensors [B, M, D]; optional.
+    memory_mask    [B, M], 1 = a real memory slot, 0 = padding; optional (default: all of the
+                   memory is visible). For memory holding left-padded rows, such as the
+                   cache of xlnet_tf.inference.generation.
+
+  Returns a dict: sequence_output [B, T, D] (content stream, last layer); query_output
+  [B, P, D] with target_mapping; new_mems (list of L [B, M', D]) when config.mem_len > 0;
+  attention (list of L [B, N, T, K], the content stream's probabilities) when called with
+  return_attention=True; keys_values when called with memory_keys_values (below).
+  Each layer's memory is that layer's input: the first reuse_len tokens (all if 0) appended
+  to the old memory, the last mem_len kept, gradient stopped.
+
+  For decoding one token at a time (xlnet_tf.inference.generation), call keywords cache projections:
+    memory_keys_values  list of L (keys, values), each [B, N, M, H]: the memory as each
+                        layer's attention projects it (a key/value cache), instead of the
+                        input 'mems' (a step then skips re-projecting the whole memory). The
+                        outputs add keys_values, the same for this call's T tokens (to append).
+    position_keys       list of L [1, N, R, H] from `layer_position_keys(T, M + T)`: calls
+                        with equal lengths share them.
+
+  >>> import numpy as np
+  >>> from xlnet_tf import XLNetConfig, XLNetModel
+  >>> model = XLNetModel(XLNetConfig.preset("tiny", mem_len=4))  # 2 layers, d_model 32
+  >>> target_mapping = np.zeros([2, 1, 5], np.float32); target_mapping[:, 0, 2] = 1
+  >>> outputs = model({"input_ids": np.array([[5, 17, 42, 8, 3], [0, 0, 12, 9, 3]]),
+  ...                  "input_mask": np.array([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]]),
+  ...                  "target_mapping": target_mapping})  # predict position 2
+  >>> {key: tuple(value.shape) for key, value in outputs.items() if key != "new_mems"}
+  {'sequence_output': (2, 5, 32), 'query_output': (2, 1, 32)}
+  >>> [tuple(memory.shape) for memory in outputs["new_mems"]]  # each layer's, mem_len kept
+  [(2, 4, 32), (2, 4, 32)]
+  """
+
+  def __init__(self, config, recompute_blocks: bool = False, fused: bool = True,
+               frozen_layers: Optional[int] = None, **kwargs):
+    """`recompute_blocks`: in training, keep only each block's inputs and recompute the rest
+    during the backward pass (less memory for long sequences, about a third more compute).
+    Each block's dropout seeds derive from one seed per block and step, so the recomputed
+    pass draws the forward's masks (with or without recompute_blocks alike).
+
+    `frozen_layers`: see freeze_layers.
+
+    `fused=False`: the layers compute with ordinary TensorFlow ops, the attention score as
+    one function that reads like the paper (layers.attention.relative_attention_probabilities)
+    instead of the compiled kernels of xlnet_tf.modeling.ops. Same weights and results; slower."""
+    if isinstance(config, dict):
+      config = XLNetConfig.from_dict(config)
+    kwargs.setdefault("name", "transformer")
+    super().__init__(**kwargs)
+    self.config = config
+    self.recompute_blocks = recompute_blocks
+    self.fused = fused
+    self.position_encoding = RelativePositionEncoding(
+        config.d_model, config.attn_type, config.bi_data, config.clamp_len,
+        name="position_encoding")
+    self.blocks = [
+        TwoStreamBlock(config.n_head, config.d_head, config.d_inner, config.ff_activation,
+                       dropout=config.dropout, dropatt=config.dropatt,
+                       init_std=config.init_std, fused=fused, name=f"layer_{index}")
+        for index in range(config.n_layer)]
+    self.embedding_dropout = FastDropout(config.dropout)
+    self.position_dropout = FastDropout(config.dropout)
+    self.output_dropout = FastDropout(config.dropout)
+    self.block_seed_generator = keras.random.SeedGenerator(name="block_seed_generator")
+    self.frozen_layers = None
+    self.build()
+    if frozen_layers is not None:
+      self.freeze_layers(frozen_layers)
+
+  def freeze_layers(self, frozen_layers: Optional[int]) -> None:
+    """Trains neither the embedding (word_embedding, mask_emb) nor the first `frozen_layers`
+    blocks, their rows of the stacked per-layer variables included (0: the embedding only;
+    None: everything trained). Call it before the optimizer is built; Model.fit, custom loops
+    and XLNetAdamW (weight decay included) then leave them bit-identical (see
+    xlnet_tf.modeling.freezing). UserInputError outside 0..n_layer."""
+    freezing.freeze(self, frozen_layers)
+    self.frozen_layers = frozen_layers
+
+  def build(self, input_shape=None):
+    """Creates every weight from the config alone, so a new model can load weights at once."""
+    if self.built:
+      return
+    config = self.config
+    initializer = keras.initializers.RandomNormal(stddev=config.init_std)
+    bias_shape = ((config.n_layer, config.n_head, config.d_head) if config.untie_r
+                  else (config.n_head, config.d_head))
+    # Read as float32 even under mixed precision: the lookup casts the gathered rows, not the
+    # whole table (the LM head casts the table itself).
+    self.word_embedding = self.add_weight(name="word_embedding",
+                                          shape=(config.n_token, config.d_model),
+                                          initializer=initializer, autocast=False)
+    self.mask_emb = self.add_weight(name="mask_emb", shape=(1, 1, config.d_model),
+                                    initializer=initializer)
+    self.r_w_bias = self.add_weight(name="r_w_bias", shape=bias_shape, initializer=initializer)
+    self.r_r_bias = self.add_weight(name="r_r_bias", shape=bias_shape, initializer=initializer)
+    self.r_s_bias = self.add_weight(name="r_s_bias", shape=bias_shape, initializer=initializer)
+    self.seg_embed = self.add_weight(
+        name="seg_embed", shape=(config.n_layer, 2, config.n_head, config.d_head),
+        initializer=initializer)
+    # Transformer-XL's ablation encodings (config.pos_encoding): their learned table, if any.
+    self.position_table = position_ablations.add_table(self, config, initializer)
+    for block in self.blocks:
+      block.build((None, None, config.d_model))
+    self.built = True
+
+  # ---- forward ---------------------------------------------------------------------------
+  def call(self, inputs: Dict[str, Any], training=False, return_attention=False,
+           memory_keys_values=None, position_keys=None):
+    config = self.config
+    inputs = checked_backbone_inputs(config, inputs, memory_keys_values, position_keys)
+    dtype = self.compute_dtype
+    input_ids = tf.convert_to_tensor(inputs["input_ids"])
+    mems = inputs.get("mems")
+
+    batch_size = tf.shape(input_ids)[0]
+    length = tf.shape(input_ids)[1]
+    memory_length = tf.shape(mems[0])[1] if mems else 0
+    if memory_keys_values is not None:
+      memory_length = tf.shape(memory_keys_values[0][0])[2]
+    block_kwargs = dict(training=training, return_attention=return_attention,
+                        **_stream_masks(config, inputs, batch_size, length, memory_length,
+                                        dtype))
+    position_encoding = None
+    if position_keys is None and config.pos_encoding != "relative":
+      position_keys = self.layer_position_keys(length, memory_length + length)
+    if position_keys is None:
+      position_encoding = self.position_encoding(length, memory_length + length, batch_size)
+      # Cast once here, not in every layer (each layer's cast is then a no-op).
+      position_encoding = tf.cast(self.position_dropout(position_encoding, training=training),
+                                  dtype)
+    content = tf.cast(tf.gather(self.word_embedding, input_ids), dtype)  # [B, T, D]
+    if config.pos_encoding in position_ablations.ABSOLUTE:
+      content = position_ablations.with_absolute_positions(config, content, length,
+                                                           self.position_table)
+    content = self.embedding_dropout(content, training=training)
+    query = None
+    if "query_positions" in block_kwargs:  # the query stream: mask_emb at each prediction
+      predictions = tf.shape(block_kwargs["query_positions"])[1]
+      query = tf.tile(tf.cast(self.mask_emb, dtype), tf.stack([batch_size, predictions, 1]))
+      query = self.embedding_dropout(query, training=training)  # [B, P, D]
+
+    content, query, new_mems, attention_maps, new_keys_values = self._run_blocks(
+        content, query, position_encoding, mems, block_kwargs, memory_keys_values,
+        position_keys)
+    outputs = {"sequence_output": self.output_dropout(content, training=training)}
+    if query is not None:
+      outputs["query_output"] = self.output_dropout(query, training=training)
+    if config.mem_len > 0:
+      outputs["new_mems"] = new_mems
+    if return_attention:
+      outputs["attention"] = attention_maps
+    if memory_keys_values is not None:
+      outputs["keys_values"] = new_keys_values
+    return outputs
+
+  def _run_blocks(self, content, query, position_encoding, mems, block_kwargs,
+                  memory_keys_values, position_keys):
+    """The L blocks in turn: (content, query, new_mems, attention maps, new keys_values)."""
+    config = self.config
+    training = block_kwargs["training"]
+    new_mems, attention_maps, new_keys_values = [], [], []
+    for index, block in enumerate(self.blocks):
+      memory = mems[index] if mems else None
+      cache_kwargs, current = _cache_keywords(block, index, content, memory_keys_values,
+                                              position_keys)
+      if current is not None:
+        new_keys_values.append(current)
+      if config.mem_len > 0:
+        new_mems.append(_next_memory(content, memory, config.reuse_len, config.mem_len))
+      biases = self.layer_biases(index, "segment_mismatch" in block_kwargs)
+      block_seed = None
+      if training and (config.dropout or config.dropatt):
+        block_seed = random_ops.next_seed(self.block_seed_generator)
+
+      def run_block(content, query, biases, block=block, memory=memory, seed=block_seed,
+                    cache_kwargs=cache_kwargs):
+        seeds = (contextlib.nullcontext() if seed is None
+                 else random_ops.seeds_derived_from(seed))
+        with seeds:
+          return block(content, position_encoding, memory=memory, query=query, **biases,
+                       **block_kwargs, **cache_kwargs)
+
+      if self.recompute_blocks and training and not block_kwargs["return_attention"]:
+        content, query = _recomputed(run_block, content, query, biases)
+      else:
+        content, query, *attention = run_block(content, query, biases)
+        attention_maps.extend(attention)
+    return content, query, new_mems, attention_maps, new_keys_values
+
+  def layer_biases(self, index: int, with_segments: bool) -> Dict[str, Any]:
+    """Block `index`'s attention biases: its own slices with untie_r, else the shared ones."""
+    # A frozen block's rows of the stacked variables take no gradient (layer_freezing).
+    row = lambda variable: freezing.held_row(variable, index, self.frozen_layers)
+    layer_bias = row if self.config.untie_r else (lambda bias: bias)
+    biases = {"r_w_bias": layer_bias(self.r_w_bias), "r_r_bias": layer_bias(self.r_r_bias)}
+    if self.config.pos_encoding != "relative":  # the ablations have no global bias terms
+      biases = {name: tf.zeros_like(bias) for name, bias in biases.items()}
+    if with_segments:
+      biases.update(r_s_bias=layer_bias(self.r_s_bias), seg_embed=row(self.seg_embed))
+    return biases
+
+  def layer_position_keys(self, query_length: int, key_length: int):
+    """Each layer's projected relative position encoding for T queries over K = M + T keys:
+    list of L [1, N, R, H] (no dropout, no bi_data); `call(..., position_keys=...)` takes it.
+    The ablation encodings' keys (position_ablations) for config.pos_encoding != "relative"."""
+    if self.config.pos_encoding != "relative":
+      return position_ablations.layer_position_keys(self.config, self.position_table,
+                                                    key_length, self.compute_dtype)
+    encoding = self.position_encoding(query_length=query_length, key_length=key_length,
+                                      batch_size=2)[:1]  # bi_data: the forward half
+    return [block.attention.project_position_keys(encoding) for block in self.blocks]
+
+  def serving_outputs(self, features):
+    """What a SavedModel of the backbone returns (see xlnet_tf.serving.saved_model)."""
+    sequence = self(backbone_inputs(features), training=False)["sequence_output"]
+    return {"pooled_output": sequence[:, -1], "sequence_output": sequence}
+
+  # ---- serialization ---------------------------------------------------------------------
+  def get_config(self):
+    return {"config": self.config.to_dict(), "name": self.name,
+            "recompute_blocks": self.recompute_blocks, "fused": self.fused,
+            "frozen_layers": self.frozen_layers}
+
+  @classmethod
+  def from_config(cls, config):
+    return cls(XLNetConfig.from_dict(config["config"]), name=config.get("name", "transformer"),
+               recompute_blocks=config.get("recompute_blocks", False),
+               fused=config.get("fused", True), frozen_layers=config.get("frozen_layers"))
+
+
+def backbone_of(target):
+  """The XLNetModel inside `target` (the model itself, or a head with a `.backbone`)."""
+  if isinstance(target, XLNetModel):
+    return target
+  backbone = getattr(target, "backbone", None)
+  if isinstance(backbone, XLNetModel):
+    return backbone
+  raise TypeError(f"Expected an XLNetModel or a head with a `.backbone` XLNetModel; got "
+                  f"{type(target).__name__}")
+
+
+def _stream_masks(config, inputs, batch_size, length, memory_length, dtype) -> Dict[str, Any]:
+  """The masks every block takes for this call: content_mask, segment_mismatch (with
+  segment_ids) and, with target_mapping, the query stream's prediction positions [B, P] and
+  its masks gathered at them."""
+  content_mask, query_mask = mask_lib.attention_masks(
+      length, memory_length, config.attn_type, config.same_length,
+      inputs.get("input_mask"), inputs.get("perm_mask"), inputs.get("memory_mask"))
+  masks = {"content_mask": content_mask}
+  mismatch = None
+  if inputs.get("segment_ids") is not None:
+    mismatch = mask_lib.segment_mismatch(tf.cast(inputs["segment_ids"], tf.int32),
+                                         memory_length)
+    masks["segment_mismatch"] = mismatch
+  if inputs.get("target_mapping") is None:
+    return masks
+  positions, valid = mask_lib.prediction_positions(tf.cast(inputs["target_mapping"], dtype))
+  masks.update(query_positions=positions, query_valid=valid)
+  if query_mask is not None:
+    query_mask = tf.broadcast_to(query_mask, tf.stack(
+        [batch_size, length, memory_length + length]))
+    masks["query_mask"] = tf.gather(query_mask, positions, batch_dims=1)
+  if mismatch is not None:
+    masks["query_segment_mismatch"] = tf.gather(mismatch, positions, batch_dims=1)
+  return masks
+
+
+def _cache_keywords(block, index, content, memory_keys_values, position_keys):
+  """(Block `index`'s decoding keywords, this call's own (keys, values) or None): keys_values
+  (the cache, then this call's tokens) and position_keys, each when given."""
+  keywords, current = {}, None
+  if memory_keys_values is not None:
+    current = block.attention.project_keys_values(content)  # this call's tokens
+    keywords["keys_values"] = tuple(
+        tf.concat([tf.cast(cached, tensor.dtype), tensor], axis=2)
+        for cached, tensor in zip(memory_keys_values[index], current))
+  if position_keys is not None:
+    keywords["position_keys"] = position_keys[index]
+  return keywords, current
+
+
+def _next_memory(layer_input, memory, reuse_len: int, mem_len: int):
+  """The memory the next segment sees at this layer: [B, min(M + reuse, mem_len), D]."""
+  current = layer_input[:, :reuse_len] if reuse_len > 0 else layer_input
+  if memory is not None:
+    current = tf.concat([tf.cast(memory, current.dtype), current], axis=1)
+  return tf.stop_gradient(current[:, -mem_len:])
+
+
+def _recomputed(run_block, content, query, biases):
+  """run_block under tf.recompute_grad. Everything that needs a gradient (the streams, the
+  attention biases sliced from the model's variables) is an explicit input."""
+  names = sorted(biases)
+
+  def forward(content, query, *bias_values):
+    outputs = run_block(content, query, dict(zip(names, bias_values)))
+    return outputs if query is not None else outputs[0]
+
+  if query is None:
+    wrapped = lambda h, *b: forward(h, None, *b)
+    return tf.recompute_grad(wrapped)(content, *[biases[n] for n in names]), None
+  outputs = tf.recompute_grad(lambda h, g, *b: tuple(forward(h, g, *b)))(
+      content, query, *[biases[n] for n in names])
+  return outputs[0], outputs[1]
+

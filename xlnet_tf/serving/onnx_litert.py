@@ -1,0 +1,175 @@
+"""ONNX and LiteRT files of a model's ids signature, for runtimes without TensorFlow.
+
+The file computes what the SavedModel's serve_ids does: input_ids / segment_ids int32 and
+input_mask float32 [B, T] ([B, C, T] for multiple choice) -> the model's serving outputs (see
+saved_model.py). It holds no tokenizer: the caller packs the text (xlnet_tf.text.pack_texts,
+the same ids as the SavedModel's in-graph packing); the SentencePiece model and labels.json are
+copied beside the file. The graph is traced with plain ops (`without_xla`): neither format has
+XLA's compiled calls.
+
+- ONNX: tf2onnx (the `[export]` extra), opset 17; checked with ONNX Runtime.
+- LiteRT: TensorFlow's own TFLiteConverter (builtin ops only), converted from a SavedModel of
+  the signature: a concrete function converted directly keeps Keras 3's variables as resource
+  variables that the interpreter finds uninitialised (NaN outputs, or READ_VARIABLE failing).
+
+Ops that blocked the converters, replaced in layers/masks.py by equivalents: tf.eye(bool)
+(MatrixDiagV3 -> ONNX EyeLike on booleans, which ONNX Runtime has no kernel for) and an inner
+new axis `x[:, None, :]` (a strided slice with new_axis_mask, not a LiteRT builtin).
+"""
+
+import os
+import shutil
+import tempfile
+from typing import Dict, Optional, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf.checkpoints.labels import save_labels
+from xlnet_tf.modeling.backbone import backbone_of
+from xlnet_tf.utils.errors import UserInputError, require
+from xlnet_tf.serving.saved_model import ids_input_signature, ids_serving_function
+from xlnet_tf.modeling.ops import compile as compile_ops
+
+EXPORT_FORMATS = ("savedmodel", "onnx", "litert")
+FILE_NAMES = {"onnx": "model.onnx", "litert": "model.tflite"}
+ONNX_OPSET = 17
+# Beyond this the file is not the model (float32 rounding differs by ~1e-6 on the tiny model).
+TOLERANCE = 1e-3
+
+
+def _missing_package(package: str, error: ImportError) -> UserInputError:
+  return UserInputError(f"{package} is not installed ({error}); install the export extra: "
+                        "pip install 'xlnet_tf[export]'")
+
+
+def write_onnx(model, path: str, max_seq_length: int, sep_id: int) -> str:
+  """Writes the ids signature of `model` as an ONNX file at `path`."""
+  try:
+    import tf2onnx
+  except ImportError as error:
+    raise _missing_package("tf2onnx", error) from None
+  signature = ids_input_signature(model, max_seq_length)
+  with compile_ops.without_xla():
+    function = tf.function(ids_serving_function(model, sep_id), input_signature=signature)
+    tf2onnx.convert.from_function(function, input_signature=signature, opset=ONNX_OPSET,
+                                  output_path=path)
+  return path
+
+
+def write_litert(model, path: str, max_seq_length: int, sep_id: int) -> str:
+  """Writes the ids signature of `model` as a LiteRT (.tflite) flatbuffer at `path`, with the
+  signature `serving_default`."""
+  signature = ids_input_signature(model, max_seq_length)
+  with tempfile.TemporaryDirectory() as saved_model:
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    with compile_ops.without_xla():
+      archive.add_endpoint("serving_default", ids_serving_function(model, sep_id),
+                           input_signature=signature)
+    archive.write_out(saved_model, verbose=False)
+    flatbuffer = tf.lite.TFLiteConverter.from_saved_model(saved_model).convert()
+  with open(path, "wb") as handle:
+    handle.write(flatbuffer)
+  return path
+
+
+WRITERS = {"onnx": write_onnx, "litert": write_litert}
+
+
+def run_onnx(path: str, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+  """The ONNX file's outputs on `inputs`, by output name (ONNX Runtime, CPU)."""
+  try:
+    import onnxruntime
+  except ImportError as error:
+    raise _missing_package("onnxruntime", error) from None
+  session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+  names = [output.name for output in session.get_outputs()]
+  return dict(zip(names, session.run(names, dict(inputs))))
+
+
+def run_litert(path: str, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+  """The LiteRT file's outputs on `inputs` (ai_edge_litert's interpreter when installed, else
+  TensorFlow's)."""
+  try:
+    from ai_edge_litert.interpreter import Interpreter
+  except ImportError:
+    Interpreter = tf.lite.Interpreter  # the same interpreter, bundled with TensorFlow
+  runner = Interpreter(model_path=path).get_signature_runner("serving_default")
+  return {name: np.asarray(value) for name, value in runner(**inputs).items()}
+
+
+RUNNERS = {"onnx": run_onnx, "litert": run_litert}
+
+
+def verification_inputs(model, max_seq_length: int, seed: int = 0) -> Dict[str, np.ndarray]:
+  """Three rows with left padding 0, T/4 and T/2 and three segments (A, B, <cls>) ([B, 2, T] for
+  multiple choice), to compare an exported file with the Keras model."""
+  rng = np.random.default_rng(seed)
+  n_token = backbone_of(model).config.n_token
+  options = "options" in (getattr(model, "serving_text_inputs", None) or ())
+  rows = 6 if options else 3
+  input_ids = rng.integers(10, n_token, size=[rows, max_seq_length]).astype(np.int32)
+  segment_ids = np.zeros([rows, max_seq_length], np.int32)
+  input_mask = np.ones([rows, max_seq_length], np.float32)
+  for row in range(rows):
+    padding = (row % 3) * max_seq_length // 4
+    middle = (padding + max_seq_length) // 2
+    segment_ids[row, :padding], input_mask[row, :padding] = 4, 0.0
+    segment_ids[row, middle:] = 1
+    segment_ids[row, -1] = 2
+  inputs = {"input_ids": input_ids, "segment_ids": segment_ids, "input_mask": input_mask}
+  if options:
+    inputs = {key: value.reshape(3, 2, max_seq_length) for key, value in inputs.items()}
+  return inputs
+
+
+def max_difference(model, export_format: str, path: str, max_seq_length: int,
+                   sep_id: int) -> float:
+  """Max |exported file's output - Keras model's output| over every output (indices
+  included) on `verification_inputs`."""
+  inputs = verification_inputs(model, max_seq_length)
+  expected = ids_serving_function(model, sep_id)(*(tf.constant(inputs[name]) for name in
+                                                   ("input_ids", "segment_ids", "input_mask")))
+  actual = RUNNERS[export_format](path, inputs)
+  if sorted(actual) != sorted(expected):
+    raise RuntimeError(f"{path}: outputs {sorted(actual)}, expected {sorted(expected)}")
+  return float(max(np.max(np.abs(actual[name].astype(np.float64)
+                                 - expected[name].numpy().astype(np.float64)))
+                   for name in expected))
+
+
+def export_file(model, export_format: str, directory: str, max_seq_length: int, sep_id: int,
+                sp_path: Optional[str] = None, labels: Optional[Sequence[str]] = None):
+  """Writes `directory/model.onnx` or `directory/model.tflite` (with the SentencePiece model and
+  labels.json beside it), checks it against the Keras model, and only then moves the files into
+  `directory` (replacing what was there). Returns (path, max |difference|)."""
+  if export_format not in WRITERS:
+    raise UserInputError(f"export format must be one of {sorted(WRITERS)}; got "
+                         f"{export_format!r}")
+  segments = getattr(model, "max_segments", 1)
+  require(segments == 1, "--format", "savedmodel for a long-document classifier (the ONNX and "
+          "LiteRT files read one segment; its head.json says max_segments="
+          f"{segments})", export_format)
+  directory = os.path.abspath(directory)
+  parent = os.path.dirname(directory)
+  os.makedirs(parent, exist_ok=True)
+  staging = tempfile.mkdtemp(prefix=f".{os.path.basename(directory)}.partial-", dir=parent)
+  try:
+    path = WRITERS[export_format](model, os.path.join(staging, FILE_NAMES[export_format]),
+                                  max_seq_length, sep_id)
+    difference = max_difference(model, export_format, path, max_seq_length, sep_id)
+    if not difference <= TOLERANCE:  # NaN included
+      raise RuntimeError(f"{export_format} export check failed: outputs differ from the Keras "
+                         f"model by {difference} (> {TOLERANCE}); nothing was written")
+    if sp_path:
+      shutil.copy(sp_path, os.path.join(staging, os.path.basename(sp_path)))
+    if labels is not None:
+      save_labels(staging, labels)
+    if os.path.exists(directory):
+      shutil.rmtree(directory)
+    os.rename(staging, directory)
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)
+  return os.path.join(directory, FILE_NAMES[export_format]), difference

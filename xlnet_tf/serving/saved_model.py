@@ -1,0 +1,311 @@
+"""SavedModels for TF Serving with the tokenizer inside the graph.
+
+Layout: `<export_base>/<model_name>/<version>/`. Signatures:
+  serving_default  raw strings -> outputs: the original preprocessing, SentencePiece
+                   (tensorflow-text), the `A <sep> B <sep> <cls>` packing with longest-first
+                   truncation and left padding, exactly as the Python input builders;
+  serve_ids        input_ids / segment_ids int32 and input_mask float32 [B, T].
+Each exportable model states what it serves: `serving_outputs(features)` (classifier ->
+logits, probabilities, predicted_label; regression -> score; question answering -> start/end
+top indices and log-probabilities, answerability score; tagger -> logits, predicted_labels;
+backbone -> pooled (last position) and sequence features), optionally
+`serving_features(features, sep_id)` (extra inputs it derives from the packed ids, e.g. the
+QA head's p_mask) and `serving_text_inputs` (the text signature's input names). The
+SavedModel needs only `tensorflow` and `tensorflow_text` (for SentencepieceOp) where it is
+loaded.
+
+A multi-label classifier (head.json: multi_label) serves logits, probabilities (each label's
+sigmoid), thresholds (the thresholds.json a training run tuned on dev, else 0.5 each) and
+predicted_labels (multi-hot: probability >= threshold).
+"""
+
+import contextlib
+import os
+import shutil
+from typing import Optional, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf import checkpoints
+from xlnet_tf.checkpoints.labels import LABELS_FILE, save_labels, saved_labels, saved_thresholds
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.heads.classifier import XLNetClassifier
+from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
+from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
+from xlnet_tf.heads.token_classifier import XLNetTokenClassifier
+from xlnet_tf.utils.json_files import read_json, write_json
+from xlnet_tf.modeling.backbone import XLNetModel
+from xlnet_tf.modeling.ops import compile as compile_ops
+from xlnet_tf.text.in_graph_tokenizer import InGraphTokenizer
+from xlnet_tf.text.packing import TextPacker
+from xlnet_tf.text.tokenizer import check_vocabulary
+
+WARMUP_FILE = "tf_serving_warmup_requests"
+LONG_DOCUMENTS_FILE = "long_documents.json"  # assets of a classifier reading S segments
+# The model class of each exportable head ("backbone": XLNetModel itself), and the name of its
+# class-count argument.
+HEAD_CLASSES = {"classifier": XLNetClassifier, "regression": XLNetClassifier,
+                "multiple_choice": XLNetMultipleChoice,
+                "question_answering": XLNetQuestionAnswering,
+                "token_classifier": XLNetTokenClassifier}
+CLASS_COUNT = {"classifier": "num_classes", "regression": "num_classes",
+               "token_classifier": "num_labels"}
+# Without head.json: the pooling arguments of each head, and their defaults.
+POOLING_ARGUMENTS = {"classifier": ("summary_type", "task_name"),
+                     "regression": ("summary_type", "task_name"),
+                     "multiple_choice": ("summary_type",)}
+HEAD_DEFAULTS = {"summary_type": "last", "task_name": "task"}
+
+
+def load_exportable_model(model_dir: str, head: str = "classifier",
+                          num_classes: Optional[int] = None, summary_type: Optional[str] = None,
+                          task_name: Optional[str] = None, sp_path: Optional[str] = None):
+  """(model, labels or None) to export from an own-format directory a fine-tuning run wrote.
+
+  The head is built as its head.json says (class count, pooling, ...); `num_classes`,
+  `summary_type` and `task_name` fill in for a directory without head.json (defaults: the
+  labels.json count else 2, "last", "task") and must agree with head.json when both are given.
+  labels.json, when there, must count the head's classes. `sp_path`, when given, is checked
+  against the config's n_token first. Dropout off, no memory, except for a classifier trained
+  on long documents (head.json's max_segments > 1): it keeps the mem_len it was trained with
+  (xlnet_config.json).
+  """
+  config_path = os.path.join(model_dir, checkpoints.own.CONFIG_FILE)
+  stored_config = XLNetConfig.from_json_file(config_path, dropout=0.0, dropatt=0.0)
+  config = stored_config.for_finetuning()
+  if sp_path:
+    check_vocabulary(sp_path, config, config_path)
+  labels = saved_labels(model_dir)
+  if head == "backbone":
+    model = XLNetModel(config)
+  else:
+    given = {CLASS_COUNT.get(head, "num_classes"): num_classes, "summary_type": summary_type,
+             "task_name": task_name}
+    arguments = _head_arguments(model_dir, head, {k: v for k, v in given.items() if v is not None},
+                                labels)
+    if _read_segments(model_dir, arguments, stored_config) > 1:
+      config = stored_config.for_finetuning(mem_len=stored_config.mem_len)
+    model = HEAD_CLASSES[head](XLNetModel(config), **arguments)
+  checkpoints.load_own_checkpoint(model, model_dir)
+  if getattr(model, "multi_label", False) and labels is not None:
+    model.thresholds = saved_thresholds(model_dir, labels) or model.thresholds  # else 0.5
+  return model, labels if head in ("classifier", "token_classifier") else None
+
+
+def _head_arguments(model_dir, head, given, labels):
+  """The head's constructor arguments: head.json's, checked against `given` and labels.json."""
+  count_key = CLASS_COUNT.get(head)
+  path = os.path.join(model_dir, checkpoints.own.HEAD_FILE)
+  if os.path.exists(path):
+    arguments = _stored_head_arguments(path, head)
+    for key, value in given.items():
+      if key in arguments and arguments[key] != value:
+        raise UserInputError(f"{path}: {key} is {arguments[key]!r}, not {value!r} as given "
+                             f"(--{'num_classes' if key == count_key else key})")
+    source = path
+  else:
+    arguments = {key: given.get(key, HEAD_DEFAULTS[key]) for key in POOLING_ARGUMENTS.get(head, ())}
+    if count_key:
+      arguments[count_key] = 1 if head == "regression" else given.get(
+          count_key, len(labels) if labels else 2)
+    source = "--num_classes"
+  count = arguments.get(count_key)
+  if labels is not None and count is not None and count != len(labels):
+    raise UserInputError(f"{source}: {count} classes, but {os.path.join(model_dir, LABELS_FILE)} "
+                         f"lists {len(labels)} labels")
+  return arguments
+
+
+def _read_segments(model_dir, arguments, stored_config):
+  """head.json's max_segments (1 without), checked: long documents need the stored memory."""
+  max_segments = arguments.get("max_segments", 1)
+  path = os.path.join(model_dir, checkpoints.own.HEAD_FILE)
+  if not (isinstance(max_segments, int) and max_segments >= 1):
+    raise UserInputError(f"{path}: max_segments must be an integer >= 1; got {max_segments!r}")
+  if max_segments > 1 and stored_config.mem_len < 1:
+    raise UserInputError(
+        f"{path}: max_segments is {max_segments}, but "
+        f"{os.path.join(model_dir, checkpoints.own.CONFIG_FILE)} has mem_len "
+        f"{stored_config.mem_len}: the segments are read with memory; save the classifier as "
+        "run/classifier.py --max_segments --mem_len does")
+  return max_segments
+
+
+def _stored_head_arguments(path, head):
+  head_class = HEAD_CLASSES[head]
+  try:
+    arguments = read_json(path)
+  except ValueError as error:
+    raise UserInputError(f"{path}: not valid JSON ({error})") from None
+  stored_class = arguments.pop("class", None) if isinstance(arguments, dict) else None
+  if stored_class != head_class.__name__:
+    raise UserInputError(f"{path}: the head is {stored_class}, not the {head_class.__name__} "
+                         f"of --head={head}")
+  count = arguments.get("num_classes")
+  if head_class is XLNetClassifier and (count == 1) != (head == "regression"):
+    kind = "regression" if count == 1 else "classifier"
+    raise UserInputError(f"{path}: num_classes {count} makes a {kind} head, not --head={head}")
+  return arguments
+
+
+def ids_serving_function(model, sep_id: int):
+  """(input_ids, segment_ids, input_mask) -> the model's serving outputs, floating ones in
+  float32 whatever the compute dtype: the serve_ids signature (and the ONNX and LiteRT files of
+  export_formats.py). `sep_id` is the <sep> id the model's serving_features may need."""
+  add_features = getattr(model, "serving_features", lambda features, sep_id: features)
+
+  def features_from(input_ids, segment_ids, input_mask):
+    features = add_features({"input_ids": input_ids, "segment_ids": segment_ids,
+                             "input_mask": input_mask}, sep_id)
+    return {name: tf.cast(value, tf.float32) if value.dtype.is_floating else value
+            for name, value in model.serving_outputs(features).items()}
+
+  return features_from
+
+
+def ids_input_signature(model, max_seq_length: int):
+  """[input_ids, segment_ids, input_mask] TensorSpecs [B, T] ([B, C, T] for a model whose text
+  inputs include options, [B, S, T] for a classifier of S > 1 long-document segments); builds
+  the model with one call (Keras exports only built models)."""
+  options = "options" in (getattr(model, "serving_text_inputs", None) or ())
+  shape = [None, None, max_seq_length] if options else [None, max_seq_length]
+  segments = getattr(model, "max_segments", 1)
+  if segments > 1:
+    shape = [None, segments, max_seq_length]
+  dummy = [1 if size is None else size for size in shape]
+  ids_serving_function(model, 0)(tf.zeros(dummy, tf.int32), tf.zeros(dummy, tf.int32),
+                                 tf.ones(dummy))
+  return [tf.TensorSpec(shape, tf.int32, "input_ids"),
+          tf.TensorSpec(shape, tf.int32, "segment_ids"),
+          tf.TensorSpec(shape, tf.float32, "input_mask")]
+
+
+def _pack_texts(packer, names, strings):
+  """(input_ids, segment_ids, input_mask) of a text signature's strings, by input names."""
+  values = dict(zip(names, strings))
+  if "options" in values:  # each option packed with the text: [B, C] pairs -> [B, C, T]
+    options = values["options"]
+    count = tf.shape(options)[1]
+    flat = packer(tf.repeat(values["text"], count), tf.reshape(options, [-1]))
+    return [tf.reshape(t, tf.stack([-1, count, packer.max_seq_length])) for t in flat]
+  if "question" in values:  # the SQuAD window: context <sep> question <sep> <cls>
+    return packer(values["context"], values["question"])
+  return packer(values["text"], values.get("text_b"))
+
+
+def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
+                       max_seq_length: int, version: int = 1, text_pairs: bool = False,
+                       lower: bool = False, warmup_requests: int = 3, xla: bool = False,
+                       labels: Optional[Sequence[str]] = None) -> str:
+  """Writes `<export_base>/<model_name>/<version>/` and returns that path.
+
+  serving_default takes `text` (and `text_b` with text_pairs); a question-answering model takes
+  `question` and `context`, packed `context <sep> question <sep> <cls>` as the SQuAD builder
+  does, one window: a longer pair is truncated longest-first. Answer positions index the
+  returned window. A multiple-choice model takes `text` [B] and `options` [B, C]. The graph
+  computes in the model's dtype policy (a model built under mixed_bfloat16 serves in bfloat16,
+  1.6-1.7x float32's speed on an AVX512_BF16 CPU); the outputs are float32 either way.
+
+  `xla=False` writes the model's compiled element-wise regions as plain ops, so any TF Serving
+  runs the graph; with `xla=True` they stay XLA-compiled (faster on CPU), and the model server
+  must be started with --xla_cpu_compilation_enabled=true (CPU only).
+
+  `labels` (a classifier's classes in order) are written to assets/labels.json, so a client can
+  name the `predicted_label` index.
+
+  A classifier with max_segments S > 1 reads each text (or pair) as S segments of
+  max_seq_length (text.packing's layout, the split of the Python builders) with memory:
+  serve_ids then takes [B, S, max_seq_length], and assets/long_documents.json records S, the
+  segment length and mem_len.
+  """
+  if not hasattr(model, "serving_outputs"):
+    raise TypeError(f"Cannot export {type(model).__name__}: it has no serving_outputs() "
+                    "(exportable: the backbone, classifier/regression, multiple choice, "
+                    "question answering, token tagging)")
+  with contextlib.nullcontext() if xla else compile_ops.without_xla():
+    return _export(model, sp_path, export_base, model_name, max_seq_length, version=version,
+                   text_pairs=text_pairs, lower=lower, warmup_requests=warmup_requests,
+                   labels=labels)
+
+
+def _export(model, sp_path, export_base, model_name, max_seq_length, *, version, text_pairs,
+            lower, warmup_requests, labels):
+  tokenizer = InGraphTokenizer(sp_path, lower=lower)
+  num_segments = getattr(model, "max_segments", 1)
+  packer = TextPacker(tokenizer, max_seq_length, num_segments)
+  text_names = getattr(model, "serving_text_inputs", None) or (
+      ("text", "text_b") if text_pairs else ("text",))
+  features_from = ids_serving_function(model, packer.sep)
+  ids_signature = ids_input_signature(model, max_seq_length)
+  text_signature = [tf.TensorSpec([None, None] if name == "options" else [None], tf.string,
+                                  name) for name in text_names]
+  archive = keras.export.ExportArchive()
+  archive.track(model)
+  archive.track(packer)
+  archive.add_endpoint("serve_ids", features_from, input_signature=ids_signature)
+  archive.add_endpoint("serving_default",
+                       lambda *strings: features_from(*_pack_texts(packer, text_names, strings)),
+                       input_signature=text_signature)
+  path = os.path.join(export_base, model_name, str(version))
+  if os.path.exists(path):
+    shutil.rmtree(path)
+  archive.write_out(path, verbose=False)
+  assets = os.path.join(path, "assets")
+  os.makedirs(assets, exist_ok=True)
+  shutil.copy(sp_path, os.path.join(assets, os.path.basename(sp_path)))
+  if labels is not None:
+    save_labels(assets, labels)
+  if num_segments > 1:
+    write_json(os.path.join(assets, LONG_DOCUMENTS_FILE),
+               {"max_segments": num_segments, "max_seq_length": max_seq_length,
+                "mem_len": model.backbone.config.mem_len})
+  if warmup_requests:
+    examples = {name: ["A warm-up request for the model server."] * 2 for name in text_names}
+    if "options" in text_names:
+      examples["options"] = [["one option", "another option"]] * 2
+    write_warmup_requests(path, model_name, "serving_default", examples, warmup_requests)
+  return path
+
+
+# ---- TF Serving warm-up requests (PredictionLog records), written without the serving apis --
+
+def _varint(value: int) -> bytes:
+  out = bytearray()
+  while True:
+    byte = value & 0x7F
+    value >>= 7
+    out.append(byte | (0x80 if value else 0))
+    if not value:
+      return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+  """A length-delimited protobuf field."""
+  return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def prediction_log(model_name: str, signature: str, inputs) -> bytes:
+  """tensorflow.serving.PredictionLog{predict_log{request{model_spec, inputs}}}, serialized."""
+  model_spec = _field(1, model_name.encode()) + _field(3, signature.encode())
+  request = _field(1, model_spec)
+  for name, value in inputs.items():
+    array = np.asarray(value)
+    if array.dtype.kind in "US":
+      array = array.astype(object)
+    tensor = tf.make_tensor_proto(array).SerializeToString()
+    request += _field(2, _field(1, name.encode()) + _field(2, tensor))
+  return _field(6, _field(1, request))
+
+
+def write_warmup_requests(saved_model_dir: str, model_name: str, signature: str, inputs,
+                          count: int) -> str:
+  directory = os.path.join(saved_model_dir, "assets.extra")
+  os.makedirs(directory, exist_ok=True)
+  path = os.path.join(directory, WARMUP_FILE)
+  with tf.io.TFRecordWriter(path) as writer:
+    for _ in range(count):
+      writer.write(prediction_log(model_name, signature, inputs))
+  return path

@@ -1,0 +1,141 @@
+"""What every command-line tool in run/ and data/ shares: quiet TensorFlow, one-line user errors.
+
+A tool imports this module before anything that imports TensorFlow, and starts with
+`cli.run(main)` in place of absl's `app.run(main)`. Unless `--verbose` is on the command line:
+
+- TensorFlow's C++ logging is set to silent (TF_CPP_MIN_LOG_LEVEL=3, unless already set; it is
+  read once, when TensorFlow loads), and the lines TensorFlow prints while it is imported
+  (oneDNN, CUDA: written before that setting applies) are captured and dropped, or shown if the
+  import fails;
+- TensorFlow's Python logs show errors only (its own logger, and what its modules log through
+  absl), and Keras' and TensorFlow's Python warnings are ignored;
+- a user error (UserInputError, a missing file, absl's UsageError) ends the tool with one line,
+  `error: <message>`, and exit status 1; every other exception is a bug and keeps its traceback.
+
+With --verbose nothing is silenced and every error shows its traceback. The tools' own progress
+(absl logging from xlnet_tf) is not affected.
+"""
+
+import contextlib
+import importlib.abc
+import importlib.util
+import logging
+import os
+import re
+import sys
+import tempfile
+import warnings
+
+from absl import app
+from absl import flags
+
+from xlnet_tf.utils.errors import UserInputError
+
+flags.DEFINE_bool("verbose", False, "Show TensorFlow's logs and warnings, and a traceback with "
+                  "every error.")
+
+# Errors that are about the user's input, not bugs: shown as one line.
+USER_ERRORS = (UserInputError, FileNotFoundError, NotADirectoryError, IsADirectoryError,
+               app.UsageError)
+
+_VERBOSE_ARGUMENT = re.compile(r"--?(no)?verbose(?:=(.*))?")
+_LIBRARY_FILE = re.compile(r"[/\\](tensorflow|keras)[/\\]")
+
+
+def verbose_requested(argv) -> bool:
+  """Whether `argv` turns --verbose on, read as absl will read it (the last setting wins).
+
+  Needed before absl parses the flags: TensorFlow may be imported (and log) before that."""
+  verbose = False
+  for argument in argv[1:]:
+    if argument == "--":
+      break
+    match = _VERBOSE_ARGUMENT.fullmatch(argument)
+    if match:
+      negated, value = match.groups()
+      verbose = not negated and (value is None or value.lower() in ("true", "t", "1"))
+  return verbose
+
+
+@contextlib.contextmanager
+def _standard_error_captured():
+  """Everything written to file descriptor 2 (C++ code writes there directly) goes to a
+  temporary file; it is written out after all if the block raises."""
+  sys.stderr.flush()
+  saved = os.dup(2)
+  with tempfile.TemporaryFile() as captured:
+    os.dup2(captured.fileno(), 2)
+    try:
+      yield
+    except BaseException:
+      os.dup2(saved, 2)
+      captured.seek(0)
+      os.write(2, captured.read())
+      raise
+    finally:
+      os.dup2(saved, 2)
+      os.close(saved)
+
+
+class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
+  """Finds `tensorflow` with the other finders and loads it with standard error captured.
+
+  An import hook rather than importing TensorFlow here: tools that may not need TensorFlow
+  (run/benchmark.py's PyTorch workers) do not load it."""
+
+  def find_spec(self, name, path=None, target=None):
+    if name != "tensorflow":
+      return None
+    sys.meta_path.remove(self)  # once; and the lookup below must not come back here
+    spec = importlib.util.find_spec(name)
+    if spec is not None and spec.loader is not None:
+      load = spec.loader.exec_module
+
+      def load_quietly(module):
+        with _standard_error_captured():
+          load(module)
+      spec.loader.exec_module = load_quietly
+    return spec
+
+
+def _not_a_library_message(record) -> bool:
+  """Drops what TensorFlow's and Keras' modules log through absl below ERROR (checkpoint
+  saving, for one, logs at INFO); xlnet_tf's own absl logs pass."""
+  return record.levelno >= logging.ERROR or not _LIBRARY_FILE.search(record.pathname)
+
+
+def quiet_tensorflow() -> None:
+  """Silences TensorFlow's C++ and Python logs and Keras' and TensorFlow's Python warnings."""
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  if "tensorflow" not in sys.modules:
+    sys.meta_path.insert(0, _QuietTensorFlowImport())
+  logging.getLogger("tensorflow").setLevel(logging.ERROR)
+  logging.getLogger("absl").addFilter(_not_a_library_message)
+  warnings.filterwarnings("ignore", module=r"(keras|tensorflow)(\.|$)")
+
+
+def list_flag(name: str, convert=int, kind: str = "integers") -> list:
+  """The values of the list flag --name converted (int, float); a value that does not convert
+  is a user error naming the flag."""
+  values = flags.FLAGS[name].value
+  try:
+    return [convert(value) for value in values]
+  except ValueError:
+    raise app.UsageError(f"--{name}: {values} are not {kind}") from None
+
+
+def run(main) -> None:
+  """absl's app.run(main), with user errors as one line unless --verbose."""
+  def main_reporting_user_errors(argv):
+    try:
+      return main(argv)
+    except USER_ERRORS as error:
+      if flags.FLAGS.verbose:
+        raise
+      print(f"error: {error}", file=sys.stderr)
+      sys.exit(1)
+  app.run(main_reporting_user_errors)
+
+
+if not verbose_requested(sys.argv):
+  quiet_tensorflow()

@@ -1,0 +1,29 @@
+"""The error type of bad input: what a user gave (a flag, a file, its contents) cannot be used.
+
+Library checks of user input raise `UserInputError` with a message that names the input (the
+flag, or `path:line`). The command-line tools print it as one line without a traceback (see
+xlnet_tf.utils.cli); any other exception is a bug and keeps its traceback. A ValueError, so callers
+that catch ValueError still do.
+"""
+
+
+class UserInputError(ValueError):
+  """A flag, file or value supplied by the user cannot be used; the message says which."""
+
+
+_NOT_GIVEN = object()
+
+
+def require(ok: bool, argument: str, expected: str, got=_NOT_GIVEN) -> None:
+  """The library's one input check: raises UserInputError "<argument> must be <expected>;
+  got <got>" unless `ok`. `argument` names what the user gave (a flag, a field, `path:line`);
+  `got` is shown as given (pass repr(value) for a quoted value).
+
+  >>> require(3 > 0, "XLNetConfig.n_layer", "a positive integer", 3)  # passes silently
+  """
+  if ok:
+    return
+  message = f"{argument} must be {expected}"
+  if got is not _NOT_GIVEN:
+    message += f"; got {got}"
+  raise UserInputError(message)
