@@ -22,7 +22,7 @@ scored (their ratio is the table's speed-up):
 
   python run/benchmark.py --modes=lm_eval,lm_eval_vanilla --shapes=1x512,1x1024,1x2048 \
       --dtypes=float32 --implementations=xlnet_tf --dropout=false --data_copies=0 \
-      --output=docs/benchmarks_table7
+      --output=docs/benchmarks/lm_evaluation_memory_vs_vanilla_base
 
 --modes=generate times greedy generation of --new_tokens tokens after prompts of seq_len tokens
 with the XLNet LM (bi attention, the query stream predicting the next token):
@@ -30,9 +30,11 @@ xlnet_tf.inference.generate against Hugging Face's XLNetLMHeadModel.generate; to
 the new tokens.
 
   python run/benchmark.py --modes=generate --shapes=1x128,8x128 --dtypes=float32 \
-      --dropout=false --data_copies=0 --repeats=2 --output=docs/benchmarks_generation
+      --dropout=false --data_copies=0 --repeats=2 \
+      --output=docs/benchmarks/generation_base_1x128_8x128
 
-  python run/benchmark.py --sizes=base --shapes=4x128,2x512 --rounds=2 --output=docs/benchmarks
+  python run/benchmark.py --sizes=base --shapes=4x128,2x512 --rounds=2 \
+      --output=docs/benchmarks/peers_base_4x128_2x512
 
 --memory measures instead the peak memory of ONE fine-tuning step (classifier head, forward +
 backward + the project's AdamW update, dropout on), each --shapes point x --dtypes x
@@ -41,7 +43,8 @@ peak = fixed + per_example * batch per row and reports the largest batch that fi
 --memory_budget_gb (xlnet_tf/benchmarks/finetuning_memory.py; docs/benchmarks.md, "Fine-tuning memory"):
 
   python run/benchmark.py --memory --sizes=base,large --shapes=1x128,2x128,4x128,1x512,2x512 \
-      --dtypes=float32,bfloat16 --recompute=false,true --output=docs/benchmarks_issue27_memory
+      --dtypes=float32,bfloat16 --recompute=false,true \
+      --output=docs/benchmarks/finetuning_memory_base_large
 
 With --rounds=N every row is measured N times, the implementations taking turns, and the table
 keeps each row's best (all rounds' times are in the JSON).

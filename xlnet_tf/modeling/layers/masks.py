@@ -4,7 +4,7 @@ Convention inside the library: a boolean mask is True where a query may NOT atte
 ("blocked"). Shapes: B batch, T query length, M memory length, K = M + T key length,
 P predictions.
 
-The public inputs follow DESIGN.md: `input_mask` 1 = real token, 0 = padding; `perm_mask` 1 =
+The public inputs: `input_mask` 1 = real token, 0 = padding; `perm_mask` 1 =
 position i may not attend position j. Memory can always be attended to, unless `memory_mask`
 (1 = real, 0 = padding) says a memory slot is padding.
 """
