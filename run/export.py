@@ -27,12 +27,12 @@ from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cl
 import keras
 
 from xlnet_tf.utils.errors import require
-from xlnet_tf.serving.saved_model import HEAD_CLASSES, export_saved_model, load_exportable_model
+from xlnet_tf.serving.saved_model import EXPORT_HEADS, export_saved_model, load_exportable_model
 from xlnet_tf.serving.onnx_litert import EXPORT_FORMATS, export_file
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 
 flags.DEFINE_string("model_dir", None, "Own-format directory (xlnet_config.json + weights).")
-flags.DEFINE_enum("head", "classifier", sorted(HEAD_CLASSES) + ["backbone"],
+flags.DEFINE_enum("head", "classifier", sorted(EXPORT_HEADS) + ["backbone"],
                   "What the weights are.")
 flags.DEFINE_integer("num_classes", None, "Classes of a classifier (labels of a token "
                      "classifier). Default: head.json's, else the labels in "

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
+from repository import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _benchmark(output, *flags):

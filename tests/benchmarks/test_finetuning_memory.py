@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from xlnet_tf.benchmarks import finetuning_memory as memory
+from repository import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def point(batch, peak, recompute=False, **extra):

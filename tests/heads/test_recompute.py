@@ -1,6 +1,7 @@
 """Fine-tuning heads over a backbone with recompute_blocks (--recompute): the loss and every
 gradient equal the model's without it, dropout on (the recomputed pass redraws the forward's
-masks), frozen blocks included. tests/modeling/test_backbone.py checks the backbone's own outputs."""
+masks), frozen blocks included. tests/modeling/test_backbone.py checks the backbone's own
+outputs."""
 
 import keras
 import numpy as np

@@ -21,12 +21,12 @@ from xlnet_tf.serving.saved_model import (LONG_DOCUMENTS_FILE, WARMUP_FILE, expo
                                           load_exportable_model)
 from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
+from repository import README
 
 TEXTS = ["The class statement defines a new class, with methods and values " * 3,
          "", "Café naïve 2000, ``quoted''", "   ", "中文 emoji 😀"]
 PAIRS = ["short", "a b c d e f g h i j k l m n o p q r s t", "", "x", "The end."]
 LENGTH = 24
-README = os.path.join(os.path.dirname(__file__), "..", "README.md")
 
 # One process for the module's requests (a TensorFlow import each would cost more than the
 # requests): a JSON line [path, requests] in, a line "OUTPUT {outputs | error}" out.

@@ -36,7 +36,7 @@ from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
 from xlnet_tf.heads.token_classifier import XLNetTokenClassifier
-from xlnet_tf.utils.json_files import read_json, write_json
+from xlnet_tf.utils.json_files import write_json
 from xlnet_tf.modeling.backbone import XLNetModel
 from xlnet_tf.modeling.ops import compile as compile_ops
 from xlnet_tf.text.in_graph_tokenizer import InGraphTokenizer
@@ -45,9 +45,9 @@ from xlnet_tf.text.tokenizer import check_vocabulary
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 LONG_DOCUMENTS_FILE = "long_documents.json"  # assets of a classifier reading S segments
-# The model class of each exportable head ("backbone": XLNetModel itself), and the name of its
+# The head class each --head value exports ("backbone": XLNetModel itself), and the name of its
 # class-count argument.
-HEAD_CLASSES = {"classifier": XLNetClassifier, "regression": XLNetClassifier,
+EXPORT_HEADS = {"classifier": XLNetClassifier, "regression": XLNetClassifier,
                 "multiple_choice": XLNetMultipleChoice,
                 "question_answering": XLNetQuestionAnswering,
                 "token_classifier": XLNetTokenClassifier}
@@ -88,7 +88,7 @@ def load_exportable_model(model_dir: str, head: str = "classifier",
                                 labels)
     if _read_segments(model_dir, arguments, stored_config) > 1:
       config = stored_config.for_finetuning(mem_len=stored_config.mem_len)
-    model = HEAD_CLASSES[head](XLNetModel(config), **arguments)
+    model = EXPORT_HEADS[head](XLNetModel(config), **arguments)
   checkpoints.load_own_checkpoint(model, model_dir)
   if getattr(model, "multi_label", False) and labels is not None:
     model.thresholds = saved_thresholds(model_dir, labels) or model.thresholds  # else 0.5
@@ -100,7 +100,7 @@ def _head_arguments(model_dir, head, given, labels):
   count_key = CLASS_COUNT.get(head)
   path = os.path.join(model_dir, checkpoints.own.HEAD_FILE)
   if os.path.exists(path):
-    arguments = _stored_head_arguments(path, head)
+    arguments = _stored_head_arguments(model_dir, head)
     for key, value in given.items():
       if key in arguments and arguments[key] != value:
         raise UserInputError(f"{path}: {key} is {arguments[key]!r}, not {value!r} as given "
@@ -134,16 +134,14 @@ def _read_segments(model_dir, arguments, stored_config):
   return max_segments
 
 
-def _stored_head_arguments(path, head):
-  head_class = HEAD_CLASSES[head]
-  try:
-    arguments = read_json(path)
-  except ValueError as error:
-    raise UserInputError(f"{path}: not valid JSON ({error})") from None
-  stored_class = arguments.pop("class", None) if isinstance(arguments, dict) else None
-  if stored_class != head_class.__name__:
-    raise UserInputError(f"{path}: the head is {stored_class}, not the {head_class.__name__} "
-                         f"of --head={head}")
+def _stored_head_arguments(model_dir, head):
+  """head.json's constructor arguments, checked to be of the head --head names."""
+  path = os.path.join(model_dir, checkpoints.own.HEAD_FILE)
+  head_class = EXPORT_HEADS[head]
+  stored_class, arguments = checkpoints.own.read_head_file(model_dir)
+  if stored_class is not head_class:
+    raise UserInputError(f"{path}: the head is {stored_class.__name__}, not the "
+                         f"{head_class.__name__} of --head={head}")
   count = arguments.get("num_classes")
   if head_class is XLNetClassifier and (count == 1) != (head == "regression"):
     kind = "regression" if count == 1 else "classifier"

@@ -16,7 +16,6 @@ from typing import Optional
 from xlnet_tf.checkpoints import own
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.utils.errors import UserInputError, require
-from xlnet_tf.utils.json_files import read_json_object
 from xlnet_tf.tasks.finetuning import MAX_TENSOR_ELEMENTS
 
 
@@ -44,11 +43,10 @@ def check_flags(max_segments: int, mem_len: int) -> None:
 
 def stored(model_dir: str) -> Optional[LongDocuments]:
   """The S and M a training run saved in `model_dir` (its best/), None without a head.json."""
-  head_path = os.path.join(model_dir, own.HEAD_FILE)
-  if not os.path.exists(head_path):
+  head_file = own.read_head_file(model_dir)
+  if head_file is None:
     return None
-  head = read_json_object(head_path, expected="a JSON object: the head's class and arguments")
-  max_segments = head.get("max_segments", 1)
+  max_segments = head_file[1].get("max_segments", 1)
   mem_len = 0
   if max_segments > 1:
     mem_len = XLNetConfig.from_json_file(os.path.join(model_dir, own.CONFIG_FILE)).mem_len

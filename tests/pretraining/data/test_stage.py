@@ -19,9 +19,10 @@ from xlnet_tf.pretraining.data.examples import ExampleBuilder
 from xlnet_tf.pretraining.data.records import (load_record_info, pretraining_dataset,
                                                serialize_example)
 from xlnet_tf.pretraining.data.rows import StreamRow, batchify, token_stream
-from xlnet_tf.pretraining.data.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 from xlnet_tf.text.sentencepiece_training import train_sentencepiece
 from xlnet_tf.text.tokenizer import XLNetTokenizer
+from repository import ROOT
 
 SETTINGS = dict(seq_len=32, reuse_len=16, num_predict=6, bsz_per_host=4, bi_data=True)
 
@@ -30,7 +31,7 @@ SETTINGS = dict(seq_len=32, reuse_len=16, num_predict=6, bsz_per_host=4, bi_data
 def made(corpus_files, sp_model, tmp_path_factory):
   directory = str(tmp_path_factory.mktemp("records"))
   summary = create_pretraining_data(corpus_files, sp_model, directory,
-                                    PretrainingSettings(**SETTINGS), seed=5, num_workers=2)
+                                    PretrainingDataConfig(**SETTINGS), seed=5, num_workers=2)
   return directory, summary
 
 
@@ -111,14 +112,14 @@ def test_reader_feeds_the_model_and_rows_continue(made, sp_model):
 
 def test_same_seed_same_bytes_whatever_the_workers(corpus_files, sp_model, tmp_path, made):
   directory, _ = made
-  create_pretraining_data(corpus_files, sp_model, str(tmp_path), PretrainingSettings(**SETTINGS),
+  create_pretraining_data(corpus_files, sp_model, str(tmp_path), PretrainingDataConfig(**SETTINGS),
                           seed=5, num_workers=1)
   names = sorted(f for f in os.listdir(directory) if f.endswith(".tfrecords"))
   assert names == sorted(f for f in os.listdir(tmp_path) if f.endswith(".tfrecords"))
   for name in names + ["record_info.json"]:
     assert filecmp.cmp(os.path.join(directory, name), tmp_path / name, shallow=False), name
   other = tmp_path / "other"
-  create_pretraining_data(corpus_files[:1], sp_model, str(other), PretrainingSettings(**SETTINGS),
+  create_pretraining_data(corpus_files[:1], sp_model, str(other), PretrainingDataConfig(**SETTINGS),
                           seed=6, num_workers=1)
   assert not filecmp.cmp(os.path.join(directory, names[0]), other / names[0], shallow=False)
 
@@ -153,7 +154,7 @@ def test_one_file_is_shared_by_the_workers_with_the_same_bytes(one_file, sp_mode
   """A single file in many ranges and blocks, by 1 or 2 workers: the bytes of the whole file
   read at once in one pass."""
   path, bad_line = one_file
-  settings = PretrainingSettings(**SETTINGS)
+  settings = PretrainingDataConfig(**SETTINGS)
   create_pretraining_data([path], sp_model, str(tmp_path / "default"), settings, seed=5,
                           num_workers=1)
   monkeypatch.setattr(stage, "RANGE_BYTES_MIN", 20_000)
@@ -198,7 +199,7 @@ def test_bad_input_is_counted_or_refused(sp_model, corpus_files, tmp_path):
   (inputs / "b.txt").write_bytes(b"")
   (inputs / "c.txt").write_bytes(b"One short line.\n")
   summary = create_pretraining_data(sorted(str(p) for p in inputs.iterdir()), sp_model,
-                                    str(tmp_path / "out"), PretrainingSettings(**SETTINGS),
+                                    str(tmp_path / "out"), PretrainingDataConfig(**SETTINGS),
                                     num_workers=1)
   report = summary.report()
   assert "Skipped 1 (line is not valid UTF-8)" in report and "a.txt:" in report
@@ -208,18 +209,18 @@ def test_bad_input_is_counted_or_refused(sp_model, corpus_files, tmp_path):
   assert info["stats"]["skipped"]["empty file"] == 1
   with pytest.raises(ValueError, match="No example could be written"):
     create_pretraining_data([str(inputs / "c.txt")], sp_model, str(tmp_path / "none"),
-                            PretrainingSettings(**SETTINGS), num_workers=1)
+                            PretrainingDataConfig(**SETTINGS), num_workers=1)
   with pytest.raises(FileNotFoundError, match="missing.model"):
     create_pretraining_data([str(inputs / "a.txt")], str(tmp_path / "missing.model"),
-                            str(tmp_path / "x"), PretrainingSettings(**SETTINGS))
+                            str(tmp_path / "x"), PretrainingDataConfig(**SETTINGS))
   with pytest.raises(ValueError, match="No input files"):
-    create_pretraining_data([], sp_model, str(tmp_path / "y"), PretrainingSettings(**SETTINGS))
+    create_pretraining_data([], sp_model, str(tmp_path / "y"), PretrainingDataConfig(**SETTINGS))
 
 
 def test_cli_gives_the_same_bytes_whatever_the_process(tmp_path):
   """Two runs of the CLI with the default corpus, in processes with other hash seeds and
   worker counts: the SentencePiece model and every TFRecord file are equal byte for byte."""
-  script = os.path.join(os.path.dirname(__file__), "..", "..", "data",
+  script = os.path.join(ROOT, "data",
                         "create_pretraining_data.py")
   outputs = []
   for hash_seed, workers in (("1", 1), ("2", 2)):
@@ -264,7 +265,7 @@ def test_a_model_retrained_at_the_same_path_is_used(corpus_files, tmp_path):
   for vocab_size in (300, 400):
     train_sentencepiece(corpus_files[:1], sp_path[:-len(".model")], vocab_size=vocab_size)
     create_pretraining_data(corpus_files[:1], sp_path, str(tmp_path / "out"),
-                            PretrainingSettings(**SETTINGS), num_workers=1)
+                            PretrainingDataConfig(**SETTINGS), num_workers=1)
     info = load_record_info(str(tmp_path / "out"))
     assert info["tokenizer"]["vocab_size"] == XLNetTokenizer(sp_path).vocab_size
   assert info["tokenizer"]["vocab_size"] > 300

@@ -13,6 +13,7 @@ from xlnet_tf.tasks.squad import SquadExample, answer_text, build_features, read
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering, squad_loss
 from xlnet_tf.tasks.squad import decoding, metrics
+from repository import ROOT
 
 CONTEXT = ("The class statement, introduced in Python 2.2, creates a new type; its métaclass "
            "decides how (and when) the body runs.")
@@ -120,7 +121,7 @@ def test_squad_cli(sp_model, tmp_path):
   path = squad_file(tmp_path / "train.json")
   XLNetConfig.preset("tiny", n_token=XLNetTokenizer(sp_model).vocab_size).to_json_file(
       str(tmp_path / "config.json"))
-  script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "squad.py")
+  script = os.path.join(ROOT, "run", "squad.py")
   result = subprocess.run(
       [sys.executable, script, f"--train_file={path}", f"--predict_file={path}",
        f"--sp_path={sp_model}", f"--model_config={tmp_path}/config.json",
