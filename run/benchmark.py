@@ -40,7 +40,8 @@ the new tokens.
 backward + the project's AdamW update, dropout on), each --shapes point x --dtypes x
 --recompute in a fresh process (host peak RSS; on a GPU TensorFlow's device-memory peak), fits
 peak = fixed + per_example * batch per row and reports the largest batch that fits
---memory_budget_gb (xlnet_tf/benchmarks/finetuning_memory.py; docs/benchmarks.md, "Fine-tuning memory"):
+--memory_budget_gb (xlnet_tf/benchmarks/finetuning_memory.py; docs/benchmarks.md, "Fine-tuning
+memory"):
 
   python run/benchmark.py --memory --sizes=base,large --shapes=1x128,2x128,4x128,1x512,2x512 \
       --dtypes=float32,bfloat16 --recompute=false,true \
@@ -77,10 +78,9 @@ from absl import app
 from absl import flags
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
-from xlnet_tf.benchmarks.steps import (INFILL_MODES, INFILL_SPAN, INFILL_SPANS, LM_EVAL_MODES,
-                                       VOCAB, build_xlnet_tf_step, lm_eval_tokens, random_inputs)
-from xlnet_tf.config import SIZE_PRESETS
-from xlnet_tf.benchmarks import finetuning_memory
+from xlnet_tf.benchmarks import finetuning_memory, report
+from xlnet_tf.benchmarks.report import SIZES
+from xlnet_tf.benchmarks.steps import VOCAB, build_xlnet_tf_step, random_inputs
 
 flags.DEFINE_list("sizes", ["base"], "Model sizes: base, large.")
 flags.DEFINE_list("shapes", ["4x128", "2x512"], "batch x seq_len pairs.")
@@ -117,31 +117,6 @@ flags.DEFINE_float("memory_limit_gb", 20.0, "--memory: skip a point whose peak t
 flags.DEFINE_string("worker", None, "Internal: run one measurement (JSON spec).")
 flags.DEFINE_string("report_only", None, "Rebuild OUTPUT.md from a saved JSON, no measuring.")
 FLAGS = flags.FLAGS
-
-SIZES = {name: SIZE_PRESETS[name] for name in ("tiny", "demo", "base", "large")}
-
-
-def model_flops(size, batch, seq_len, mode, vocab=VOCAB):
-  """Matmul FLOPs of one forward (x3 for a train step).
-
-  Per layer: q, k, v, o projections (4 d^2 per token) and the FFN (2 d d_inner per token); the
-  relative-position keys r (2T positions, shared by the batch); scores, position scores over
-  2T relative positions, and the weighted values (4 T d per token). Plus, for the train step,
-  the query stream at T/6 predictions and the logits over the vocabulary.
-  """
-  s = SIZES[size]
-  d, layers, inner = s["d_model"], s["n_layer"], s["d_inner"]
-  tokens = batch * seq_len
-  per_layer = 2 * tokens * (4 * d * d + 2 * d * inner) + 2 * (2 * seq_len) * d * d
-  per_layer += 2 * tokens * 4 * seq_len * d
-  forward = layers * per_layer
-  if mode == "train":
-    predictions = batch * max(seq_len // 6, 1)
-    forward += layers * 2 * predictions * (2 * d * d + 2 * d * inner + 4 * seq_len * d)
-    forward += 2 * predictions * d * vocab
-    return 3 * forward
-  return forward
-
 
 # ---- workers ---------------------------------------------------------------------------------
 
@@ -352,97 +327,6 @@ def available(implementation):
   return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
 
 
-def dropout_markdown(dropout):
-  if not dropout:
-    return ""
-  lines = ["\n| dropout layer | XLA | ms per call (5.3M elements) |", "|---|---|---:|"]
-  for r in dropout:
-    time_ms = f"{r['seconds'] * 1000:.1f}" if "error" not in r else f"error: {r['error']}"
-    lines.append(f"| {r['layer']} | {'yes' if r['xla'] else 'no'} | {time_ms} |")
-  return "\n".join(lines)
-
-
-def data_stage_markdown(data_stage):
-  if not data_stage:
-    return ""
-  if "error" in data_stage:
-    return f"\nData stage: error: {data_stage['error']}"
-  d, settings = data_stage, data_stage["settings"]
-  return (f"\nData stage (`xlnet_tf.pretraining.data.stage`, {d['workers']} worker processes, the "
-          f"Python documentation x{d['copies']}, {d['corpus_tokens']:,} tokens, seq_len "
-          f"{settings['seq_len']}, reuse {settings['reuse_len']}, num_predict "
-          f"{settings['num_predict']}, bi_data {settings['bi_data']}): "
-          f"**{d['corpus_tokens_per_sec']:,.0f} corpus tokens/s**, "
-          f"{d['example_tokens_per_sec']:,.0f} example tokens/s ({d['seconds']:.2f} s).")
-
-
-def _same_shape(a, b, keys):
-  return all(a[k] == b[k] for k in keys) and a.get("vocab", VOCAB) == b.get("vocab", VOCAB)
-
-
-def _size(result):
-  """The size column: the preset, and the vocabulary when it is not the released 32,000."""
-  vocab = result.get("vocab", VOCAB)
-  return result["size"] + (f" (V {vocab:,})" if vocab != VOCAB else "")
-
-
-def _label(result):
-  return result["implementation"] + (f" @ {result['revision']}" if "revision" in result else "")
-
-
-def baseline_markdown(results):
-  """This revision's xlnet_tf rows against the --baseline revision's: tokens/s and the ratio."""
-  baseline = [r for r in results if "revision" in r]
-  if not baseline:
-    return ""
-  lines = [f"\n\n| size | batch x seq | dtype | mode | this revision (tokens/s) | "
-           f"{baseline[0]['revision']} (tokens/s) | ratio |", "|---|---|---|---|---:|---:|---:|"]
-  for old in baseline:
-    new = [r for r in results if r["implementation"] == "xlnet_tf" and "revision" not in r
-           and _same_shape(r, old, ("size", "batch", "seq_len", "dtype", "mode"))]
-    if not new or "error" in new[0] or "error" in old:
-      ratio, new_rate, old_rate = "error", "", ""
-    else:
-      new_rate, old_rate = new[0]["tokens_per_sec"], old["tokens_per_sec"]
-      ratio = f"**{new_rate / old_rate:.2f}x**"
-      new_rate, old_rate = f"{new_rate:,.1f}", f"{old_rate:,.1f}"
-    lines.append(f"| {_size(old)} | {old['batch']}x{old['seq_len']} | {old['dtype']} | "
-                 f"{old['mode']} | {new_rate} | {old_rate} | {ratio} |")
-  return "\n".join(lines)
-
-
-def markdown(results, matmul):
-  lines = ["| size | batch x seq | dtype | mode | implementation | tokens/s | vs fastest peer |"
-           " MFU | peak RSS (GB) |", "|---|---|---|---|---|---:|---:|---:|---:|"]
-  for r in results:
-    if "error" in r:
-      lines.append(f"| {_size(r)} | {r['batch']}x{r['seq_len']} | {r['dtype']} | {r['mode']} |"
-                   f" {_label(r)} | error: {r['error']} | | | |")
-      continue
-    # A served SavedModel is compared with the peers' in-process forward.
-    peer_mode = "forward" if r["mode"].startswith("serve") else r["mode"]
-    peers = [p["tokens_per_sec"] for p in results if "error" not in p
-             and p["implementation"] != "xlnet_tf" and p["mode"] == peer_mode
-             and _same_shape(p, r, ("size", "batch", "seq_len", "dtype"))]
-    ratio = (f"{r['tokens_per_sec'] / max(peers):.2f}x" if peers and
-             r["implementation"] == "xlnet_tf" and "revision" not in r else "")
-    shape = f"{r['batch']}x{r['seq_len']}" + (f"+{r['new_tokens']}" if "new_tokens" in r else "")
-    mfu = f"{r['mfu']:.0%}" if "mfu" in r else ""
-    lines.append(f"| {_size(r)} | {shape} | {r['dtype']} | {r['mode']} | "
-                 f"{_label(r)} | {r['tokens_per_sec']:,.1f} | {ratio} | "
-                 f"{mfu} | {r['peak_rss_gb']:.2f} |")
-  rates = ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in matmul.items())
-  served = any(r["mode"].startswith("serve") for r in results)
-  lines.append(f"\nDense matmul (2048x2048, TensorFlow, best round): {rates}. MFU = model "
-               "matmul FLOPs / time / that rate at the run's precision."
-               + (" serve: the exported SavedModel's serve_ids signature (xlnet_tf.serving; "
-                  "serve_xla: exported with xla=True), against the peers' forward."
-                  if served else "")
-               + (" generate: batch x prompt + new tokens, greedy; tokens/s of new tokens."
-                  if any(r["mode"] == "generate" for r in results) else ""))
-  return "\n".join(lines)
-
-
 def main(argv):
   del argv
   if FLAGS.worker:
@@ -459,9 +343,10 @@ def main(argv):
       saved = json.load(handle)
     for result in saved["results"]:
       if "error" not in result:
-        _add_rates(result, saved["matmul_gflops"])
-    _write(saved["results"], saved["matmul_gflops"], saved.get("command", ""),
-           saved.get("dropout", []), saved.get("data_stage"))
+        report.add_rates(result, saved["matmul_gflops"])
+    print(report.write_report(FLAGS.output, saved["results"], saved["matmul_gflops"],
+                              saved.get("command", ""), saved.get("dropout", []),
+                              saved.get("data_stage")))
     return
   dropout = []
   if FLAGS.dropout:
@@ -486,7 +371,7 @@ def measure_memory():
   """--memory: every point in its own process; the table rewritten after each point (a long
   run's results so far survive an interruption)."""
   command = f"python run/benchmark.py {' '.join(sys.argv[1:])}"
-  results = []
+  results, table = [], ""
   for spec in finetuning_memory.memory_specs(FLAGS.sizes, FLAGS.shapes, FLAGS.dtypes, [
       value.lower() == "true" for value in FLAGS.recompute]):
     point = dict(spec, implementation="finetune_memory")
@@ -497,20 +382,8 @@ def measure_memory():
               else measure(point))
     print(json.dumps(result), flush=True)
     results.append(result)
-    _write_memory(results, command)
-
-
-def _write_memory(results, command):
-  rows = finetuning_memory.memory_table(results, FLAGS.memory_budget_gb)
-  table = finetuning_memory.memory_markdown(rows, FLAGS.memory_budget_gb)
-  if not FLAGS.output:
-    print(table)
-    return
-  os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)
-  with open(FLAGS.output + ".json", "w") as handle:
-    json.dump({"command": command, "results": results, "rows": rows}, handle, indent=2)
-  with open(FLAGS.output + ".md", "w") as handle:
-    handle.write(f"# Fine-tuning memory\n\nCommand: `{command}`\n\n{table}\n")
+    table = report.write_memory_report(FLAGS.output, results, FLAGS.memory_budget_gb, command)
+  print(table)
 
 
 def _measure_all(implementations, baseline, dropout, data_stage):
@@ -542,61 +415,19 @@ def _measure_all(implementations, baseline, dropout, data_stage):
     for index, spec in enumerate(specs):
       result = measure(spec)
       print(json.dumps(result), flush=True)
-      best[index] = _better(best[index], result)
+      best[index] = report.better_round(best[index], result)
   for dtype in FLAGS.dtypes:
     matmul.setdefault(dtype, float("nan"))
   results = []
   for result in best:
     if "error" not in result:
-      _add_rates(result, matmul)
+      report.add_rates(result, matmul)
     results.append(result)
-  _write(results, matmul, f"python run/benchmark.py {' '.join(sys.argv[1:])}", dropout,
-         data_stage)
+  print(report.write_report(FLAGS.output, results, matmul,
+                            f"python run/benchmark.py {' '.join(sys.argv[1:])}", dropout,
+                            data_stage))
 
 
-def _add_rates(result, matmul):
-  """tokens/s (the new tokens for generate) and, but for generate, model-FLOPs use."""
-  if result["mode"] == "generate":
-    result["tokens_per_sec"] = result["batch"] * result["new_tokens"] / result["seconds"]
-    return
-  if result["mode"] in INFILL_MODES:  # the blanks filled
-    result["tokens_per_sec"] = result["batch"] * INFILL_SPANS * INFILL_SPAN / result["seconds"]
-    return
-  if result["mode"] in LM_EVAL_MODES:  # the tokens scored
-    result["tokens_per_sec"] = lm_eval_tokens(result["mode"]) / result["seconds"]
-    return
-  result["tokens_per_sec"] = result["batch"] * result["seq_len"] / result["seconds"]
-  flops = model_flops(result["size"], result["batch"], result["seq_len"], result["mode"],
-                      result.get("vocab", VOCAB))
-  result["mfu"] = flops / result["seconds"] / 1e9 / matmul[result["dtype"]]
-
-
-def _better(previous, result):
-  """The faster of two measurements of one row (an error only when both failed); every
-  round's time and the highest peak memory are kept."""
-  if previous is None:
-    return dict(result, round_seconds=[result.get("seconds")])
-  rounds = previous["round_seconds"] + [result.get("seconds")]
-  if "error" in result or ("error" not in previous and previous["seconds"] <= result["seconds"]):
-    chosen = previous
-  else:
-    chosen = result
-  peaks = [r["peak_rss_gb"] for r in (previous, result) if "peak_rss_gb" in r]
-  return dict(chosen, round_seconds=rounds, **({"peak_rss_gb": max(peaks)} if peaks else {}))
-
-
-def _write(results, matmul, command, dropout=(), data_stage=None):
-  table = (markdown(results, matmul) + baseline_markdown(results) + dropout_markdown(dropout)
-           + data_stage_markdown(data_stage))
-  print(table)
-  if FLAGS.output:
-    os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)
-    with open(FLAGS.output + ".json", "w") as handle:
-      json.dump({"command": command, "matmul_gflops": matmul, "results": results,
-                 "dropout": list(dropout), "data_stage": data_stage}, handle, indent=2)
-    with open(FLAGS.output + ".md", "w") as handle:
-      handle.write(f"# Benchmarks\n\nCommand: `{command}`\n\n{table}\n\nHow these were "
-                   "reached, and this machine's limits: docs/performance.md.\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,49 @@
+"""The benchmark report (xlnet_tf.benchmarks.report) on rows built by hand: rates, model-FLOPs
+use, the best of several rounds, the peer and --baseline ratios in the Markdown tables."""
+
+import json
+
+import pytest
+
+from xlnet_tf.benchmarks import report
+
+
+def row(implementation, seconds, **extra):
+  return {"size": "tiny", "batch": 2, "seq_len": 16, "dtype": "float32", "mode": "forward",
+          "implementation": implementation, "seconds": seconds, "peak_rss_gb": 1.5, **extra}
+
+
+def test_rates_and_model_flops_use():
+  result = row("xlnet_tf", 0.5)
+  report.add_rates(result, {"float32": 100.0})
+  assert result["tokens_per_sec"] == pytest.approx(2 * 16 / 0.5)
+  flops = report.model_flops("tiny", 2, 16, "forward")
+  assert result["mfu"] == pytest.approx(flops / 0.5 / 1e9 / 100.0)
+  assert report.model_flops("tiny", 2, 16, "train") > 3 * flops  # + the query stream and logits
+  generated = dict(row("xlnet_tf", 2.0), mode="generate", new_tokens=4)
+  report.add_rates(generated, {"float32": 100.0})
+  assert generated["tokens_per_sec"] == pytest.approx(2 * 4 / 2.0) and "mfu" not in generated
+
+
+def test_each_row_keeps_its_best_round():
+  rounds = [row("xlnet_tf", 0.4, peak_rss_gb=1.0), row("xlnet_tf", 0.3, peak_rss_gb=0.9),
+            {"error": "killed"}]
+  best = None
+  for result in rounds:
+    best = report.better_round(best, result)
+  assert best["seconds"] == 0.3 and best["round_seconds"] == [0.4, 0.3, None]
+  assert best["peak_rss_gb"] == 1.0 and "error" not in best
+
+
+def test_tables_compare_with_the_fastest_peer_and_the_baseline(tmp_path):
+  results = [row("xlnet_tf", 0.25), row("hf_torch", 0.5), row("keras_hub", 1.0),
+             row("xlnet_tf", 0.5, revision="abc1234")]
+  for result in results:
+    report.add_rates(result, {"float32": 100.0})
+  output = str(tmp_path / "out" / "bench")
+  table = report.write_report(output, results, {"float32": 100.0}, "python run/benchmark.py")
+  assert "| tiny | 2x16 | float32 | forward | xlnet_tf | 128.0 | 2.00x |" in table
+  assert "| tiny | 2x16 | float32 | forward | 128.0 | 64.0 | **2.00x** |" in table
+  assert (tmp_path / "out" / "bench.md").read_text().startswith("# Benchmarks")
+  saved = json.loads((tmp_path / "out" / "bench.json").read_text())
+  assert saved["command"] == "python run/benchmark.py" and len(saved["results"]) == 4

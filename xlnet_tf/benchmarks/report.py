@@ -1,0 +1,189 @@
+"""The benchmark report: rates and model-FLOPs use of the measured rows, and the Markdown
+tables run/benchmark.py prints and writes (OUTPUT.md beside OUTPUT.json)."""
+
+import json
+import os
+
+from xlnet_tf.benchmarks import finetuning_memory
+from xlnet_tf.benchmarks.steps import (INFILL_MODES, INFILL_SPAN, INFILL_SPANS, LM_EVAL_MODES,
+                                       VOCAB, lm_eval_tokens)
+from xlnet_tf.config import SIZE_PRESETS
+
+SIZES = {name: SIZE_PRESETS[name] for name in ("tiny", "demo", "base", "large")}
+
+
+def model_flops(size, batch, seq_len, mode, vocab=VOCAB):
+  """Matmul FLOPs of one forward (x3 for a train step).
+
+  Per layer: q, k, v, o projections (4 d^2 per token) and the FFN (2 d d_inner per token); the
+  relative-position keys r (2T positions, shared by the batch); scores, position scores over
+  2T relative positions, and the weighted values (4 T d per token). Plus, for the train step,
+  the query stream at T/6 predictions and the logits over the vocabulary.
+  """
+  s = SIZES[size]
+  d, layers, inner = s["d_model"], s["n_layer"], s["d_inner"]
+  tokens = batch * seq_len
+  per_layer = 2 * tokens * (4 * d * d + 2 * d * inner) + 2 * (2 * seq_len) * d * d
+  per_layer += 2 * tokens * 4 * seq_len * d
+  forward = layers * per_layer
+  if mode == "train":
+    predictions = batch * max(seq_len // 6, 1)
+    forward += layers * 2 * predictions * (2 * d * d + 2 * d * inner + 4 * seq_len * d)
+    forward += 2 * predictions * d * vocab
+    return 3 * forward
+  return forward
+
+
+def add_rates(result, matmul):
+  """tokens/s (the new tokens for generate) and, but for generate, model-FLOPs use."""
+  if result["mode"] == "generate":
+    result["tokens_per_sec"] = result["batch"] * result["new_tokens"] / result["seconds"]
+    return
+  if result["mode"] in INFILL_MODES:  # the blanks filled
+    result["tokens_per_sec"] = result["batch"] * INFILL_SPANS * INFILL_SPAN / result["seconds"]
+    return
+  if result["mode"] in LM_EVAL_MODES:  # the tokens scored
+    result["tokens_per_sec"] = lm_eval_tokens(result["mode"]) / result["seconds"]
+    return
+  result["tokens_per_sec"] = result["batch"] * result["seq_len"] / result["seconds"]
+  flops = model_flops(result["size"], result["batch"], result["seq_len"], result["mode"],
+                      result.get("vocab", VOCAB))
+  result["mfu"] = flops / result["seconds"] / 1e9 / matmul[result["dtype"]]
+
+
+def better_round(previous, result):
+  """The faster of two measurements of one row (an error only when both failed); every
+  round's time and the highest peak memory are kept."""
+  if previous is None:
+    return dict(result, round_seconds=[result.get("seconds")])
+  rounds = previous["round_seconds"] + [result.get("seconds")]
+  if "error" in result or ("error" not in previous and previous["seconds"] <= result["seconds"]):
+    chosen = previous
+  else:
+    chosen = result
+  peaks = [r["peak_rss_gb"] for r in (previous, result) if "peak_rss_gb" in r]
+  return dict(chosen, round_seconds=rounds, **({"peak_rss_gb": max(peaks)} if peaks else {}))
+
+
+def dropout_markdown(dropout):
+  if not dropout:
+    return ""
+  lines = ["\n| dropout layer | XLA | ms per call (5.3M elements) |", "|---|---|---:|"]
+  for r in dropout:
+    time_ms = f"{r['seconds'] * 1000:.1f}" if "error" not in r else f"error: {r['error']}"
+    lines.append(f"| {r['layer']} | {'yes' if r['xla'] else 'no'} | {time_ms} |")
+  return "\n".join(lines)
+
+
+def data_stage_markdown(data_stage):
+  if not data_stage:
+    return ""
+  if "error" in data_stage:
+    return f"\nData stage: error: {data_stage['error']}"
+  d, settings = data_stage, data_stage["settings"]
+  return (f"\nData stage (`xlnet_tf.pretraining.data.stage`, {d['workers']} worker processes, the "
+          f"Python documentation x{d['copies']}, {d['corpus_tokens']:,} tokens, seq_len "
+          f"{settings['seq_len']}, reuse {settings['reuse_len']}, num_predict "
+          f"{settings['num_predict']}, bi_data {settings['bi_data']}): "
+          f"**{d['corpus_tokens_per_sec']:,.0f} corpus tokens/s**, "
+          f"{d['example_tokens_per_sec']:,.0f} example tokens/s ({d['seconds']:.2f} s).")
+
+
+def _same_shape(a, b, keys):
+  return all(a[k] == b[k] for k in keys) and a.get("vocab", VOCAB) == b.get("vocab", VOCAB)
+
+
+def _size(result):
+  """The size column: the preset, and the vocabulary when it is not the released 32,000."""
+  vocab = result.get("vocab", VOCAB)
+  return result["size"] + (f" (V {vocab:,})" if vocab != VOCAB else "")
+
+
+def _label(result):
+  return result["implementation"] + (f" @ {result['revision']}" if "revision" in result else "")
+
+
+def baseline_markdown(results):
+  """This revision's xlnet_tf rows against the --baseline revision's: tokens/s and the ratio."""
+  baseline = [r for r in results if "revision" in r]
+  if not baseline:
+    return ""
+  lines = [f"\n\n| size | batch x seq | dtype | mode | this revision (tokens/s) | "
+           f"{baseline[0]['revision']} (tokens/s) | ratio |", "|---|---|---|---|---:|---:|---:|"]
+  for old in baseline:
+    new = [r for r in results if r["implementation"] == "xlnet_tf" and "revision" not in r
+           and _same_shape(r, old, ("size", "batch", "seq_len", "dtype", "mode"))]
+    if not new or "error" in new[0] or "error" in old:
+      ratio, new_rate, old_rate = "error", "", ""
+    else:
+      new_rate, old_rate = new[0]["tokens_per_sec"], old["tokens_per_sec"]
+      ratio = f"**{new_rate / old_rate:.2f}x**"
+      new_rate, old_rate = f"{new_rate:,.1f}", f"{old_rate:,.1f}"
+    lines.append(f"| {_size(old)} | {old['batch']}x{old['seq_len']} | {old['dtype']} | "
+                 f"{old['mode']} | {new_rate} | {old_rate} | {ratio} |")
+  return "\n".join(lines)
+
+
+def markdown(results, matmul):
+  lines = ["| size | batch x seq | dtype | mode | implementation | tokens/s | vs fastest peer |"
+           " MFU | peak RSS (GB) |", "|---|---|---|---|---|---:|---:|---:|---:|"]
+  for r in results:
+    if "error" in r:
+      lines.append(f"| {_size(r)} | {r['batch']}x{r['seq_len']} | {r['dtype']} | {r['mode']} |"
+                   f" {_label(r)} | error: {r['error']} | | | |")
+      continue
+    # A served SavedModel is compared with the peers' in-process forward.
+    peer_mode = "forward" if r["mode"].startswith("serve") else r["mode"]
+    peers = [p["tokens_per_sec"] for p in results if "error" not in p
+             and p["implementation"] != "xlnet_tf" and p["mode"] == peer_mode
+             and _same_shape(p, r, ("size", "batch", "seq_len", "dtype"))]
+    ratio = (f"{r['tokens_per_sec'] / max(peers):.2f}x" if peers and
+             r["implementation"] == "xlnet_tf" and "revision" not in r else "")
+    shape = f"{r['batch']}x{r['seq_len']}" + (f"+{r['new_tokens']}" if "new_tokens" in r else "")
+    mfu = f"{r['mfu']:.0%}" if "mfu" in r else ""
+    lines.append(f"| {_size(r)} | {shape} | {r['dtype']} | {r['mode']} | "
+                 f"{_label(r)} | {r['tokens_per_sec']:,.1f} | {ratio} | "
+                 f"{mfu} | {r['peak_rss_gb']:.2f} |")
+  rates = ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in matmul.items())
+  served = any(r["mode"].startswith("serve") for r in results)
+  lines.append(f"\nDense matmul (2048x2048, TensorFlow, best round): {rates}. MFU = model "
+               "matmul FLOPs / time / that rate at the run's precision."
+               + (" serve: the exported SavedModel's serve_ids signature (xlnet_tf.serving; "
+                  "serve_xla: exported with xla=True), against the peers' forward."
+                  if served else "")
+               + (" generate: batch x prompt + new tokens, greedy; tokens/s of new tokens."
+                  if any(r["mode"] == "generate" for r in results) else ""))
+  return "\n".join(lines)
+
+
+def report_markdown(results, matmul, dropout=(), data_stage=None) -> str:
+  """Every table of a speed run: the rows, the --baseline ratios, dropout, the data stage."""
+  return (markdown(results, matmul) + baseline_markdown(results) + dropout_markdown(dropout)
+          + data_stage_markdown(data_stage))
+
+
+def write_report(output, results, matmul, command, dropout=(), data_stage=None) -> str:
+  """The tables (returned), and with `output` OUTPUT.json (the raw rows) and OUTPUT.md."""
+  table = report_markdown(results, matmul, dropout, data_stage)
+  if output:
+    os.makedirs(os.path.dirname(output) or ".", exist_ok=True)
+    with open(output + ".json", "w") as handle:
+      json.dump({"command": command, "matmul_gflops": matmul, "results": results,
+                 "dropout": list(dropout), "data_stage": data_stage}, handle, indent=2)
+    with open(output + ".md", "w") as handle:
+      handle.write(f"# Benchmarks\n\nCommand: `{command}`\n\n{table}\n\nHow these were "
+                   "reached, and this machine's limits: docs/performance.md.\n")
+  return table
+
+
+def write_memory_report(output, results, budget_gb: float, command) -> str:
+  """The fine-tuning memory table (returned), and with `output` OUTPUT.json and OUTPUT.md."""
+  rows = finetuning_memory.memory_table(results, budget_gb)
+  table = finetuning_memory.memory_markdown(rows, budget_gb)
+  if output:
+    os.makedirs(os.path.dirname(output) or ".", exist_ok=True)
+    with open(output + ".json", "w") as handle:
+      json.dump({"command": command, "results": results, "rows": rows}, handle, indent=2)
+    with open(output + ".md", "w") as handle:
+      handle.write(f"# Fine-tuning memory\n\nCommand: `{command}`\n\n{table}\n")
+  return table
