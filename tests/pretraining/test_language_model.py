@@ -17,7 +17,7 @@ from xlnet_tf import XLNetConfig, XLNetModel, XLNetTokenizer, checkpoints
 from xlnet_tf.heads import XLNetPretrainer
 from xlnet_tf.pretraining import lm_evaluation
 from xlnet_tf import objectives
-from xlnet_tf.pretraining.data.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
 from xlnet_tf.pretraining.data.records import pretraining_dataset
 from xlnet_tf.pretraining.data.stage import create_pretraining_data
@@ -34,8 +34,8 @@ def tiny_lm(mem_len=0, seed=0, n_token=1000):
 
 
 def test_records_are_consecutive_segments_of_the_stream(corpus_files, sp_model, tmp_path):
-  settings = PretrainingSettings(seq_len=16, reuse_len=0, bsz_per_host=3, bi_data=False,
-                                 objective="clm")
+  settings = PretrainingDataConfig(seq_len=16, reuse_len=0, bsz_per_host=3, bi_data=False,
+                                   objective="clm")
   create_pretraining_data(corpus_files[:1], sp_model, str(tmp_path), settings, num_workers=1)
   # The stream, independently: every line's ids, <eod> after each document.
   tokenizer = XLNetTokenizer(sp_model)
@@ -59,9 +59,9 @@ def test_records_are_consecutive_segments_of_the_stream(corpus_files, sp_model, 
 
 def test_clm_settings_and_model_are_checked(sp_model):
   with pytest.raises(ValueError, match="reuse_len must be 0"):
-    PretrainingSettings(seq_len=16, reuse_len=8, bi_data=False, objective="clm")
+    PretrainingDataConfig(seq_len=16, reuse_len=8, bi_data=False, objective="clm")
   with pytest.raises(ValueError, match="bi_data must be False"):
-    PretrainingSettings(seq_len=16, reuse_len=0, bsz_per_host=4, objective="clm")
+    PretrainingDataConfig(seq_len=16, reuse_len=0, bsz_per_host=4, objective="clm")
   with pytest.raises(ValueError, match="attn_type 'uni'"):
     XLNetPretrainer(XLNetModel(XLNetConfig.preset("tiny")), objective="clm")
 
@@ -149,8 +149,8 @@ def test_evaluation_refuses_bad_input(rng):
 
 
 def test_clm_run_trains_and_saves_the_lm(corpus_files, sp_model, tmp_path):
-  settings = PretrainingSettings(seq_len=16, reuse_len=0, bsz_per_host=4, bi_data=False,
-                                 objective="clm")
+  settings = PretrainingDataConfig(seq_len=16, reuse_len=0, bsz_per_host=4, bi_data=False,
+                                   objective="clm")
   create_pretraining_data(corpus_files[:1], sp_model, str(tmp_path / "data"), settings,
                           num_workers=1)
   config = XLNetConfig.preset("tiny", attn_type="uni", mem_len=16, dropout=0.0, dropatt=0.0)
@@ -183,7 +183,7 @@ def test_cli_pretrains_a_clm_and_evaluates_it_with_longer_memory(tmp_path):
       [sys.executable, os.path.join(RUN, "pretrain.py"), "--objective=clm",
        f"--output_dir={out}", "--model_size=tiny", "--vocab_size=500", "--seq_len=16",
        "--bsz_per_host=4", "--train_steps=30", "--eval_batches=2", "--log_steps=10",
-       # Transformer-XL's Table 5 switches (issue 29): Shaw's encoding, the half loss.
+       # Transformer-XL's Table 5 switches: Shaw's encoding, the half loss.
        "--pos_encoding=shaw", "--clamp_len=24", "--loss_positions=half"],
       capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]

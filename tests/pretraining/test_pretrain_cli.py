@@ -30,7 +30,7 @@ CASES = {
         lambda _: "--gradient_accumulation_steps=4 must divide the 2 rows of "
                   "--train_batch_size=4 for each of the forward and backward halves (bi_data): "
                   "each step's batch is split into that many equal micro-batches"),
-    # Transformer-XL's ablations (issue 29): for a left-to-right LM only.
+    # Transformer-XL's ablations: for a left-to-right LM only.
     "an ablation encoding for XLNet": (
         ["--pos_encoding=shaw", "--clamp_len=8"],
         lambda _: "--pos_encoding=shaw: for --objective=clm only (Transformer-XL's ablations "

@@ -1,6 +1,6 @@
 """The permutation LM's gradients against finite differences of an independent float64 loss.
 
-A defect check for XLNet's case (issue 28): if the two-stream loss sent wrong gradients to the
+A defect check for XLNet's case: if the two-stream loss sent wrong gradients to the
 content stream (which fine-tuning reads, and which the permutation LM reaches only through the
 query stream's attention), perm would transfer worse than it should. The loss here is the
 pretraining head's (XLNetPretrainer.pretraining_loss: mean cross-entropy over the real

@@ -1,7 +1,8 @@
 """Bad input to fine-tuning and export: a counted skip with file:line, or one `error: ` line
 naming the file, line or flag, exit status 1 and nothing left behind; never a made-up label,
-a NaN or a default (issue 25)."""
+a NaN or a default."""
 
+import dataclasses
 import os
 import re
 
@@ -79,8 +80,9 @@ def test_jsonl_records_without_a_label_or_with_an_empty_one_have_none(tmp_path):
 def test_an_empty_csv_label_is_no_label_not_a_class(tmp_path, sp_model):
   path = tmp_path / "train.csv"
   path.write_text(GOOD_ROWS + "empty label,\nblank label, \n")
-  task = classification.load_task("generic", XLNetTokenizer(sp_model), 16,
-                                  files={"train": str(path)}, splits=["train"])
+  task = classification.load_task(
+      classification.TaskDataOptions("generic", files={"train": str(path)}, max_seq_length=16),
+      XLNetTokenizer(sp_model), splits=["train"])
   assert task.labels == ["0", "1"]
   assert task.splits["train"]["label"].tolist() == [1, 0, 1]
   assert task.reports["train"].summary() == (f"3 examples; skipped 2 (no label, e.g. "
@@ -94,24 +96,25 @@ def test_dev_data_without_labels_is_an_error_for_evaluation_and_fine_for_predict
   unlabeled = tmp_path / "unlabeled.csv"
   unlabeled.write_text("text\nclass value\nlist name\n")
   files = {"train": str(tmp_path / "train.csv"), "dev": str(unlabeled), "test": str(unlabeled)}
+  options = classification.TaskDataOptions("generic", files=files, max_seq_length=16)
   with pytest.raises(UserInputError, match=rf"^{unlabeled}: no row has a label; evaluation "):
-    classification.load_task("generic", tokenizer, 16, files=files, splits=["train", "dev"])
-  task = classification.load_task("generic", tokenizer, 16, files=files,
-                                  splits=["train", "test"])
+    classification.load_task(options, tokenizer, splits=["train", "dev"])
+  task = classification.load_task(options, tokenizer, splits=["train", "test"])
   assert len(task.splits["test"]["input_ids"]) == 2
   # One dev row short of its label: skipped, not scored as a wrong prediction.
   dev = tmp_path / "dev.tsv"
   dev.write_text("text\tlabel\nclass value\t1\nlist name\n")
-  task = classification.load_task("generic", tokenizer, 16, files=dict(files, dev=str(dev)),
-                                  splits=["train", "dev"])
+  task = classification.load_task(dataclasses.replace(options, files=dict(files, dev=str(dev))),
+                                  tokenizer, splits=["train", "dev"])
   assert task.splits["dev"]["label"].tolist() == [1]
   assert task.reports["dev"].skipped == {"fields not as in the header": [f"{dev}:3"]}
 
 
 def test_glue_rows_with_an_empty_label_are_skipped(tmp_path, sp_model):
   (tmp_path / "train.tsv").write_text("sentence\tlabel\ngood one\t1\nbad one\t0\nno label\t\n")
-  task = classification.load_task("sst-2", XLNetTokenizer(sp_model), 16,
-                                  data_dir=str(tmp_path), splits=["train"])
+  task = classification.load_task(
+      classification.TaskDataOptions("sst-2", data_dir=str(tmp_path), max_seq_length=16),
+      XLNetTokenizer(sp_model), splits=["train"])
   assert task.splits["train"]["label"].tolist() == [1, 0]
   assert task.reports["train"].skipped == {"no label": [f"{tmp_path}/train.tsv:4"]}
 

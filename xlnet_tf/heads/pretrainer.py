@@ -121,7 +121,7 @@ class XLNetPretrainer(XLNetHead):
   def lm_logits(self, hidden):
     """Hidden states [..., D] -> logits [..., V]: the word embedding (tied) plus lm_loss/bias."""
     # Not einsum("...d,vd->...v"): its gradient into the embedding writes out [V, D, ...]
-    # (ops/flat_matmul.py; that made training 2.2x slower, issue 30).
+    # (ops/flat_matmul.py; that made training 2.2x slower).
     logits = flat_matmul(hidden, self.backbone.word_embedding, transpose_kernel=True)
     return logits + tf.cast(self.lm_bias, hidden.dtype)
 

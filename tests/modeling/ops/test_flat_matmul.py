@@ -1,5 +1,6 @@
 """flat_matmul equals the einsum it replaces (outputs and gradients), and its gradient graph
-never writes out a tensor larger than its operands (the ellipsis einsum's did: issue 30)."""
+never writes out a tensor larger than its operands (the ellipsis einsum's did, and
+made training 2.2x slower)."""
 
 import numpy as np
 import pytest

@@ -7,7 +7,7 @@ Why: TensorFlow's einsum gradient treats an ellipsis as broadcast dimensions. Fo
 computes `einsum("...o,...i->io...")` and then sums the leading axes away, so it writes out a
 [In, Out, ...] tensor: for the tied projection at base size (V 32,000, D 768, 4 x 21 targets)
 that is 2.1 G elements (8 GB in float32) per step. Since 06c9edf used `"...d,vd->...v"` there,
-a base permutation-LM train step ran 2.2x slower (306 -> 134 tokens/s, float32, XLA; issue 30),
+a base permutation-LM train step ran 2.2x slower (306 -> 134 tokens/s, float32, XLA),
 and the cost grew with the vocabulary. Measured on the projection alone (forward + both
 gradients, [4, 21, 768] x [32000, 768], float32, Intel Xeon): ellipsis einsum 2,247 ms under
 XLA and 4,221 ms without, this 2-D matmul 114 ms and 93 ms. Folding the leading axes into the
