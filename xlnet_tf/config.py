@@ -15,7 +15,7 @@ keeps the dataclass defaults.
 import dataclasses
 from typing import Any, Dict
 
-from xlnet_tf.utils.errors import UserInputError, require
+from xlnet_tf.utils.errors import UserInputError, is_int, require
 from xlnet_tf.utils.json_files import read_json_object, write_json
 
 ARCHITECTURE_KEYS = ("n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation",
@@ -74,13 +74,13 @@ class XLNetConfig:
     """Raises UserInputError (a ValueError) naming the first invalid field."""
     for name in ("n_token", "n_layer", "d_model", "n_head", "d_head", "d_inner"):
       value = getattr(self, name)
-      require(_is_int(value) and value > 0, f"XLNetConfig.{name}", "a positive integer",
+      require(is_int(value) and value > 0, f"XLNetConfig.{name}", "a positive integer",
               repr(value))
     for name in ("mem_len", "reuse_len"):
       value = getattr(self, name)
-      require(_is_int(value) and value >= 0, f"XLNetConfig.{name}", "an integer >= 0",
+      require(is_int(value) and value >= 0, f"XLNetConfig.{name}", "an integer >= 0",
               repr(value))
-    require(_is_int(self.clamp_len) and self.clamp_len >= -1, "XLNetConfig.clamp_len",
+    require(is_int(self.clamp_len) and self.clamp_len >= -1, "XLNetConfig.clamp_len",
             "an integer >= -1 (-1 = no clamping)", repr(self.clamp_len))
     require(self.d_model % 2 == 0, "XLNetConfig.d_model",
             "even (the sinusoid encoding concatenates sin and cos halves)", repr(self.d_model))
@@ -168,7 +168,3 @@ class XLNetConfig:
 
   def to_json_file(self, path: str, original_keys_only: bool = False) -> None:
     write_json(path, self.to_dict(original_keys_only), sort_keys=True)
-
-
-def _is_int(value) -> bool:
-  return isinstance(value, int) and not isinstance(value, bool)

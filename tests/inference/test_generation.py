@@ -1,12 +1,11 @@
 """Generation (xlnet_tf.inference.generate): cached steps against recomputing everything and against
 one independent forward pass over the generated text, for 'uni' and 'bi' (XLNet) models with
-left-padded prompts of different lengths; sampling, its filters and its seed; stop tokens;
-bad input; run/generate.py."""
+left-padded prompts of different lengths; sampling's seed; stop tokens; bad input;
+run/generate.py. The sampling filters: test_sampling.py."""
 
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from tests.cli_output import run_tool
 from xlnet_tf import XLNetConfig, XLNetModel, checkpoints
@@ -100,45 +99,6 @@ def test_sampling_is_reproducible_for_a_seed_and_top_k_1_is_greedy(rng, lms):
   greedy = generation.generate(model, input_ids, NEW, input_mask=input_mask).numpy()
   np.testing.assert_array_equal(sample(seed=9, top_k=1), greedy)
   np.testing.assert_array_equal(sample(seed=9, top_p=1e-6), greedy)
-
-
-def numpy_filter(logits, top_k, top_p):
-  """The sampling set, written independently: top-k by rank (ties with the k-th kept), then
-  the smallest prefix of the sorted survivors whose softmax mass reaches top_p."""
-  out = logits.astype(np.float64).copy()
-  for row in out:
-    if top_k:
-      row[row < np.sort(row)[::-1][min(top_k, len(row)) - 1]] = -np.inf
-    if top_p < 1:
-      kept = np.sort(row[np.isfinite(row)])[::-1]
-      probabilities = np.exp(kept - kept.max())
-      probabilities /= probabilities.sum()
-      before = np.concatenate([[0.0], np.cumsum(probabilities)[:-1]])
-      row[row < kept[before < top_p].min()] = -np.inf
-  return out
-
-
-@pytest.mark.parametrize("top_k,top_p", [(0, 1.0), (5, 1.0), (0, 0.5), (0, 0.9), (8, 0.7),
-                                         (1, 1.0), (50, 0.3)])
-def test_filter_logits_against_numpy(top_k, top_p, rng):
-  logits = rng.normal(size=(6, 40)).astype(np.float32) * 2
-  logits[0, :4] = logits[0, 4]  # ties
-  filtered = generation.filter_logits(logits, top_k, top_p).numpy()
-  expected = numpy_filter(logits, top_k, top_p)
-  np.testing.assert_array_equal(np.isfinite(filtered), np.isfinite(expected))
-  np.testing.assert_array_equal(filtered[np.isfinite(filtered)], logits[np.isfinite(expected)])
-
-
-def test_draws_follow_the_filtered_softmax(rng):
-  logits = rng.normal(size=(1, 12)).astype(np.float32) * 2
-  draws = generation.choose_tokens(np.repeat(logits, 20000, axis=0), tf.constant([3, 4]),
-                                   temperature=0.7, top_k=6, top_p=0.95).numpy()
-  filtered = numpy_filter(logits / 0.7, 6, 0.95)[0]
-  expected = np.exp(filtered - filtered.max())
-  expected /= expected.sum()
-  frequencies = np.bincount(draws, minlength=12) / len(draws)
-  assert (frequencies[expected == 0] == 0).all()
-  np.testing.assert_allclose(frequencies, expected, atol=0.015)
 
 
 def test_stop_ids_end_each_row_and_the_rest_is_padding(rng, lms):

@@ -32,23 +32,23 @@ Shapes: B batch, T prompt length, N new tokens, C cache length, L layers, D d_mo
 V vocabulary, N heads, H head size.
 """
 
-import numbers
-import weakref
 from typing import Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf.inference import key_value_cache
-from xlnet_tf.utils.errors import require
-from xlnet_tf.heads.pretrainer import XLNetPretrainer
 from xlnet_tf import objectives
+from xlnet_tf.heads.pretrainer import XLNetPretrainer
+from xlnet_tf.inference import key_value_cache
+from xlnet_tf.inference.compile_cache import compiled_for
+from xlnet_tf.inference.sampling import Sampling, check_sampling, seed_or_fresh, step_seed
+from xlnet_tf.modeling.inputs import check_token_id, checked_token_ids
+from xlnet_tf.text.tokenizer import STANDARD_SPECIAL_IDS
+from xlnet_tf.utils.errors import is_int, require
 
 # The default limit on prompt + new tokens: twice the released models' pretraining length
 # (512); the cache and every step's attention grow with it.
 DEFAULT_MAX_LENGTH = 1024
-# <pad> in the original vocabulary and in vocabularies of text.sentencepiece_training.
-DEFAULT_PAD_ID = 5
 # Prompts are left-padded to a multiple of PROMPT_BUCKET tokens and the cache to a multiple of
 # CACHE_BUCKET slots (masked like padding), so that prompts of nearby lengths share one trace
 # and one XLA compilation (about 10 s at base size) instead of compiling for every length.
@@ -59,7 +59,7 @@ CACHE_BUCKET = 64
 def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
              temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
              seed: Optional[int] = None, input_mask=None, stop_ids: Sequence[int] = (),
-             pad_id: int = DEFAULT_PAD_ID, max_length: int = DEFAULT_MAX_LENGTH,
+             pad_id: int = STANDARD_SPECIAL_IDS.pad, max_length: int = DEFAULT_MAX_LENGTH,
              jit_compile: Optional[bool] = None):
   """Continues each prompt by `max_new_tokens` tokens: int32 [B, T + N].
 
@@ -73,14 +73,15 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
     temperature: 0 = greedy (argmax); > 0 samples from softmax(logits / temperature).
     top_k: sample among the k most likely tokens only (0: no limit).
     top_p: then among the most likely tokens whose probabilities sum to at least top_p, in
-      (0, 1] (1: no limit). See `filter_logits`.
+      (0, 1] (1: no limit). See `sampling.filter_logits`.
     seed: makes sampling reproducible (None: a fresh seed), with or without the cache.
     input_mask: [B, T], 1 = real token, 0 = left padding; default all real. Every row needs a
       real token.
     stop_ids: token ids that end a row (e.g. </s> and <eod>, tokenizer.special_ids.eos / eod):
       the stop token is kept, the rest of the row is pad_id. Generation ends early once every
       row has stopped; the output keeps its shape.
-    pad_id: fills rows after they stop.
+    pad_id: fills rows after they stop (default: the original vocabulary's <pad>,
+      text.tokenizer.STANDARD_SPECIAL_IDS; tokenizer.special_ids.pad for another).
     max_length: the largest T + N accepted (the cache holds that many states per layer).
     jit_compile: compile the prompt call and the steps with XLA. Default: not for cached
       steps (at base size XLA's steps were 8% slower at batch 1 and 13% faster at batch 8,
@@ -91,17 +92,18 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
   """
   config = _checked_model(model)
   require(isinstance(use_cache, bool), "generate: use_cache", "a bool", use_cache)
-  input_ids = checked_token_ids(input_ids, config.n_token)
+  input_ids = checked_token_ids(input_ids, config.n_token, "generate: input_ids")
   batch, length = input_ids.shape
   input_mask = _checked_input_mask(input_mask, input_ids.shape)
   _check_lengths(length, max_new_tokens, max_length)
-  check_sampling(temperature, top_k, top_p, seed)
+  check_sampling(temperature, top_k, top_p, seed, "generate")
   stop_ids = tuple(stop_ids)
-  _check_token_settings(stop_ids, pad_id, config.n_token)
+  for stop_id in stop_ids:
+    check_token_id(stop_id, config.n_token, "generate: stop_ids")
+  check_token_id(pad_id, config.n_token, "generate: pad_id")
   if max_new_tokens == 0:
     return tf.constant(input_ids)
-  if seed is None:
-    seed = int(np.random.SeedSequence().generate_state(1)[0])
+  seed = seed_or_fresh(seed)
   if jit_compile is None:
     jit_compile = not use_cache and model.compute_dtype == "float32"
 
@@ -109,13 +111,13 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
   prompt_ids = np.pad(input_ids, [(0, 0), (padding, 0)], constant_values=pad_id)
   prompt_mask = np.pad(input_mask, [(0, 0), (padding, 0)])
   steps = (CachedSteps if use_cache else RecomputedSteps)(
-      model, prompt_ids, prompt_mask, max_new_tokens,
-      (float(temperature), int(top_k), float(top_p)), bool(jit_compile))
+      model, prompt_ids, prompt_mask, max_new_tokens, Sampling(temperature, top_k, top_p),
+      bool(jit_compile))
   generated = np.full([batch, max_new_tokens], pad_id, np.int32)
   stopped = np.zeros([batch], bool)
   tokens = None
   for index in range(max_new_tokens):
-    tokens = np.where(stopped, pad_id, steps(index, tokens, tf.constant([seed % 2 ** 31, index])))
+    tokens = np.where(stopped, pad_id, steps(index, tokens, step_seed(seed, index)))
     generated[:, index] = tokens
     stopped |= np.isin(tokens, stop_ids)
     if stopped.all():
@@ -123,7 +125,7 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
   return tf.constant(np.concatenate([input_ids, generated], axis=1))
 
 
-def left_padded(prompts: Sequence[Sequence[int]], pad_id: int = DEFAULT_PAD_ID):
+def left_padded(prompts: Sequence[Sequence[int]], pad_id: int = STANDARD_SPECIAL_IDS.pad):
   """(input_ids int32 [B, T], input_mask float32 [B, T]) of token-id lists of different
   lengths, each padded on the left to the longest (what `generate` takes)."""
   require(len(prompts) > 0 and all(len(ids) > 0 for ids in prompts), "generate: prompts",
@@ -139,39 +141,6 @@ def left_padded(prompts: Sequence[Sequence[int]], pad_id: int = DEFAULT_PAD_ID):
 
 def _round_up(value: int, multiple: int) -> int:
   return -(-value // multiple) * multiple
-
-
-def filter_logits(logits, top_k: int = 0, top_p: float = 1.0):
-  """Logits [B, V] with every token outside the sampling set at -inf.
-
-  top_k > 0 keeps the k largest logits of a row (and any tied with the k-th). Then top_p < 1
-  keeps the largest logits whose probabilities (softmax over those still kept) sum to at least
-  top_p: a token stays if the tokens more likely than it hold less than top_p (so the most
-  likely always stays; ties with the last one kept stay too).
-  """
-  logits = tf.convert_to_tensor(logits)
-  removed = tf.constant(-np.inf, logits.dtype)
-  if top_k > 0:
-    kth_largest = tf.math.top_k(logits, k=min(top_k, logits.shape[-1])).values[:, -1:]
-    logits = tf.where(logits < kth_largest, removed, logits)
-  if top_p < 1.0:
-    descending = tf.sort(logits, axis=-1, direction="DESCENDING")
-    probability_before = tf.cumsum(tf.nn.softmax(descending), axis=-1, exclusive=True)
-    smallest_kept = tf.reduce_min(
-        tf.where(probability_before < top_p, descending, tf.constant(np.inf, logits.dtype)),
-        axis=-1, keepdims=True)
-    logits = tf.where(logits < smallest_kept, removed, logits)
-  return logits
-
-
-def choose_tokens(logits, seed, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0):
-  """int32 [B]: argmax of logits [B, V] when temperature is 0, else a draw from
-  softmax(filter_logits(logits / temperature)) with the stateless seed int [2]."""
-  logits = tf.cast(logits, tf.float32)
-  if temperature == 0:
-    return tf.argmax(logits, axis=-1, output_type=tf.int32)
-  filtered = filter_logits(logits / temperature, top_k, top_p)
-  return tf.cast(tf.random.stateless_categorical(filtered, 1, seed)[:, 0], tf.int32)
 
 
 # ---- the step --------------------------------------------------------------------------------
@@ -229,7 +198,7 @@ class CachedSteps:
     self.cache = self.position_keys = None
 
   def __call__(self, index, tokens, seed):
-    compiled = _compiled(self.model, _cached_functions, self.sampling, self.jit_compile)
+    compiled = compiled_for(self.model, _cached_functions, self.sampling, self.jit_compile)
     if index == 0:
       logits, keys_values = compiled["prompt"](*self.prompt)
       tokens = compiled["choose"](logits, seed)
@@ -252,12 +221,9 @@ def _cached_functions(model, sampling, jit_compile):
   def prompt(ids, mask):
     """The prompt in one call: (the logits of the first token, each layer's keys and values
     [B, N, S, H])."""
-    config = model.backbone.config
-    batch, length = tf.shape(ids)[0], tf.shape(ids)[1]
-    empty = tf.zeros(tf.stack([batch, config.n_head, 0, config.d_head]), model.compute_dtype)
-    inputs = dict(_prediction_inputs(attn_type, ids, mask), memory_mask=tf.zeros([batch, 0]))
-    outputs = model.backbone(inputs, training=False,
-                             memory_keys_values=[(empty, empty)] * config.n_layer)
+    length = tf.shape(ids)[1]
+    outputs = key_value_cache.outputs_with_keys_values(
+        model.backbone, _prediction_inputs(attn_type, ids, mask))
     logits = model.lm_logits(_predicting_states(attn_type, outputs))
     keys_values = [tuple(tensor[:, :, :length] for tensor in pair)  # not the placeholder's
                    for pair in outputs["keys_values"]]
@@ -294,7 +260,7 @@ class RecomputedSteps:
   def __call__(self, index, tokens, seed):
     if index > 0:
       self.new = (tokens[:, None], np.ones([len(tokens), 1], np.float32))
-    compiled = _compiled(self.model, _recomputed_functions, self.sampling, self.jit_compile)
+    compiled = compiled_for(self.model, _recomputed_functions, self.sampling, self.jit_compile)
     logits, self.window = compiled["step"](self.window, self.new[0], self.new[1])
     return compiled["choose"](logits, seed).numpy()
 
@@ -313,24 +279,10 @@ def _recomputed_functions(model, sampling, jit_compile):
   return {"step": tf.function(step, jit_compile=jit_compile), "choose": _choose_function(sampling)}
 
 
-def _choose_function(sampling):
-  """choose_tokens(logits, seed) without XLA for every path: the same draws for a seed, with
+def _choose_function(sampling: Sampling):
+  """sampling.choose(logits, seed) without XLA for every path: the same draws for a seed, with
   or without the cache and XLA."""
-  temperature, top_k, top_p = sampling
-  return tf.function(lambda logits, seed: choose_tokens(logits, seed, temperature, top_k, top_p))
-
-
-# model -> {settings: {name: tf.function}}; tf.function keeps one trace per input shape, so
-# later calls with the same shapes reuse the compiled functions.
-_compiled_steps = weakref.WeakKeyDictionary()
-
-
-def _compiled(model, make, sampling, jit_compile):
-  functions = _compiled_steps.setdefault(model, {})
-  settings = (make.__name__, sampling, jit_compile)
-  if settings not in functions:
-    functions[settings] = make(model, sampling, jit_compile)
-  return functions[settings]
+  return tf.function(lambda logits, seed: sampling.choose(logits, seed))
 
 
 # ---- input checks ----------------------------------------------------------------------------
@@ -355,21 +307,6 @@ def _checked_model(model):
           "positions within the segment a call feeds, which a cached step of one token "
           "cannot", f"pos_encoding {config.pos_encoding!r}")
   return config
-
-
-def checked_token_ids(input_ids, n_token, caller: str = "generate"):
-  """int32 [B, T] of `caller`'s input_ids: integers in [0, n_token)."""
-  ids = np.asarray(input_ids.numpy() if isinstance(input_ids, tf.Tensor) else input_ids)
-  require(np.issubdtype(ids.dtype, np.integer), f"{caller}: input_ids",
-          "an integer array [B, T]", f"dtype {ids.dtype}")
-  require(ids.ndim == 2 and ids.shape[0] > 0 and ids.shape[1] > 0, f"{caller}: input_ids",
-          "of shape [B, T] with B, T >= 1", f"shape {list(ids.shape)}")
-  bad = (ids < 0) | (ids >= n_token)
-  if bad.any():
-    where = tuple(int(i) for i in np.argwhere(bad)[0])
-    require(False, f"{caller}: input_ids", f"token ids in [0, n_token={n_token})",
-            f"input_ids{list(where)} = {ids[where]}")
-  return ids.astype(np.int32)
 
 
 def _checked_input_mask(input_mask, shape):
@@ -401,27 +338,3 @@ def _check_lengths(length, max_new_tokens, max_length):
   require(length + max_new_tokens <= max_length, "generate: max_new_tokens",
           f"at most max_length - T = {max_length} - {length} = {max_length - length} "
           "(raise max_length for longer sequences)", max_new_tokens)
-
-
-def check_sampling(temperature, top_k, top_p, seed, caller: str = "generate"):
-  """The sampling arguments of `caller` (generate, infilling.fill)."""
-  require(isinstance(temperature, numbers.Real) and np.isfinite(temperature)
-          and temperature >= 0, f"{caller}: temperature", "a number >= 0 (0 = greedy)",
-          temperature)
-  require(is_int(top_k) and top_k >= 0, f"{caller}: top_k", "an integer >= 0 (0 = no limit)",
-          top_k)
-  require(isinstance(top_p, numbers.Real) and 0 < top_p <= 1, f"{caller}: top_p",
-          "a number in (0, 1] (1 = no limit)", top_p)
-  require(seed is None or is_int(seed), f"{caller}: seed", "an integer or None", seed)
-
-
-def _check_token_settings(stop_ids, pad_id, n_token):
-  for name, ids in (("stop_ids", stop_ids), ("pad_id", (pad_id,))):
-    require(all(is_int(i) and 0 <= i < n_token for i in ids), f"generate: {name}",
-            f"token id(s) in [0, n_token={n_token})", ids if name == "stop_ids"
-            else pad_id)
-
-
-def is_int(value) -> bool:
-  return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-

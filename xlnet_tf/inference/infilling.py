@@ -36,17 +36,22 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf.inference import generation
-from xlnet_tf.utils.errors import require
-from xlnet_tf.heads.pretrainer import XLNetPretrainer
-from xlnet_tf.inference.infilling_steps import (UNFILLED_RANK, CachedPermSteps, RecomputedPermSteps,
-                                                WholeTextSteps)
 from xlnet_tf import objectives
+from xlnet_tf.heads.pretrainer import XLNetPretrainer
+from xlnet_tf.inference.infilling_steps import (UNFILLED_RANK, CachedPermSteps,
+                                                RecomputedPermSteps, WholeTextSteps)
+from xlnet_tf.inference.sampling import Sampling, check_sampling, seed_or_fresh, step_seed
+from xlnet_tf.modeling.inputs import check_token_id, checked_token_ids
 from xlnet_tf.text.packing import pack_pair
+from xlnet_tf.text.tokenizer import STANDARD_SPECIAL_IDS
+from xlnet_tf.utils.errors import require
 
 ORDERS = ("left_to_right", "right_to_left", "random", "confidence", "independent")
-# The original vocabulary's ids (text.sentencepiece_training makes the same layout).
-DEFAULT_MASK_ID, DEFAULT_CLS_ID, DEFAULT_SEP_ID = 6, 3, 4
+# The defaults of mask_id, cls_id and sep_id: the original vocabulary's (a tokenizer's own:
+# special_id_arguments).
+DEFAULT_MASK_ID = STANDARD_SPECIAL_IDS.mask
+DEFAULT_CLS_ID = STANDARD_SPECIAL_IDS.cls
+DEFAULT_SEP_ID = STANDARD_SPECIAL_IDS.sep
 
 
 def fill(pretrainer, input_ids, fill_mask, *, input_mask=None, segment_ids=None,
@@ -66,20 +71,21 @@ def fill(pretrainer, input_ids, fill_mask, *, input_mask=None, segment_ids=None,
     segment_ids: int [B, T] or None, as the model was trained with.
     order: one of ORDERS (module docstring).
     temperature, top_k, top_p, seed: greedy at temperature 0, else sampled as
-      generation.generate samples (seeded draws are reproducible).
+      generation.generate samples (inference.sampling; seeded draws are reproducible).
     use_cache: perm only: reuse the context's states between steps (False: the whole backbone
       every step; the same fills).
     mask_id: the id hidden blanks hold (<mask>: what a masked LM was trained to read).
-    cls_id, sep_id: the functional tokens no blank may cover.
+    cls_id, sep_id: the functional tokens no blank may cover. The ids default to the original
+      vocabulary's (text.tokenizer.STANDARD_SPECIAL_IDS); `special_id_arguments(tokenizer)`
+      gives a tokenizer's.
 
   Raises UserInputError (a ValueError) naming the argument for bad input.
   """
-  generation.check_sampling(temperature, top_k, top_p, seed, caller="fill")
+  check_sampling(temperature, top_k, top_p, seed, "fill")
   text = _checked_text(pretrainer, input_ids, fill_mask, input_mask, segment_ids, order,
                        mask_id, (cls_id, sep_id), "fill")
   require(isinstance(use_cache, bool), "fill: use_cache", "a bool", use_cache)
-  if seed is None:
-    seed = int(np.random.SeedSequence().generate_state(1)[0])
+  seed = seed_or_fresh(seed)
   sample = _Sampler(temperature, top_k, top_p, seed)
   filled, _ = _run_order(_steps_for(pretrainer, text, use_cache), text, order, sample, seed)
   return tf.constant(filled)
@@ -273,11 +279,11 @@ def _blank_ranks(text: _Text, order: str, seed: int):
 # ---- filling ---------------------------------------------------------------------------------
 
 class _Sampler:
-  """Chooses the token of each query row: generation.choose_tokens (greedy or sampled), or the
-  true tokens (scoring in the confidence order)."""
+  """Chooses the token of each query row: Sampling.choose (greedy or sampled), or the true
+  tokens (scoring in the confidence order)."""
 
   def __init__(self, temperature, top_k, top_p, seed, true_ids=None):
-    self.settings = (float(temperature), int(top_k), float(top_p))
+    self.sampling = Sampling(temperature, top_k, top_p)
     self.seed, self.true_ids = seed, true_ids
 
   @classmethod
@@ -289,9 +295,8 @@ class _Sampler:
     if self.true_ids is not None:
       return np.take_along_axis(self.true_ids, positions, axis=1).astype(np.int32)
     batch, queries, vocabulary = logits.shape
-    tokens = generation.choose_tokens(
-        logits.reshape(batch * queries, vocabulary), tf.constant([self.seed % 2 ** 31, step]),
-        *self.settings)
+    tokens = self.sampling.choose(logits.reshape(batch * queries, vocabulary),
+                                  step_seed(self.seed, step))
     return tokens.numpy().reshape(batch, queries)
 
 
@@ -370,7 +375,7 @@ def _checked_text(pretrainer, input_ids, fill_mask, input_mask, segment_ids, ord
   if objective.predicts_next_token and objective.stream != objectives.QUERY_STREAM:
     require(order == "left_to_right", f"{caller}: order", "'left_to_right' for a "
             f"{objective.name} model (it reads the left context only)", repr(order))
-  ids = generation.checked_token_ids(input_ids, config.n_token, caller=caller)
+  ids = checked_token_ids(input_ids, config.n_token, f"{caller}: input_ids")
   shape = ids.shape
   blanks = _checked_01(fill_mask, shape, f"{caller}: fill_mask")
   real = (np.ones(shape, np.float32) if input_mask is None
@@ -382,8 +387,7 @@ def _checked_text(pretrainer, input_ids, fill_mask, input_mask, segment_ids, ord
             f"{caller}: segment_ids", f"integers of shape [B, T] = {list(shape)}",
             f"{segments.dtype} of shape {list(segments.shape)}")
   _check_blank_places(blanks, real, ids, functional_ids, objective, caller)
-  require(generation.is_int(mask_id) and 0 <= mask_id < config.n_token, f"{caller}: mask_id",
-          f"a token id in [0, n_token={config.n_token})", mask_id)
+  check_token_id(mask_id, config.n_token, f"{caller}: mask_id")
   bool_blanks = blanks.astype(bool)
   positions, valid = _blank_positions(blanks)
   return _Text(true_ids=ids, masked_ids=np.where(bool_blanks, mask_id, ids).astype(np.int32),

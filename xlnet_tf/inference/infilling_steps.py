@@ -17,32 +17,33 @@ mlm and clm steps are whole calls (their context states change with every filled
 Shapes: B batch, T length, Q query rows of a step, L layers, N heads, H head size, V vocabulary.
 """
 
-import weakref
-
 import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.inference import key_value_cache
+from xlnet_tf.inference.compile_cache import compiled_for
 from xlnet_tf.modeling.layers import masks as mask_lib
 
 # A rank no blank reaches: blanks not yet filled are seen by nobody.
 UNFILLED_RANK = 2 ** 30
 
-# model -> {name: tf.function}, reused by later calls; after a few input shapes a function is
-# traced for any length and batch (texts of every length would otherwise trace one each).
-_compiled = weakref.WeakKeyDictionary()
+
+# The step functions, each compiled once per model (compile_cache). reduce_retracing: after a
+# few input shapes a function is traced for any length and batch (texts of every length would
+# otherwise trace one each).
+
+def _logits_function(model):
+  return tf.function(lambda inputs: model(inputs, training=False)["logits"],
+                     reduce_retracing=True)
 
 
-def _compiled_function(model, name, function):
-  functions = _compiled.setdefault(model, {})
-  if name not in functions:
-    functions[name] = tf.function(function, reduce_retracing=True)
-  return functions[name]
+def _context_function(model):
+  return tf.function(lambda inputs: _context_pass(model.backbone, inputs),
+                     reduce_retracing=True)
 
 
-def _logits_of(model):
-  return _compiled_function(model, "logits",
-                            lambda inputs: model(inputs, training=False)["logits"])
+def _cached_step_function(model):
+  return tf.function(lambda *args: _cached_step(model, *args), reduce_retracing=True)
 
 
 def perm_mask_for_ranks(ranks, fill_mask):
@@ -71,7 +72,7 @@ class RecomputedPermSteps:
 
   def __init__(self, model, text):
     self.model, self.text = model, text
-    self.call = _logits_of(model)
+    self.call = compiled_for(model, _logits_function)
 
   def __call__(self, ids, ranks, query_positions, query_valid, new_positions, has_new):
     del new_positions, has_new  # the whole text is recomputed
@@ -99,7 +100,7 @@ class CachedPermSteps:
     self.mismatch = None
     if text.segment_ids is not None:
       self.mismatch = mask_lib.segment_mismatch(tf.constant(text.segment_ids, tf.int32), 0)
-    self.step = _compiled_function(model, "cached_step", lambda *args: _cached_step(model, *args))
+    self.step = compiled_for(model, _cached_step_function)
 
   def _context_keys_values(self, ids, perm_mask):
     """Each layer's (keys, values) [B, N, T, H] of the text with every blank hidden."""
@@ -107,8 +108,7 @@ class CachedPermSteps:
     inputs = {"input_ids": ids, "input_mask": text.input_mask, "perm_mask": perm_mask}
     if text.segment_ids is not None:
       inputs["segment_ids"] = text.segment_ids
-    return _compiled_function(self.model, "context", lambda inputs: _context_pass(
-        self.model.backbone, inputs))(inputs)
+    return compiled_for(self.model, _context_function)(inputs)
 
   def __call__(self, ids, ranks, query_positions, query_valid, new_positions, has_new):
     del query_valid  # invalid rows' logits are not read
@@ -124,11 +124,7 @@ class CachedPermSteps:
 def _context_pass(backbone, inputs):
   """Each layer's (keys, values) [B, N, T, H] of the content stream of `inputs` (the cache
   of a call with a zero-length memory holds exactly them)."""
-  config = backbone.config
-  batch = tf.shape(inputs["input_ids"])[0]
-  empty = tf.zeros(tf.stack([batch, config.n_head, 0, config.d_head]), backbone.compute_dtype)
-  inputs = dict(inputs, memory_mask=tf.zeros(tf.stack([batch, 0])))
-  outputs = backbone(inputs, training=False, memory_keys_values=[(empty, empty)] * config.n_layer)
+  outputs = key_value_cache.outputs_with_keys_values(backbone, inputs)
   return [tuple(tensor) for tensor in outputs["keys_values"]]
 
 
@@ -152,7 +148,7 @@ class WholeTextSteps:
   def __init__(self, model, text):
     self.text = text
     self.next_token = model.lm_objective.consecutive_segments
-    self.call = _logits_of(model)
+    self.call = compiled_for(model, _logits_function)
 
   def __call__(self, ids, ranks, query_positions, query_valid, new_positions, has_new):
     del ranks, new_positions, has_new  # the text as it stands is all a step reads

@@ -26,6 +26,8 @@ from typing import Sequence
 
 import tensorflow as tf
 
+from xlnet_tf.modeling.layers import masks as mask_lib
+
 
 class KeyValueCache:
   """Each layer's (keys, values) [B, N, C, H] in variables of the model's compute dtype."""
@@ -92,6 +94,17 @@ class BlendedCache:
         for cached, new in zip(self.layers[layer], entered))
 
 
+def outputs_with_keys_values(backbone, inputs):
+  """The backbone's outputs for `inputs` with "keys_values" added: each layer's (keys, values)
+  [B, N, T, H] of the T tokens' content states, what a call over a zero-length cache returns
+  (a cache's prefix)."""
+  config = backbone.config
+  batch = tf.shape(inputs["input_ids"])[0]
+  empty = tf.zeros(tf.stack([batch, config.n_head, 0, config.d_head]), backbone.compute_dtype)
+  inputs = dict(inputs, memory_mask=tf.zeros(tf.stack([batch, 0])))
+  return backbone(inputs, training=False, memory_keys_values=[(empty, empty)] * config.n_layer)
+
+
 def run_rows(model, cache: KeyValueCache, content_ids, content_slots, blocked, position_keys,
              *, query_slots=None, written=None, segment_mismatch=None):
   """Runs one new content row per text and the query rows through every layer.
@@ -122,13 +135,13 @@ def run_rows(model, cache: KeyValueCache, content_ids, content_slots, blocked, p
   mismatch = None
   if segment_mismatch is not None:
     mismatch = tf.gather(segment_mismatch, slots, batch_dims=1)
+  row_masks = mask_lib.RowMasks(blocked=blocked, segment_mismatch=mismatch, positions=slots)
   for index, block in enumerate(backbone.blocks):
     cache.write(index, content_slots, block.attention.project_keys_values(content), written)
     rows = content if query is None else tf.concat([content, query], axis=1)
     rows = block.rows_at_positions(
-        rows, slots, cache.layers[index], position_keys[index],
-        backbone.layer_biases(index, mismatch is not None), content_length=cache.capacity,
-        mask=blocked, segment_mismatch=mismatch)
+        rows, row_masks, cache.layers[index], position_keys[index],
+        backbone.layer_biases(index, mismatch is not None), content_length=cache.capacity)
     content, query = rows[:, :1], (None if query is None else rows[:, 1:])
   return content, query
 

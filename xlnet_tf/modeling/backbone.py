@@ -154,9 +154,7 @@ class XLNetModel(keras.Model):
     memory_length = tf.shape(mems[0])[1] if mems else 0
     if memory_keys_values is not None:
       memory_length = tf.shape(memory_keys_values[0][0])[2]
-    block_kwargs = dict(training=training, return_attention=return_attention,
-                        **_stream_masks(config, inputs, batch_size, length, memory_length,
-                                        dtype))
+    masks = _attention_masks(config, inputs, batch_size, length, memory_length, dtype)
     position_encoding = None
     if position_keys is None and config.pos_encoding != "relative":
       position_keys = self.layer_position_keys(length, memory_length + length)
@@ -171,14 +169,14 @@ class XLNetModel(keras.Model):
                                                            self.position_table)
     content = self.embedding_dropout(content, training=training)
     query = None
-    if "query_positions" in block_kwargs:  # the query stream: mask_emb at each prediction
-      predictions = tf.shape(block_kwargs["query_positions"])[1]
+    if masks.query is not None:  # the query stream: mask_emb at each prediction
+      predictions = tf.shape(masks.query.positions)[1]
       query = tf.tile(tf.cast(self.mask_emb, dtype), tf.stack([batch_size, predictions, 1]))
       query = self.embedding_dropout(query, training=training)  # [B, P, D]
 
     content, query, new_mems, attention_maps, new_keys_values = self._run_blocks(
-        content, query, position_encoding, mems, block_kwargs, memory_keys_values,
-        position_keys)
+        content, query, position_encoding, mems, masks, memory_keys_values, position_keys,
+        training, return_attention)
     outputs = {"sequence_output": self.output_dropout(content, training=training)}
     if query is not None:
       outputs["query_output"] = self.output_dropout(query, training=training)
@@ -190,34 +188,34 @@ class XLNetModel(keras.Model):
       outputs["keys_values"] = new_keys_values
     return outputs
 
-  def _run_blocks(self, content, query, position_encoding, mems, block_kwargs,
-                  memory_keys_values, position_keys):
+  def _run_blocks(self, content, query, position_encoding, mems, masks, memory_keys_values,
+                  position_keys, training, return_attention):
     """The L blocks in turn: (content, query, new_mems, attention maps, new keys_values)."""
     config = self.config
-    training = block_kwargs["training"]
     new_mems, attention_maps, new_keys_values = [], [], []
     for index, block in enumerate(self.blocks):
       memory = mems[index] if mems else None
-      cache_kwargs, current = _cache_keywords(block, index, content, memory_keys_values,
-                                              position_keys)
+      keys_values, current = _layer_keys_values(block, index, content, memory_keys_values)
+      layer_position_keys = None if position_keys is None else position_keys[index]
       if current is not None:
         new_keys_values.append(current)
       if config.mem_len > 0:
         new_mems.append(_next_memory(content, memory, config.reuse_len, config.mem_len))
-      biases = self.layer_biases(index, "segment_mismatch" in block_kwargs)
+      biases = self.layer_biases(index, masks.with_segments)
       block_seed = None
       if training and (config.dropout or config.dropatt):
         block_seed = random_ops.next_seed(self.block_seed_generator)
 
       def run_block(content, query, biases, block=block, memory=memory, seed=block_seed,
-                    cache_kwargs=cache_kwargs):
+                    keys_values=keys_values, layer_position_keys=layer_position_keys):
         seeds = (contextlib.nullcontext() if seed is None
                  else random_ops.seeds_derived_from(seed))
         with seeds:
-          return block(content, position_encoding, memory=memory, query=query, **biases,
-                       **block_kwargs, **cache_kwargs)
+          return block(content, position_encoding, masks=masks, memory=memory, query=query,
+                       keys_values=keys_values, position_keys=layer_position_keys,
+                       training=training, return_attention=return_attention, **biases)
 
-      if self.recompute_blocks and training and not block_kwargs["return_attention"]:
+      if self.recompute_blocks and training and not return_attention:
         content, query = _recomputed(run_block, content, query, biases)
       else:
         content, query, *attention = run_block(content, query, biases)
@@ -276,44 +274,42 @@ def backbone_of(target):
                   f"{type(target).__name__}")
 
 
-def _stream_masks(config, inputs, batch_size, length, memory_length, dtype) -> Dict[str, Any]:
-  """The masks every block takes for this call: content_mask, segment_mismatch (with
-  segment_ids) and, with target_mapping, the query stream's prediction positions [B, P] and
-  its masks gathered at them."""
+def _attention_masks(config, inputs, batch_size, length, memory_length,
+                     dtype) -> mask_lib.AttentionMasks:
+  """This call's masks, built once for every block: the content stream's blocked keys and
+  segment mismatch (with segment_ids) and, with target_mapping, the query stream's prediction
+  positions [B, P] and its masks gathered at them."""
   content_mask, query_mask = mask_lib.attention_masks(
       length, memory_length, config.attn_type, config.same_length,
       inputs.get("input_mask"), inputs.get("perm_mask"), inputs.get("memory_mask"))
-  masks = {"content_mask": content_mask}
   mismatch = None
   if inputs.get("segment_ids") is not None:
     mismatch = mask_lib.segment_mismatch(tf.cast(inputs["segment_ids"], tf.int32),
                                          memory_length)
-    masks["segment_mismatch"] = mismatch
+  content = mask_lib.RowMasks(blocked=content_mask, segment_mismatch=mismatch)
   if inputs.get("target_mapping") is None:
-    return masks
+    return mask_lib.AttentionMasks(content)
   positions, valid = mask_lib.prediction_positions(tf.cast(inputs["target_mapping"], dtype))
-  masks.update(query_positions=positions, query_valid=valid)
   if query_mask is not None:
     query_mask = tf.broadcast_to(query_mask, tf.stack(
         [batch_size, length, memory_length + length]))
-    masks["query_mask"] = tf.gather(query_mask, positions, batch_dims=1)
+    query_mask = tf.gather(query_mask, positions, batch_dims=1)
+  query_mismatch = None
   if mismatch is not None:
-    masks["query_segment_mismatch"] = tf.gather(mismatch, positions, batch_dims=1)
-  return masks
+    query_mismatch = tf.gather(mismatch, positions, batch_dims=1)
+  return mask_lib.AttentionMasks(content, mask_lib.RowMasks(
+      blocked=query_mask, segment_mismatch=query_mismatch, positions=positions, valid=valid))
 
 
-def _cache_keywords(block, index, content, memory_keys_values, position_keys):
-  """(Block `index`'s decoding keywords, this call's own (keys, values) or None): keys_values
-  (the cache, then this call's tokens) and position_keys, each when given."""
-  keywords, current = {}, None
-  if memory_keys_values is not None:
-    current = block.attention.project_keys_values(content)  # this call's tokens
-    keywords["keys_values"] = tuple(
-        tf.concat([tf.cast(cached, tensor.dtype), tensor], axis=2)
-        for cached, tensor in zip(memory_keys_values[index], current))
-  if position_keys is not None:
-    keywords["position_keys"] = position_keys[index]
-  return keywords, current
+def _layer_keys_values(block, index, content, memory_keys_values):
+  """(Block `index`'s keys_values: the cache, then this call's tokens; this call's own
+  (keys, values)), or (None, None) without memory_keys_values."""
+  if memory_keys_values is None:
+    return None, None
+  current = block.attention.project_keys_values(content)  # this call's tokens
+  keys_values = tuple(tf.concat([tf.cast(cached, tensor.dtype), tensor], axis=2)
+                      for cached, tensor in zip(memory_keys_values[index], current))
+  return keys_values, current
 
 
 def _next_memory(layer_input, memory, reuse_len: int, mem_len: int):

@@ -7,6 +7,9 @@ under tf.function), so they add nothing to the graph. Errors name the input:
 "XLNetModel: input 'perm_mask' must be of shape [B, T, T] = [2, 8, 8] to agree with input_ids;
 got [2, 8, 5]".
 
+The token-id checks (`check_token_ids`, `checked_token_ids`, `check_token_id`) are also what
+decoding (xlnet_tf.inference) checks its arguments with.
+
 Shapes: B batch, T sequence length, P predictions, M memory length, D d_model, N heads,
 H head size, R relative positions.
 """
@@ -16,7 +19,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf.utils.errors import require
+from xlnet_tf.utils.errors import is_int, require
 
 # Every input XLNetModel takes. Heads and data pass their feature dicts through
 # `backbone_inputs`, which keeps these keys.
@@ -76,7 +79,7 @@ def checked_backbone_inputs(config, inputs, memory_keys_values=None, position_ke
     require(batch % 2 == 0, _input("input_ids"),
             "an even batch size with bi_data (forward and backward halves)", batch)
   if tf.executing_eagerly():
-    _check_token_ids(ids.numpy(), config.n_token)
+    check_token_ids(ids.numpy(), config.n_token, _input("input_ids"))
   return inputs
 
 
@@ -118,13 +121,33 @@ def _check_cache_projections(config, memory_keys_values, position_keys, inputs, 
   return memory_length
 
 
-def _check_token_ids(ids: np.ndarray, n_token: int) -> None:
-  """Names the first id outside the vocabulary (eager calls only: a graph has no values)."""
+def check_token_ids(ids: np.ndarray, n_token: int, argument: str) -> None:
+  """Names the first of the input_ids `ids` (integers) outside the vocabulary [0, n_token) in
+  the UserInputError about `argument` (values: eager calls only, a graph has none)."""
   outside = (ids < 0) | (ids >= n_token)
   if outside.any():
     where = tuple(int(i) for i in np.argwhere(outside)[0])
-    require(False, _input("input_ids"), f"token ids in [0, n_token={n_token})",
+    require(False, argument, f"token ids in [0, n_token={n_token})",
             f"input_ids{list(where)} = {ids[where]}, outside [0, {n_token})")
+
+
+def checked_token_ids(input_ids, n_token: int, argument: str) -> np.ndarray:
+  """int32 [B, T] of input_ids given to a library function (an array or an eager tensor):
+  integers of shape [B, T], B, T >= 1, in [0, n_token); else UserInputError about `argument`."""
+  ids = np.asarray(input_ids.numpy() if isinstance(input_ids, tf.Tensor) else input_ids)
+  require(np.issubdtype(ids.dtype, np.integer), argument, "an integer array [B, T]",
+          f"dtype {ids.dtype}")
+  require(ids.ndim == 2 and ids.shape[0] > 0 and ids.shape[1] > 0, argument,
+          "of shape [B, T] with B, T >= 1", f"shape {list(ids.shape)}")
+  check_token_ids(ids, n_token, argument)
+  return ids.astype(np.int32)
+
+
+def check_token_id(token_id, n_token: int, argument: str) -> None:
+  """One token id given as a setting (a pad or mask id, a stop id): an integer in
+  [0, n_token); else UserInputError about `argument`."""
+  require(is_int(token_id) and 0 <= token_id < n_token, argument,
+          f"a token id in [0, n_token={n_token})", token_id)
 
 
 def _check_shape(name: str, tensor, expected: List[Optional[int]]) -> None:

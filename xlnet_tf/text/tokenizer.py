@@ -54,6 +54,14 @@ class SpecialIds:
     return dataclasses.asdict(self)
 
 
+# The ids of the original vocabulary (the released spiece.model), which
+# text.sentencepiece_training reproduces: the SPECIAL_PIECES in that order. Where a function
+# that takes token ids is given no tokenizer's (`XLNetTokenizer.special_ids`), it defaults to
+# these.
+STANDARD_SPECIAL_IDS = SpecialIds(unk=0, bos=1, eos=2, cls=3, sep=4, pad=5, mask=6, eod=7,
+                                  eop=8)
+
+
 def load_sentencepiece(path: str) -> spm.SentencePieceProcessor:
   if not path:
     raise UserInputError("A SentencePiece model path is required (--sp_path)")

@@ -6,6 +6,8 @@ xlnet_tf.utils.cli); any other exception is a bug and keeps its traceback. A Val
 that catch ValueError still do.
 """
 
+import numbers
+
 
 class UserInputError(ValueError):
   """A flag, file or value supplied by the user cannot be used; the message says which."""
@@ -27,3 +29,8 @@ def require(ok: bool, argument: str, expected: str, got=_NOT_GIVEN) -> None:
   if got is not _NOT_GIVEN:
     message += f"; got {got}"
   raise UserInputError(message)
+
+
+def is_int(value) -> bool:
+  """An integer (Python's or NumPy's), not a bool: what the checks of integer settings accept."""
+  return isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -4,13 +4,15 @@ import tensorflow as tf
 
 from layer_checks import assert_config_round_trip
 from xlnet_tf.modeling.layers.attention import RelativeMultiHeadAttention
+from xlnet_tf.modeling.layers.masks import AttentionMasks, RowMasks
 from xlnet_tf.modeling.layers.position_encoding import relative_position_encoding
 
 def _call(layer, content, query, positions):
   encoding = relative_position_encoding(content.shape[1], content.shape[1], 2, 16)
   bias = np.full([2, 4], 0.1, np.float32)
-  return layer(content, encoding, bias, bias, query=query, query_positions=positions,
-               query_valid=np.ones(positions.shape, np.float32))
+  masks = AttentionMasks(query=RowMasks(positions=positions,
+                                         valid=np.ones(positions.shape, np.float32)))
+  return layer(content, encoding, bias, bias, query=query, masks=masks)
 
 
 def test_config_round_trip_and_two_streams(rng):
@@ -33,7 +35,7 @@ def test_masking_is_safe_in_float16():
   encoding = relative_position_encoding(3, 3, 2, 8)
   bias = np.zeros([2, 4], np.float32)
   mask = np.ones([2, 3, 3], bool)  # every key masked: uniform attention, not NaN or inf
-  out, _ = layer(content, encoding, bias, bias, content_mask=mask)
+  out, _ = layer(content, encoding, bias, bias, masks=AttentionMasks(RowMasks(blocked=mask)))
   assert out.dtype == tf.float16
   assert np.isfinite(out.numpy().astype(np.float32)).all()
   assert layer.layer_norm.compute_dtype == "float32"

@@ -2,6 +2,7 @@ import numpy as np
 
 from layer_checks import assert_config_round_trip
 from xlnet_tf.modeling.layers.feed_forward import PositionwiseFeedForward, gelu_tanh
+from xlnet_tf.modeling.layers.masks import AttentionMasks, RowMasks
 from xlnet_tf.modeling.layers.position_encoding import relative_position_encoding
 from xlnet_tf.modeling.layers.two_stream_block import TwoStreamBlock
 
@@ -51,8 +52,8 @@ def test_block_config_round_trip_and_shared_feed_forward(rng):
   query = rng.standard_normal([2, 2, 8]).astype(np.float32)
   encoding = relative_position_encoding(4, 4, 2, 8)
   bias = rng.standard_normal([2, 4]).astype(np.float32)
-  kwargs = dict(query=query, query_positions=np.array([[0, 3], [1, 2]], np.int32),
-                query_valid=np.ones([2, 2], np.float32))
+  kwargs = dict(query=query, masks=AttentionMasks(query=RowMasks(
+      positions=np.array([[0, 3], [1, 2]], np.int32), valid=np.ones([2, 2], np.float32))))
   assert_config_round_trip(block, lambda layer: layer(content, encoding, bias, bias, **kwargs),
                            build_shape=(None, None, 8))
   # One set of weights for both streams: 5 attention kernels + 2 LayerNorms + 2 dense layers.

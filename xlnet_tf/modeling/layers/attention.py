@@ -20,6 +20,7 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf.modeling import numerics
+from xlnet_tf.modeling.layers import masks as mask_lib
 from xlnet_tf.modeling.layers.dropout import FastDropout
 from xlnet_tf.modeling.ops.attention_probabilities import fused_attention_probabilities
 from xlnet_tf.modeling.ops.relative_shift import (blocked_position_keys, gather_relative_scores,
@@ -135,40 +136,35 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     return _heads_first(tf.einsum("brd,dnh->brnh", tf.cast(position_encoding, dtype),
                                   tf.cast(self.position_kernel, dtype)))
 
-  def call(self, content, position_encoding, r_w_bias, r_r_bias, *, memory=None,
-           keys_values=None, position_keys=None, content_mask=None, segment_mismatch=None,
-           r_s_bias=None, seg_embed=None, query=None, query_positions=None, query_valid=None,
-           query_mask=None, query_segment_mismatch=None, training=False,
-           return_attention=False):
+  def call(self, content, position_encoding, r_w_bias, r_r_bias, *, masks=None, memory=None,
+           keys_values=None, position_keys=None, r_s_bias=None, seg_embed=None, query=None,
+           training=False, return_attention=False):
     """Attends from the content stream and, if `query` is given, from the query stream.
 
     Args:
       content: [B, T, D] content stream h.
       position_encoding: [1 or B, R, D] from `relative_position_encoding`.
       r_w_bias, r_r_bias, r_s_bias: [N, H]; seg_embed: [2, N, H] (same, different segment).
+      masks: masks.AttentionMasks: the content stream's blocked keys and segment mismatch
+        ([B or 1, T, K]) and, for the query stream, its rows' positions, valid rows and masks
+        ([B, P] and [B or 1, P, K]). None: nothing blocked, no segment term.
       memory: [B, M, D] or None, cached states prepended to the keys and values.
       keys_values: (keys, values), each [B, N, K, H]: memory + content already projected
         (`project_keys_values`; a key/value cache), used instead of `memory` and projecting
         content.
       position_keys: [1 or B, N, R, H], `project_position_keys(position_encoding)` already
         computed (steps of equal lengths share it); position_encoding is then not read.
-      content_mask: bool [B or 1, T, K], True = blocked, or None.
-      segment_mismatch: bool [B, T, K] or None (no segment term).
-      query: [B, P, D] query stream g, or None.
-      query_positions: int32 [B, P], the position each query-stream row predicts.
-      query_valid: [B, P], 0 for padded prediction slots (their attention output is zeroed).
-      query_mask, query_segment_mismatch: the rows of the full masks at `query_positions`,
-        bool [B or 1, P, K].
+      query: [B, P, D] query stream g (its rows: masks.query), or None.
       return_attention: also return the content stream's attention probabilities.
 
     Returns:
       (content_output [B, T, D], query_output [B, P, D] or None), plus the content stream's
       probabilities [B, N, T, K] (after attention dropout when training) if return_attention.
     """
-    dtype = self.compute_dtype
-    r_w_bias, r_r_bias = tf.cast(r_w_bias, dtype), tf.cast(r_r_bias, dtype)
-    if segment_mismatch is not None:
-      r_s_bias, seg_embed = tf.cast(r_s_bias, dtype), tf.cast(seg_embed, dtype)
+    masks = masks if masks is not None else mask_lib.AttentionMasks()
+    if query is not None and masks.query is None:
+      raise ValueError("RelativeMultiHeadAttention: a query stream needs masks.query (the "
+                       "positions its rows predict)")
     # Scores and the weighted sum are batched matmuls over [B, N, L, H] ("heads first"):
     # transposing q, k, v and r once is cheaper than the transposes einsum makes per product.
     # The kernels both streams use are read once (one cast to the compute dtype under mixed
@@ -178,79 +174,84 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
       keys_values_input = content if memory is None else tf.concat(
           [tf.cast(memory, content.dtype), content], axis=1)  # [B, K, D]
       keys_values = self.project_keys_values(keys_values_input)
-    keys, values = (tf.cast(tensor, dtype) for tensor in keys_values)  # [B, N, K, H]
     if position_keys is None:
       position_keys = self.project_position_keys(position_encoding)  # [1 or B, N, R, H]
-    position_keys = tf.cast(position_keys, dtype)
-    attend = self._attend_fused if self.fused else self._attend_plain
-    shared = dict(keys=keys, position_keys=position_keys,
-                  biases=dict(r_w_bias=r_w_bias, r_r_bias=r_r_bias, r_s_bias=r_s_bias,
-                              seg_embed=seg_embed),
-                  content_length=tf.shape(content)[1], training=training)
+    values, shared = self._attention_inputs(
+        keys_values, position_keys, r_w_bias, r_r_bias, r_s_bias, seg_embed,
+        with_segments=masks.with_segments, content_length=tf.shape(content)[1],
+        training=training)
 
     content_queries = _heads_first(_projected("btd,dnh->btnh", content, query_kernel))
-    probability = attend(content_queries, mask=content_mask, mismatch=segment_mismatch,
-                         positions=None, **shared)
+    attend = self._attend_fused if self.fused else self._attend_plain
+    probability = attend(content_queries, masks.content, **shared)
     content_output = self._project_out(content, _weighted_values(probability, values),
                                        output_kernel, training)
     query_output = None
     if query is not None:
-      query_output = self._attend_at_positions(
-          query, query_positions, query_valid, query_mask, query_segment_mismatch, values,
-          shared, query_kernel, output_kernel)
+      query_output = self._attend_at_positions(query, masks.query, values, shared,
+                                               query_kernel, output_kernel)
     if return_attention:
       return content_output, query_output, probability
     return content_output, query_output
 
-  def _attend_at_positions(self, rows, positions, valid, mask, mismatch, values, shared,
-                           query_kernel, output_kernel):
-    """The query stream's attention: rows [B, P, D] at `positions` [B, P] of the content."""
-    queries = _heads_first(_projected("bpd,dnh->bpnh", rows, query_kernel))
-    attend = self._attend_fused if self.fused else self._attend_plain
-    attended = _weighted_values(
-        attend(queries, mask=mask, mismatch=mismatch, positions=positions, **shared), values)
-    if valid is not None:
-      attended *= tf.cast(valid, attended.dtype)[:, :, None, None]
-    return self._project_out(rows, attended, output_kernel, shared["training"])
-
-  def attend_rows(self, rows, positions, keys_values, position_keys, r_w_bias, r_r_bias, *,
-                  content_length, mask=None, segment_mismatch=None, r_s_bias=None,
-                  seg_embed=None):
-    """Inference: rows [B, P, D] standing at `positions` int32 [B, P] of a sequence of
-    `content_length` T attend to its projected `keys_values` ([B, N, T, H] each) exactly as
-    query-stream rows do (`call`), with `position_keys` of `call`'s T-token layout; mask,
-    segment_mismatch: bool [B, P, T] (True = blocked / different segment). A row holding a
-    position's content state h (it may see its own key) computes that position's next content
-    state: what infilling's cached steps run (xlnet_tf.inference.infilling). Returns [B, P, D]."""
+  def _attention_inputs(self, keys_values, position_keys, r_w_bias, r_r_bias, r_s_bias,
+                        seg_embed, *, with_segments, content_length, training):
+    """(values, the keywords of `_attend_*`): what every stream's attention reads, in the
+    compute dtype (the segment biases only with a segment term), and its settings."""
     dtype = self.compute_dtype
+    keys, values = (tf.cast(tensor, dtype) for tensor in keys_values)  # [B, N, K, H]
     biases = dict(r_w_bias=tf.cast(r_w_bias, dtype), r_r_bias=tf.cast(r_r_bias, dtype),
                   r_s_bias=None, seg_embed=None)
-    if segment_mismatch is not None:
+    if with_segments:
       biases.update(r_s_bias=tf.cast(r_s_bias, dtype), seg_embed=tf.cast(seg_embed, dtype))
-    keys, values = (tf.cast(tensor, dtype) for tensor in keys_values)
-    shared = dict(keys=keys, position_keys=tf.cast(position_keys, dtype), biases=biases,
-                  content_length=content_length, training=False)
-    return self._attend_at_positions(rows, positions, None, mask, segment_mismatch, values,
-                                     shared, self.query_kernel.value, self.output_kernel.value)
+    return values, dict(keys=keys, position_keys=tf.cast(position_keys, dtype), biases=biases,
+                        content_length=content_length, training=training)
 
-  def _attend_plain(self, queries, *, keys, position_keys, biases, content_length, training,
-                    mask, mismatch, positions):
+  def _attend_at_positions(self, rows, row_masks, values, shared, query_kernel, output_kernel):
+    """The query stream's attention: rows [B, P, D] at row_masks.positions [B, P] of the
+    content."""
+    queries = _heads_first(_projected("bpd,dnh->bpnh", rows, query_kernel))
+    attend = self._attend_fused if self.fused else self._attend_plain
+    attended = _weighted_values(attend(queries, row_masks, **shared), values)
+    if row_masks.valid is not None:
+      attended *= tf.cast(row_masks.valid, attended.dtype)[:, :, None, None]
+    return self._project_out(rows, attended, output_kernel, shared["training"])
+
+  def attend_rows(self, rows, row_masks, keys_values, position_keys, r_w_bias, r_r_bias, *,
+                  content_length, r_s_bias=None, seg_embed=None):
+    """Inference: rows [B, P, D] standing at row_masks.positions int32 [B, P] of a sequence
+    of `content_length` T attend to its projected `keys_values` ([B, N, T, H] each) exactly
+    as query-stream rows do (`call`), with `position_keys` of `call`'s T-token layout;
+    row_masks (masks.RowMasks): blocked, segment_mismatch bool [B, P, T] (True = blocked /
+    different segment). A row holding a position's content state h (it may see its own key)
+    computes that position's next content state: what infilling's cached steps run
+    (xlnet_tf.inference.infilling). Returns [B, P, D]."""
+    values, shared = self._attention_inputs(
+        keys_values, position_keys, r_w_bias, r_r_bias, r_s_bias, seg_embed,
+        with_segments=row_masks.segment_mismatch is not None, content_length=content_length,
+        training=False)
+    return self._attend_at_positions(rows, row_masks, values, shared, self.query_kernel.value,
+                                     self.output_kernel.value)
+
+  def _attend_plain(self, queries, row_masks, *, keys, position_keys, biases, content_length,
+                    training):
     """[B, N, Q, K] attention probabilities (after dropout), in ordinary ops."""
     probability = relative_attention_probabilities(
         queries, keys, position_keys, biases["r_w_bias"], biases["r_r_bias"], scale=self.scale,
-        mask=mask, segment_mismatch=mismatch, r_s_bias=biases["r_s_bias"],
-        seg_embed=biases["seg_embed"], query_positions=positions, content_length=content_length)
+        mask=row_masks.blocked, segment_mismatch=row_masks.segment_mismatch,
+        r_s_bias=biases["r_s_bias"], seg_embed=biases["seg_embed"],
+        query_positions=row_masks.positions, content_length=content_length)
     return self.attention_dropout(tf.cast(probability, queries.dtype), training=training)
 
-  def _attend_fused(self, queries, *, keys, position_keys, biases, content_length, training,
-                    mask, mismatch, positions):
+  def _attend_fused(self, queries, row_masks, *, keys, position_keys, biases, content_length,
+                    training):
     """The same as `_attend_plain` with the compiled probability kernel; the content stream's
     position scores in row blocks (ops.relative_shift.position_row_blocks, from the static
     T and K known when tracing)."""
     r_w_bias, r_r_bias = biases["r_w_bias"], biases["r_r_bias"]
     content_score = tf.matmul(queries + r_w_bias[:, None], keys, transpose_b=True)
     position_queries = queries + r_r_bias[:, None]
-    if positions is None:  # row blocks [B, N, blocks, L, W]
+    if row_masks.positions is None:  # row blocks [B, N, blocks, L, W]
       blocked_keys = blocked_position_keys(position_keys, queries.shape[2], keys.shape[2])
       blocks = blocked_keys.shape[-3]
       position_queries = tf.reshape(position_queries, tf.concat(
@@ -259,14 +260,15 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     else:  # [B, N, P, R]
       position_score = tf.matmul(position_queries, position_keys, transpose_b=True)
     scores = [content_score, position_score]
-    if mismatch is not None:
+    if row_masks.segment_mismatch is not None:
       segment_keys = tf.transpose(biases["seg_embed"], [1, 0, 2])[None]  # [1, N, 2, H]
       scores.append(tf.matmul(queries + biases["r_s_bias"][:, None], segment_keys,
                               transpose_b=True))
     probability = fused_attention_probabilities(
         *scores, key_length=tf.shape(keys)[2], content_length=content_length, scale=self.scale,
-        query_positions=positions, mismatch=mismatch, mask=mask,
-        keep_for_gradient=bool(training), **self.attention_dropout.fused_arguments(training))
+        query_positions=row_masks.positions, mismatch=row_masks.segment_mismatch,
+        mask=row_masks.blocked, keep_for_gradient=bool(training),
+        **self.attention_dropout.fused_arguments(training))
     return probability
 
   def _project_out(self, stream, attended, output_kernel, training):

@@ -1,15 +1,62 @@
-"""Attention masks of XLNet as pure functions.
+"""Attention masks of XLNet: pure functions, and the typed masks the layers take.
 
 Convention inside the library: a boolean mask is True where a query may NOT attend a key
 ("blocked"). Shapes: B batch, T query length, M memory length, K = M + T key length,
-P predictions.
+P predictions, Q rows attending.
+
+The backbone builds one `AttentionMasks` per call (the content stream's `RowMasks` and, with a
+query stream, the query stream's) and hands it to every block; decoding steps build the
+`RowMasks` of the rows they run (TwoStreamBlock.rows_at_positions).
 
 The public inputs: `input_mask` 1 = real token, 0 = padding; `perm_mask` 1 =
 position i may not attend position j. Memory can always be attended to, unless `memory_mask`
 (1 = real, 0 = padding) says a memory slot is padding.
 """
 
+import dataclasses
+from typing import Optional
+
 import tensorflow as tf
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RowMasks:
+  """What rows [B, Q] attending to K keys may read, and where the rows stand.
+
+  blocked: bool [B or 1, Q, K], True = the row may not attend the key; None: nothing blocked.
+  segment_mismatch: bool [B, Q, K], True = row and key lie in different segments; None: no
+    segment term.
+  positions: int32 [B, Q], the content position each row stands at (the query stream's rows,
+    a decoding step's rows); None: the content stream's rows 0..T-1.
+  valid: [B, Q], 0 = a padded row, whose attention output is zeroed; None: every row counts.
+
+  Compared by identity (eq=False): `==` on tensors is element-wise, not a truth value.
+  """
+  blocked: Optional[tf.Tensor] = None
+  segment_mismatch: Optional[tf.Tensor] = None
+  positions: Optional[tf.Tensor] = None
+  valid: Optional[tf.Tensor] = None
+
+  def __post_init__(self):
+    # Arrays become tensors, as Keras converts the array arguments of a layer call (this
+    # object is one opaque argument to Keras); tensors pass unchanged, adding no op to a graph.
+    for field in dataclasses.fields(self):
+      value = getattr(self, field.name)
+      if value is not None:
+        object.__setattr__(self, field.name, tf.convert_to_tensor(value))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class AttentionMasks:
+  """The masks of one backbone call, the same for every layer: the content stream's rows
+  (positions 0..T-1) and, when the call has a query stream, its rows at their positions."""
+  content: RowMasks = dataclasses.field(default_factory=RowMasks)
+  query: Optional[RowMasks] = None
+
+  @property
+  def with_segments(self) -> bool:
+    """Whether the attention has a segment term (the call was given segment_ids)."""
+    return self.content.segment_mismatch is not None
 
 
 def causal_mask(query_length, memory_length, same_length: bool = False):

@@ -14,7 +14,7 @@ class TwoStreamBlock(keras.layers.Layer):
   """XLNet layer `layer_{i}`: `rel_attn` then `ff`, one set of weights for both streams.
 
   The content stream h [B, T, D] is a Transformer-XL layer; the query stream g [B, P, D], when
-  given, attends to memory + content keys with its own mask and goes through the same
+  given, attends to memory + content keys with its own masks and goes through the same
   feed-forward. See `RelativeMultiHeadAttention.call` for the keyword arguments.
   """
 
@@ -41,27 +41,29 @@ class TwoStreamBlock(keras.layers.Layer):
     self.feed_forward.build(input_shape)
     self.built = True
 
-  def call(self, content, position_encoding, r_w_bias, r_r_bias, *, query=None,
+  def call(self, content, position_encoding, r_w_bias, r_r_bias, *, masks=None, query=None,
            training=False, return_attention=False, **attention_kwargs):
     """Returns (content_output [B, T, D], query_output [B, P, D] or None), and the content
-    stream's attention probabilities [B, N, T, K] if return_attention."""
+    stream's attention probabilities [B, N, T, K] if return_attention. `masks`: the call's
+    masks.AttentionMasks (both streams'); `attention_kwargs`: memory, keys_values,
+    position_keys, r_s_bias, seg_embed of RelativeMultiHeadAttention.call."""
     content, query, *attention = self.attention(
-        content, position_encoding, r_w_bias, r_r_bias, query=query, training=training,
-        return_attention=return_attention, **attention_kwargs)
+        content, position_encoding, r_w_bias, r_r_bias, masks=masks, query=query,
+        training=training, return_attention=return_attention, **attention_kwargs)
     if query is None:
       content = self.feed_forward(content, training=training)
     else:
       content, query = self.feed_forward([content, query], training=training)
     return (content, query, *attention)
 
-  def rows_at_positions(self, rows, positions, keys_values, position_keys, biases, *,
-                        content_length, mask=None, segment_mismatch=None):
-    """Inference: the layer for rows [B, P, D] at `positions` of a T-token sequence whose
-    keys and values are given (RelativeMultiHeadAttention.attend_rows), then the feed-forward:
-    [B, P, D]. `biases`: r_w_bias, r_r_bias (and r_s_bias, seg_embed) of this layer."""
-    attended = self.attention.attend_rows(rows, positions, keys_values, position_keys,
-                                          content_length=content_length, mask=mask,
-                                          segment_mismatch=segment_mismatch, **biases)
+  def rows_at_positions(self, rows, row_masks, keys_values, position_keys, biases, *,
+                        content_length):
+    """Inference: the layer for rows [B, P, D] at row_masks.positions of a T-token sequence
+    whose keys and values are given (RelativeMultiHeadAttention.attend_rows; row_masks a
+    masks.RowMasks), then the feed-forward: [B, P, D]. `biases`: r_w_bias, r_r_bias (and
+    r_s_bias, seg_embed) of this layer."""
+    attended = self.attention.attend_rows(rows, row_masks, keys_values, position_keys,
+                                          content_length=content_length, **biases)
     return self.feed_forward(attended)
 
   def get_config(self):
