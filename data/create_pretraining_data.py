@@ -18,7 +18,7 @@ from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cl
 
 from xlnet_tf.pretraining.data import corpus
 from xlnet_tf import objectives
-from xlnet_tf.pretraining.data.stage import create_pretraining_data, stage_settings_from_flags
+from xlnet_tf.pretraining.data.stage import create_pretraining_data, data_config_from_flags
 from xlnet_tf.text.sentencepiece_training import train_sentencepiece
 
 flags.DEFINE_string("input_glob", None, "Text files: one sentence per line, a blank line "
@@ -62,7 +62,7 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  settings = stage_settings_from_flags(FLAGS.flag_values_dict())  # refused before any work
+  settings = data_config_from_flags(FLAGS.flag_values_dict())  # refused before any work
   if FLAGS.input_glob:
     input_files = sorted(glob.glob(FLAGS.input_glob))
     if not input_files:

@@ -96,12 +96,8 @@ def main(argv):
   has_dev = FLAGS.task_name != "generic" or FLAGS.dev_file
   splits = [s for s, wanted in (("train", FLAGS.do_train), ("dev", FLAGS.do_eval or (
       FLAGS.do_train and has_dev)), ("test", FLAGS.do_predict)) if wanted]
-  files = {"train": FLAGS.train_file, "dev": FLAGS.dev_file, "test": FLAGS.test_file}
-  task = classification.load_task(FLAGS.task_name, tokenizer, FLAGS.max_seq_length,
-                                  FLAGS.data_dir, files, FLAGS.labels, FLAGS.regression, splits,
-                                  FLAGS.mnli_mismatched, FLAGS.text_columns, best_dir,
-                                  max_segments=segments.max_segments,
-                                  **multi_label_arguments())
+  task = classification.load_task(task_data_options(segments.max_segments, best_dir),
+                                  tokenizer, splits)
   for split, report in task.reports.items():
     print(f"{task.name} {split}: {report.summary()}")
   if task.labels is not None:
@@ -134,11 +130,16 @@ def main(argv):
       print(f"Wrote {len(logits)} predictions to {path}")
 
 
-def multi_label_arguments():
-  """load_task's multi-label arguments, only when --multi_label is given."""
-  if not FLAGS.multi_label:
-    return {}
-  return {"multi_label": True, "label_delimiter": FLAGS.label_delimiter}
+def task_data_options(max_segments: int, best_dir: str) -> classification.TaskDataOptions:
+  """Where and how the task's files are read, from the flags; a run without --do_train finds
+  the label order in `best_dir`."""
+  files = {"train": FLAGS.train_file, "dev": FLAGS.dev_file, "test": FLAGS.test_file}
+  return classification.TaskDataOptions(
+      FLAGS.task_name, data_dir=FLAGS.data_dir, files=files, labels=FLAGS.labels,
+      regression=FLAGS.regression, mnli_mismatched=FLAGS.mnli_mismatched,
+      text_columns=FLAGS.text_columns, model_dir=best_dir, multi_label=FLAGS.multi_label,
+      label_delimiter=FLAGS.label_delimiter, max_seq_length=FLAGS.max_seq_length,
+      max_segments=max_segments)
 
 
 if __name__ == "__main__":

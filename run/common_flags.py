@@ -1,11 +1,10 @@
-"""Flags the fine-tuning CLIs share: distribution, precision, seed, model, optimisation."""
+"""Flags the training CLIs share: distribution, precision and seed (run/pretrain.py too), and
+the fine-tuning CLIs' model and optimisation."""
 
 import os
 
 from absl import app
 from absl import flags
-import keras
-
 from xlnet_tf import XLNetConfig, XLNetModel
 from xlnet_tf.modeling.freezing import check_frozen_layers
 from xlnet_tf.tasks import finetuning
@@ -13,28 +12,28 @@ from xlnet_tf.utils.progress import PROGRESS_MODES
 from xlnet_tf.text.tokenizer import XLNetTokenizer, check_vocabulary
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.training.distributed_steps import check_accumulation
+from xlnet_tf.training.options import DTYPES, RuntimeOptions
 
 
 def define_runtime_flags():
+  """The flags of RuntimeOptions (every training CLI's: pretraining and fine-tuning)."""
   flags.DEFINE_enum("strategy", "one_device", strategy_lib.STRATEGIES,
                     "Distribution: one device, mirrored (the GPUs or --cpu_replicas of one "
                     "machine), multi_worker_mirrored (machines named by TF_CONFIG) or tpu; the "
                     "same update as one device on the same global batch.")
   flags.DEFINE_string("tpu", None, "TPU address (with --strategy=tpu).")
-  flags.DEFINE_integer("cpu_replicas", 0, "Logical CPU devices for --strategy=mirrored.")
-  flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"], "Compute dtype.")
+  flags.DEFINE_integer("cpu_replicas", 0, "Split the CPU into this many logical devices (to "
+                       "run --strategy=mirrored on one CPU).")
+  flags.DEFINE_enum("dtype", "float32", list(DTYPES), "Compute dtype: bfloat16 for TPU/CPU, "
+                    "float16 (with loss scaling) for GPU.")
   flags.DEFINE_integer("seed", 0, "Random seed.")
 
 
-def runtime_strategy():
-  """Seeds, precision policy and the strategy, from the flags above."""
+def runtime_options() -> RuntimeOptions:
+  """The flags above; `.start()` seeds, sets the precision policy and makes the strategy."""
   values = flags.FLAGS
-  keras.utils.set_random_seed(values.seed)
-  if values.cpu_replicas:
-    strategy_lib.split_cpu(values.cpu_replicas)
-  if values.dtype != "float32":
-    keras.mixed_precision.set_global_policy(f"mixed_{values.dtype}")
-  return strategy_lib.create_strategy(values.strategy, values.tpu)
+  return RuntimeOptions(strategy=values.strategy, tpu=values.tpu,
+                        cpu_replicas=values.cpu_replicas, dtype=values.dtype, seed=values.seed)
 
 
 def define_finetuning_flags(max_seq_length=128, train_batch_size=32, train_steps=1000,
@@ -105,7 +104,8 @@ def finetuning_setup(config_path=None, examples_per_row=1, **config_overrides):
   values = flags.FLAGS
   if not (values.do_train or values.do_eval or values.do_predict):
     raise app.UsageError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
-  options = finetuning_options()
+  runtime = runtime_options()
+  options = finetuning_options(runtime)
   config_path = config_path or values.model_config
   config = XLNetConfig.from_json_file(config_path, **config_overrides).for_finetuning()
   if values.freeze_layers is not None:
@@ -115,7 +115,7 @@ def finetuning_setup(config_path=None, examples_per_row=1, **config_overrides):
       values.train_batch_size // values.gradient_accumulation_steps * examples_per_row)
   tokenizer = XLNetTokenizer(values.sp_path, lower=values.uncased)
   check_vocabulary(tokenizer, config, config_path)
-  strategy = runtime_strategy()
+  strategy = runtime.start()
   check_accumulation(options.gradient_accumulation_steps, options.batch_size,
                      strategy.num_replicas_in_sync)
   # --output_dir is made by what writes there first: a run that fails before leaves nothing.
@@ -130,17 +130,21 @@ def require_files(file_of_action) -> None:
       raise app.UsageError(f"--{action} needs --{file_flag}")
 
 
-def finetuning_options() -> finetuning.FinetuningOptions:
-  """The optimisation flags (checked by FinetuningOptions); XLA as --jit_compile says where a
-  CLI has that flag."""
+# The OptimizerOptions fields a fine-tuning CLI may have flags for (by the same names); the
+# others keep FinetuningOptions' defaults.
+_OPTIMIZER_FLAGS = ("learning_rate", "warmup_steps", "weight_decay", "lr_layer_decay_rate")
+
+
+def finetuning_options(runtime: RuntimeOptions) -> finetuning.FinetuningOptions:
+  """The optimisation flags (checked by FinetuningOptions) and `runtime`; XLA as --jit_compile
+  says where a CLI has that flag."""
   values = flags.FLAGS
+  optimizer = {name: values[name].value for name in _OPTIMIZER_FLAGS if name in values}
   return finetuning.FinetuningOptions(
       train_steps=values.train_steps, batch_size=values.train_batch_size,
-      learning_rate=values.learning_rate, warmup_steps=values.warmup_steps,
-      weight_decay=getattr(values, "weight_decay", 0.0),
-      lr_layer_decay_rate=values.lr_layer_decay_rate, eval_every=values.eval_every,
-      seed=values.seed, jit_compile=getattr(values, "jit_compile", "auto"),
-      progress=values.progress, gradient_accumulation_steps=values.gradient_accumulation_steps)
+      eval_every=values.eval_every, runtime=runtime,
+      jit_compile=getattr(values, "jit_compile", "auto"), progress=values.progress,
+      gradient_accumulation_steps=values.gradient_accumulation_steps, **optimizer)
 
 
 def best_dir() -> str:

@@ -52,7 +52,7 @@ def main(argv):
   if not glob.glob(os.path.join(FLAGS.corpus_dir, "train", "*.txt")):
     corpus = build_long_document_corpus(FLAGS.corpus_dir)
     print(f"Corpus: {corpus.documents} documents, {corpus.words} words -> {FLAGS.corpus_dir}")
-  study = context_ablation.ContextStudySettings(
+  study = context_ablation.ContextStudyOptions(
       output_dir=FLAGS.output_dir,
       train_files=sorted(glob.glob(os.path.join(FLAGS.corpus_dir, "train", "*.txt"))),
       held_out_files=sorted(glob.glob(os.path.join(FLAGS.corpus_dir, "valid", "*.txt"))),

@@ -19,6 +19,7 @@ From TFRecords made by data/create_pretraining_data.py:
 """
 
 import contextlib
+import dataclasses
 import glob
 import os
 import time
@@ -27,7 +28,6 @@ from absl import app
 from absl import flags
 from absl import logging
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
-import keras
 
 from xlnet_tf import XLNetConfig
 from xlnet_tf.config import POS_ENCODINGS
@@ -41,11 +41,11 @@ from xlnet_tf.pretraining.time_budget import TimeBudget
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.pretraining.loop import LM_DIR, PRETRAINED_DIR, PretrainingRun, write_run_summary
+from xlnet_tf.training.options import RuntimeOptions
 
-flags.DEFINE_enum("strategy", "one_device", strategy_lib.STRATEGIES, "Distribution strategy.")
-flags.DEFINE_string("tpu", None, "TPU address (with --strategy=tpu).")
-flags.DEFINE_integer("cpu_replicas", 0, "Split the CPU into this many logical devices (to run "
-                     "--strategy=mirrored on one CPU).")
+import common_flags
+
+common_flags.define_runtime_flags()  # --strategy, --tpu, --cpu_replicas, --dtype, --seed
 flags.DEFINE_string("input_glob", None, "Raw text files (one sentence a line, a blank line "
                     "between documents): made into --output_dir/data, then pretrained on.")
 flags.DEFINE_string("output_dir", None, "Where the data (data/) and the model (model/) go "
@@ -60,7 +60,7 @@ flags.DEFINE_bool("next_sentence", None, "Add the next-sentence loss (B follows 
 flags.DEFINE_float("max_minutes", None, "Wall-time budget of the whole command (data "
                    "included): the step count is fitted to the measured speed.")
 # Defaults None: the recipe's (recipes.MAIN_JOB, or recipes.FROM_TEXT with --input_glob;
-# recipes.Recipe names each default).
+# recipes.PretrainingRecipeOptions names each default).
 flags.DEFINE_integer("vocab_size", None, "SentencePiece vocabulary when the data are made here.")
 flags.DEFINE_integer("seq_len", None, "Sequence length when the data are made here.")
 flags.DEFINE_integer("reuse_len", None, "Tokens reused as memory, when the data are made here.")
@@ -97,8 +97,6 @@ flags.DEFINE_integer("mem_len", None, "Memory length (default: the data's reuse_
                      "the segment length).")
 flags.DEFINE_bool("jit_compile", None, "Compile the forward/backward pass with XLA. Default: "
                   "on, except bfloat16 on a CPU (XLA's CPU matmuls do not use AMX there).")
-flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
-                  "Compute dtype: bfloat16 for TPU/CPU, float16 (with loss scaling) for GPU.")
 flags.DEFINE_string("loss_scale", "dynamic", "Loss scaling with --dtype=float16: 'dynamic' "
                     "(halved on overflow, the step skipped; doubled after 2000 good steps) or "
                     "a static scale such as 4096.")
@@ -116,7 +114,6 @@ flags.DEFINE_integer("clamp_len", None, "Relative distances (or, for absolute_le
 flags.DEFINE_enum("loss_positions", None, list(objectives.LOSS_POSITIONS), "clm: the loss on "
                   "every position (full) or on each segment's recent half (half); held-out "
                   "evaluation is always full.")
-flags.DEFINE_integer("seed", 0, "Random seed.")
 FLAGS = flags.FLAGS
 
 
@@ -157,7 +154,7 @@ def seconds_left(budget: TimeBudget, reserved=0.0):
   return left
 
 
-def model_config(info, run_recipe: recipes.Recipe) -> XLNetConfig:
+def model_config(info, run_recipe: recipes.PretrainingRecipeOptions) -> XLNetConfig:
   # A --model_config file keeps its own encoding unless the flags name one.
   overrides = {name: value for name, value in run_recipe.model_overrides().items()
                if not FLAGS.model_config or FLAGS[name].value is not None}
@@ -166,17 +163,17 @@ def model_config(info, run_recipe: recipes.Recipe) -> XLNetConfig:
                          mem_len=run_recipe.mem_len, **overrides)
 
 
-def use_xla() -> bool:
+def use_xla(runtime: RuntimeOptions) -> bool:
   if FLAGS.jit_compile is not None:
     return FLAGS.jit_compile
   import tensorflow as tf
-  on_cpu = not tf.config.list_physical_devices("GPU") and FLAGS.strategy != "tpu"
-  return not (FLAGS.dtype == "bfloat16" and on_cpu)
+  on_cpu = not tf.config.list_physical_devices("GPU") and runtime.strategy != "tpu"
+  return not (runtime.dtype == "bfloat16" and on_cpu)
 
 
-def loss_scale():
+def loss_scale(runtime: RuntimeOptions):
   """--loss_scale for float16 runs: "dynamic" or a number; None for the other dtypes."""
-  if FLAGS.dtype != "float16":
+  if runtime.dtype != "float16":
     return None
   if FLAGS.loss_scale == "dynamic":
     return "dynamic"
@@ -186,14 +183,15 @@ def loss_scale():
     raise app.UsageError(f"--loss_scale={FLAGS.loss_scale!r}: 'dynamic' or a number") from None
 
 
-# The recipe's fields set by flags of the same name (--clip sets clip_norm).
+# The recipe's fields (its data's and its loop's among them) set by flags of the same name
+# (--clip sets clip_norm).
 _RECIPE_FLAGS = ("model_size", "mem_len", "vocab_size", "seq_len", "reuse_len", "num_predict",
                  "bsz_per_host", "bi_data", "span_prediction", "learning_rate", "warmup_steps",
                  "weight_decay", "lr_layer_decay_rate", "next_sentence", "train_steps",
                  "pos_encoding", "clamp_len", "loss_positions")
 
 
-def recipe() -> recipes.Recipe:
+def recipe() -> recipes.PretrainingRecipeOptions:
   """The run's configuration: the preset for --objective (and --input_glob), with what the
   flags give."""
   given = {name: FLAGS[name].value for name in _RECIPE_FLAGS if FLAGS[name].value is not None}
@@ -210,7 +208,7 @@ def output_dir() -> str:
   return f"pretrain_output_{FLAGS.objective}"
 
 
-def prepare_data(run_recipe: recipes.Recipe):
+def prepare_data(run_recipe: recipes.PretrainingRecipeOptions, seed: int):
   """(train, valid) data directories: given, or made here from --input_glob / the default."""
   if FLAGS.train_data:
     if FLAGS.input_glob:
@@ -223,11 +221,11 @@ def prepare_data(run_recipe: recipes.Recipe):
       raise app.UsageError(f"--input_glob={FLAGS.input_glob!r} matches no file")
     documents = default_data.read_text_files(paths)
     data = default_data.prepare_pretraining_data(
-        documents, directory, run_recipe.data, run_recipe.vocab_size, FLAGS.seed,
+        documents, directory, run_recipe.data, run_recipe.vocab_size, seed,
         held_out_every=run_recipe.held_out_every)
   else:
     data = default_data.prepare_default_pretraining_data(directory, run_recipe.data,
-                                                         run_recipe.vocab_size, FLAGS.seed)
+                                                         run_recipe.vocab_size, seed)
   print("\n".join(data["reports"]) or f"Reusing the data in {directory}")
   return data["train"], data["valid"]
 
@@ -237,24 +235,20 @@ def main(argv):
   started = time.perf_counter()
   check_flags()
   logging.set_verbosity(logging.INFO)
-  keras.utils.set_random_seed(FLAGS.seed)
-  if FLAGS.cpu_replicas:
-    strategy_lib.split_cpu(FLAGS.cpu_replicas)
-  if FLAGS.dtype != "float32":
-    keras.mixed_precision.set_global_policy(f"mixed_{FLAGS.dtype}")
-  strategy = strategy_lib.create_strategy(FLAGS.strategy, FLAGS.tpu)
+  runtime = common_flags.runtime_options()
+  strategy = runtime.start()
   model_dir = FLAGS.model_dir or os.path.join(output_dir(), "model")
   # Held from before the data are made, so a second run into model_dir stops at once (the
   # other workers of a multi-worker run write elsewhere).
   with (run_lock.hold(model_dir) if strategy_lib.is_chief(strategy)
         else contextlib.nullcontext()):
-    pretrain(strategy, model_dir, started)
+    pretrain(strategy, runtime, model_dir, started)
 
 
-def pretrain(strategy, model_dir: str, started: float) -> None:
+def pretrain(strategy, runtime: RuntimeOptions, model_dir: str, started: float) -> None:
   """Makes or finds the data, then trains, evaluates and reports (see the module docstring)."""
   run_recipe = recipe()
-  train_data, valid_data = prepare_data(run_recipe)
+  train_data, valid_data = prepare_data(run_recipe, runtime.seed)
   config = model_config(load_record_info(train_data), run_recipe)
   budget = TimeBudget(FLAGS.max_minutes * 60, started) if FLAGS.max_minutes else None
   max_seconds = None
@@ -262,13 +256,15 @@ def pretrain(strategy, model_dir: str, started: float) -> None:
     max_seconds = seconds_left(budget)  # provisional: set again after the first evaluation
     if FLAGS.train_steps is None:
       run_recipe = run_recipe.replace(train_steps=10 ** 9)  # the budget decides
-  options = run_recipe.loop_options(
-      model_dir=model_dir, train_data=train_data, valid_data=valid_data, max_seconds=max_seconds,
-      global_batch_size=FLAGS.train_batch_size, save_steps=FLAGS.save_steps,
-      log_steps=FLAGS.log_steps, jit_compile=use_xla(), eval_batches=FLAGS.eval_batches,
-      loss_scale=loss_scale(),
+  # The recipe's loop options with this run's paths and operational choices; the objective
+  # the data must have is the recipe's.
+  options = dataclasses.replace(
+      run_recipe.training, model_dir=model_dir, train_data=train_data, valid_data=valid_data,
+      max_seconds=max_seconds, global_batch_size=FLAGS.train_batch_size,
+      save_steps=FLAGS.save_steps, log_steps=FLAGS.log_steps, jit_compile=use_xla(runtime),
+      eval_batches=FLAGS.eval_batches, loss_scale=loss_scale(runtime),
       init_checkpoint=FLAGS.init_checkpoint, init_checkpoint_format=FLAGS.init_checkpoint_format,
-      recompute_blocks=FLAGS.recompute, seed=FLAGS.seed,
+      recompute_blocks=FLAGS.recompute, runtime=runtime, objective=run_recipe.data.objective,
       gradient_accumulation_steps=FLAGS.gradient_accumulation_steps)
   run = PretrainingRun(strategy, config, options)
   parameters = sum(int(v.numpy().size) for v in run.model.trainable_variables)

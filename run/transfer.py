@@ -26,6 +26,7 @@ from xlnet_tf.config import SIZE_PRESETS
 from xlnet_tf.utils.json_files import read_json_object
 from xlnet_tf.pretraining import recipes
 from xlnet_tf.studies import transfer
+from xlnet_tf.tasks.finetuning import FinetuningOptions
 
 flags.DEFINE_string("input_glob", None, "Pretraining corpus: text files, one sentence a line, "
                     "a blank line between documents.")
@@ -111,14 +112,22 @@ def parse_snapshots(values, pretrain_steps):
   return steps
 
 
-def pretraining_recipe() -> recipes.Recipe:
+def pretraining_recipe() -> recipes.PretrainingRecipeOptions:
   """recipes.FROM_TEXT with what the flags give."""
   given = {field: FLAGS[flag].value for field, flag in (
       ("model_size", "model_size"), ("vocab_size", "vocab_size"), ("seq_len", "seq_len"),
       ("reuse_len", "reuse_len"), ("num_predict", "num_predict"),
       ("bsz_per_host", "bsz_per_host"), ("train_steps", "pretrain_steps"),
-      ("learning_rate", "pretrain_learning_rate"), ("warmup_steps", "pretrain_warmup_steps"))}
+      ("learning_rate", "pretrain_learning_rate"), ("warmup_steps", "pretrain_warmup_steps"),
+      ("eval_every", "eval_every"), ("jit_compile", "jit_compile"))}
   return recipes.FROM_TEXT.replace(**{k: v for k, v in given.items() if v is not None})
+
+
+def finetuning_options() -> FinetuningOptions:
+  """Every fine-tuning run's options (each sets its learning rate, seed and warmup)."""
+  return FinetuningOptions(train_steps=FLAGS.finetune_steps,
+                           batch_size=FLAGS.finetune_batch_size,
+                           eval_every=FLAGS.finetune_eval_every, jit_compile=FLAGS.jit_compile)
 
 
 def main(argv):
@@ -130,18 +139,15 @@ def main(argv):
     raise app.UsageError(f"--input_glob={FLAGS.input_glob!r} matches no file")
   if not FLAGS.task:
     raise app.UsageError("--task=NAME:DIR is required (at least one)")
-  study = transfer.StudySettings(
+  study = transfer.TransferStudyOptions(
       output_dir=FLAGS.output_dir, corpus_files=corpus_files, tasks=parse_tasks(FLAGS.task),
       variants=parse_variants(),
-      pretraining=pretraining_recipe(), eval_every=FLAGS.eval_every,
-      seeds=cli.list_flag("seeds"),
+      pretraining=pretraining_recipe(), seeds=cli.list_flag("seeds"),
       learning_rates=cli.list_flag("learning_rates", float, "numbers"),
-      finetune_steps=FLAGS.finetune_steps, finetune_batch_size=FLAGS.finetune_batch_size,
-      finetune_eval_every=FLAGS.finetune_eval_every, max_seq_length=FLAGS.max_seq_length,
+      finetuning=finetuning_options(), max_seq_length=FLAGS.max_seq_length,
       summary_type=FLAGS.summary_type, seed=FLAGS.seed,
       intrinsic_examples=FLAGS.intrinsic_examples, cloze_distractors=FLAGS.cloze_distractors,
-      snapshots=parse_snapshots(FLAGS.snapshots, FLAGS.pretrain_steps),
-      jit_compile=FLAGS.jit_compile)
+      snapshots=parse_snapshots(FLAGS.snapshots, FLAGS.pretrain_steps))
   transfer.run_study(study)
   print(open(os.path.join(FLAGS.output_dir, "results.md"), encoding="utf-8").read())
   print(f"Results: {FLAGS.output_dir}/results.md, results.json, held_out_loss.png")

@@ -9,7 +9,7 @@ import pytest  # noqa: E402
 
 from xlnet_tf.utils.json_files import read_json, write_json  # noqa: E402
 from xlnet_tf.pretraining.data import corpus  # noqa: E402
-from xlnet_tf.pretraining.data.settings import PretrainingSettings  # noqa: E402
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig  # noqa: E402
 from xlnet_tf.pretraining.data.stage import create_pretraining_data  # noqa: E402
 from xlnet_tf.text.sentencepiece_training import train_sentencepiece  # noqa: E402
 
@@ -54,14 +54,13 @@ def small_data(tmp_path_factory):
   made = {"sp_path": sp_path, "root": str(root)}
   for name, bi_data in (("bi", True), ("uni", False)):
     create_pretraining_data(files, sp_path, str(root / name),
-                            PretrainingSettings(bi_data=bi_data, **SMALL), seed=1, num_workers=1)
+                            PretrainingDataConfig(bi_data=bi_data, **SMALL), seed=1, num_workers=1)
     made[name] = str(root / name)
   # Two identical shards: two workers then read the same rows as one device does.
   twin = root / "twin"
   twin.mkdir()
-  create_pretraining_data(files[:1], sp_path, str(twin), PretrainingSettings(bi_data=False,
-                                                                             **SMALL),
-                          seed=1, num_workers=1)
+  create_pretraining_data(files[:1], sp_path, str(twin),
+                          PretrainingDataConfig(bi_data=False, **SMALL), seed=1, num_workers=1)
   info = read_json(str(twin / "record_info.json"))
   first = info["files"][0]
   shutil.copy(twin / first["name"], twin / ("copy-" + first["name"]))

@@ -3,24 +3,24 @@
 import pytest
 
 from xlnet_tf import XLNetConfig
-from xlnet_tf.pretraining.data.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 from xlnet_tf.pretraining.model_config import config_for_data
 
 
 def test_the_data_set_memory_reuse_bi_data_and_attention():
-  settings = PretrainingSettings(seq_len=32, reuse_len=16, bi_data=True).to_dict()
+  settings = PretrainingDataConfig(seq_len=32, reuse_len=16, bi_data=True).to_dict()
   config = config_for_data(settings, 500, model_size="tiny")
   assert (config.n_token, config.n_layer, config.d_model) == (500, 2, 32)
   assert (config.mem_len, config.reuse_len, config.bi_data, config.attn_type) == (16, 16, True,
                                                                                    "bi")
   assert config.dropout == 0.1, "dropout 0 is the demo size's only"
   assert config_for_data(settings, 500, model_size="tiny", mem_len=0).mem_len == 0
-  clm = PretrainingSettings(seq_len=16, reuse_len=0, bi_data=False, objective="clm").to_dict()
+  clm = PretrainingDataConfig(seq_len=16, reuse_len=0, bi_data=False, objective="clm").to_dict()
   assert config_for_data(clm, 500, model_size="tiny", mem_len=64).attn_type == "uni"
 
 
 def test_demo_has_no_dropout_and_overrides_come_last():
-  settings = PretrainingSettings().to_dict()
+  settings = PretrainingDataConfig().to_dict()
   demo = config_for_data(settings, 800, model_size="demo")
   assert (demo.d_model, demo.dropout, demo.dropatt) == (128, 0.0, 0.0)
   custom = config_for_data(settings, 800, n_layer=3, d_model=16, n_head=2, d_head=8,
@@ -31,7 +31,7 @@ def test_demo_has_no_dropout_and_overrides_come_last():
 def test_a_config_file_gives_the_architecture(tmp_path):
   path = str(tmp_path / "xlnet_config.json")
   XLNetConfig.preset("tiny", n_token=321).to_json_file(path, original_keys_only=True)
-  settings = PretrainingSettings(seq_len=32, reuse_len=16, bi_data=False).to_dict()
+  settings = PretrainingDataConfig(seq_len=32, reuse_len=16, bi_data=False).to_dict()
   config = config_for_data(settings, 999, model_config_file=path)
   assert (config.n_token, config.mem_len, config.bi_data) == (321, 16, False)
   with pytest.raises(ValueError, match="missing the XLNet config key"):

@@ -1,4 +1,4 @@
-"""The one pretraining configuration (recipes.Recipe) and its presets."""
+"""The one pretraining configuration (recipes.PretrainingRecipeOptions) and its presets."""
 
 import dataclasses
 
@@ -8,13 +8,25 @@ from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.pretraining import recipes
 
 
+def _leaves(value, prefix=""):
+  """{dotted field path: value} of a dataclass and the dataclasses it holds."""
+  if not dataclasses.is_dataclass(value):
+    return {prefix: value}
+  leaves = {}
+  for field in dataclasses.fields(value):
+    leaves.update(_leaves(getattr(value, field.name), f"{prefix}{field.name}."))
+  return {path.rstrip("."): leaf for path, leaf in leaves.items()}
+
+
 def test_presets_are_recipes_and_differ_only_where_documented():
   main, text = recipes.MAIN_JOB, recipes.FROM_TEXT
-  assert isinstance(text, recipes.Recipe)
-  changed = {field.name for field in dataclasses.fields(recipes.Recipe)
-             if getattr(main, field.name) != getattr(text, field.name)}
-  assert changed == {"vocab_size", "learning_rate", "warmup_steps", "held_out_every"}
-  assert (text.vocab_size, text.learning_rate, text.warmup_steps) == (8000, 1e-3, 200)
+  assert isinstance(text, recipes.PretrainingRecipeOptions)
+  main_leaves, text_leaves = _leaves(main), _leaves(text)
+  changed = {path for path in main_leaves if main_leaves[path] != text_leaves[path]}
+  assert changed == {"vocab_size", "training.optimizer.learning_rate",
+                     "training.optimizer.warmup_steps", "held_out_every"}
+  assert (text.vocab_size, text.training.optimizer.learning_rate,
+          text.training.optimizer.warmup_steps) == (8000, 1e-3, 200)
   assert main.data == text.data  # one data layout, one copy of it
 
 
@@ -24,7 +36,7 @@ def test_replace_routes_data_names_to_the_data_settings():
   assert (recipe.data.seq_len, recipe.data.reuse_len, recipe.data.span_prediction) == (
       64, 32, False)
   assert recipe.data.perm_size == 32  # follows reuse_len unless given
-  assert recipe.learning_rate == 5e-4
+  assert recipe.training.optimizer.learning_rate == 5e-4
   assert recipes.MAIN_JOB.data.seq_len == 128  # the preset is untouched
   given = recipes.MAIN_JOB.replace(seq_len=64, reuse_len=32, perm_size=16)
   assert given.data.perm_size == 16
@@ -48,11 +60,16 @@ def test_clm_preset_is_the_left_to_right_layout(from_text):
   assert recipes.recipe_for("perm", from_text).data.seq_len == 128
 
 
-def test_loop_options_carry_the_optimisation_and_budget():
+def test_the_loop_options_are_the_recipes_training_with_the_runs_paths():
   recipe = recipes.FROM_TEXT.replace(train_steps=7, weight_decay=0.0, clip_norm=0.5,
-                                     next_sentence=True, objective="mlm")
-  options = recipe.loop_options(model_dir="m", train_data="d", save_steps=3)
-  assert (options.train_steps, options.learning_rate, options.warmup_steps) == (7, 1e-3, 200)
-  assert (options.weight_decay, options.clip_norm, options.next_sentence) == (0.0, 0.5, True)
-  assert (options.objective, options.model_dir, options.train_data, options.save_steps) == (
-      "mlm", "m", "d", 3)
+                                     next_sentence=True, objective="mlm", seed=3)
+  options = dataclasses.replace(recipe.training, model_dir="m", train_data="d", save_steps=3)
+  assert (options.train_steps, options.optimizer.learning_rate,
+          options.optimizer.warmup_steps) == (7, 1e-3, 200)
+  assert (options.optimizer.weight_decay, options.optimizer.clip_norm, options.next_sentence) == (
+      0.0, 0.5, True)
+  assert (options.runtime.seed, options.model_dir, options.train_data, options.save_steps) == (
+      3, "m", "d", 3)
+  # The objective is the data's; the loop's own (a check against the data) is the run's.
+  assert (recipe.data.objective, options.objective) == ("mlm", None)
+  assert recipes.FROM_TEXT.training.model_dir is None  # the preset is untouched

@@ -13,16 +13,15 @@ def test_study_trains_the_group_and_writes_table5_and_recl(tmp_path):
   corpus.write_corpus_files(documents[30:34], str(tmp_path / "valid"), num_files=1)
   recipe = context_ablation.RECIPE.replace(
       model_size="tiny", vocab_size=300, seq_len=16, mem_len=16, bsz_per_host=4,
-      train_steps=3, warmup_steps=1)
+      train_steps=3, warmup_steps=1, eval_every=3, jit_compile=False)
   variants = {name: context_ablation.VARIANTS[name]
               for name in ("relative", "absolute_sinusoid_no_recurrence_half")}
-  study = context_ablation.ContextStudySettings(
+  study = context_ablation.ContextStudyOptions(
       output_dir=str(tmp_path / "study"),
       train_files=sorted(str(p) for p in (tmp_path / "train").iterdir()),
       held_out_files=sorted(str(p) for p in (tmp_path / "valid").iterdir()),
       variants=variants, pretraining=recipe, seeds=(0,), attention_lengths=(16, 32, 48),
-      eval_tokens=600, recl_lengths=(8, 16, 24), recl_tokens=12, eval_every=3,
-      jit_compile=False)
+      eval_tokens=600, recl_lengths=(8, 16, 24), recl_tokens=12)
   summary = context_ablation.run_study(study, printer=lambda line: None)
   out = tmp_path / "study"
   rows = summary["table5"]

@@ -111,7 +111,7 @@ def test_unknown_variant_settings_are_refused():
 
 
 def test_recipe_variants_get_their_own_records_and_bad_values_name_the_setting():
-  study = transfer.StudySettings(output_dir="unused", corpus_files=[], tasks=[])
+  study = transfer.TransferStudyOptions(output_dir="unused", corpus_files=[], tasks=[])
   assert transfer._data_key({"num_predict": 42, "mem_len": 0}) == (("num_predict", 42),)
   assert study.variant({"num_predict": 42, "max_span_words": 2}).data.num_predict == 42
   with pytest.raises(ValueError, match="num_predict"):

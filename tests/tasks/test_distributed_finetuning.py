@@ -51,9 +51,8 @@ def trained(model, features, label_key, loss, run_options):
 
 def fitted(model, features, label_key, loss, run_options):
   """The reference: Keras' Model.fit with the optimizer of XLNet runs (as finetune was)."""
-  model.compile(optimizer=create_optimizer(model, run_options.learning_rate,
-                                           run_options.train_steps, run_options.warmup_steps,
-                                           run_options.weight_decay), loss=loss)
+  model.compile(optimizer=create_optimizer(model, run_options.optimizer,
+                                           run_options.train_steps), loss=loss)
   dataset = feature_dataset(features, run_options.batch_size, label_key=label_key, repeat=True)
   model.fit(dataset, steps_per_epoch=run_options.train_steps, epochs=1, verbose=0)
   return [w.numpy() for w in model.trainable_weights]

@@ -39,9 +39,9 @@ def test_learns_a_task_that_needs_both_segments(small_data, tmp_path):
   reordering_task(tmp_path / "train.csv", 2000, 0)
   reordering_task(tmp_path / "dev.csv", 300, 1)
   tokenizer = XLNetTokenizer(small_data["sp_path"])
-  task = finetuning.load_task("generic", tokenizer, 16, files={
+  task = finetuning.load_task(finetuning.TaskDataOptions("generic", files={
       "train": str(tmp_path / "train.csv"), "dev": str(tmp_path / "dev.csv")},
-      labels=["0", "1"])
+      labels=["0", "1"], max_seq_length=16), tokenizer)
   keras.utils.set_random_seed(0)
   config = XLNetConfig(n_token=tokenizer.vocab_size, n_layer=2, d_model=64, n_head=4,
                        d_head=16, d_inner=128, dropout=0.0, dropatt=0.0)
@@ -115,8 +115,9 @@ def test_mnli_matched_and_mismatched(small_data, tmp_path):
   tokenizer = XLNetTokenizer(small_data["sp_path"])
   labels = ["contradiction", "entailment", "neutral"]
   for mismatched, expected in ((False, "entailment"), (True, "contradiction")):
-    task = finetuning.load_task("mnli", tokenizer, 16, data_dir=str(tmp_path),
-                                mnli_mismatched=mismatched)
+    task = finetuning.load_task(finetuning.TaskDataOptions(
+        "mnli", data_dir=str(tmp_path), mnli_mismatched=mismatched, max_seq_length=16),
+        tokenizer)
     assert task.splits["dev"]["label"].tolist() == [labels.index(expected)]
     assert task.splits["train"]["label"].tolist() == [labels.index("neutral")]
 

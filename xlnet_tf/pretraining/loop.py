@@ -19,7 +19,7 @@ builds the run and trains it; its parts, one module each:
                     saved
 
 Memory stays with its replica (each replica always reads the same rows of the stream).
-Dropout draws its masks from a seed fixed by (options.seed, step, replica)
+Dropout draws its masks from a seed fixed by (options.runtime.seed, step, replica)
 (ops.random.step_seed), so a run killed at any point and resumed ends with the weights of an
 uninterrupted run. The chief holds model_dir's run lock (training.run_lock) while it trains;
 the caller then writes the backbone and the LM for what follows with `export()`.
@@ -47,7 +47,7 @@ from xlnet_tf.modeling.backbone import XLNetModel
 from xlnet_tf.training import loss_scale as loss_scale_lib
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
-from xlnet_tf.training.distributed_steps import check_accumulation
+from xlnet_tf.training.distributed_steps import check_accumulation, step_optimizer
 from xlnet_tf.training.divergence import DivergenceCheck, TrainingDivergedError
 from xlnet_tf import objectives
 from xlnet_tf.pretraining import summaries
@@ -55,25 +55,25 @@ from xlnet_tf.pretraining.replica_steps import PretrainingSteps
 from xlnet_tf.pretraining.run_checkpoints import RunCheckpoints, check_checkpoint_model
 from xlnet_tf.pretraining.step_log import StepLog
 from xlnet_tf.pretraining.time_budget import StepBudget
-from xlnet_tf.training.optimization import create_optimizer
+from xlnet_tf.training.options import (OptimizerOptions, RuntimeOptions, accepts_group_fields,
+                                       group_field)
 
 # TrainingDivergedError (training.divergence) is raised by train() and importable from here.
 __all__ = ["LM_DIR", "PRETRAINED_DIR", "PretrainingOptions", "PretrainingRun",
            "TrainingDivergedError", "write_run_summary"]
 
 
+@accepts_group_fields
 @dataclasses.dataclass
 class PretrainingOptions:
-  model_dir: str
-  train_data: str                     # record_info.json or its directory
+  """How a pretraining run runs. Its optimizer (OptimizerOptions) and runtime (RuntimeOptions:
+  the seed) are groups whose fields it also takes by name (training.options). model_dir and
+  train_data are the run's own: a recipe (recipes.PretrainingRecipeOptions) leaves them None."""
+  model_dir: Optional[str] = None
+  train_data: Optional[str] = None    # record_info.json or its directory
   train_steps: int = 1000
   global_batch_size: Optional[int] = None  # default: the data's bsz_per_host x workers
-  learning_rate: float = 1e-4
-  warmup_steps: int = 0
-  weight_decay: float = 0.01
-  lr_layer_decay_rate: float = 1.0
-  clip_norm: float = 1.0
-  min_lr_ratio: float = 0.0
+  optimizer: OptimizerOptions = group_field(OptimizerOptions)
   save_steps: int = 1000
   keep_checkpoints: int = 3
   log_steps: int = 100
@@ -93,7 +93,8 @@ class PretrainingOptions:
   max_seconds: Optional[float] = None  # time budget: train_steps becomes what fits (see train)
   objective: Optional[str] = None     # checked against the data's (None: the data's)
   next_sentence: bool = False         # add the next-sentence loss (the A/B label)
-  seed: int = 0                       # dropout masks: a function of (seed, step, replica)
+  # Dropout masks are a function of (runtime.seed, step, replica).
+  runtime: RuntimeOptions = group_field(RuntimeOptions)
   # Micro-batches per step, one after another, gradients added up: one update equal to the
   # whole batch's (training.distributed_steps).
   gradient_accumulation_steps: int = 1
@@ -146,6 +147,8 @@ class PretrainingRun:
     self.strategy = strategy
     self.config = config
     self.options = options
+    if not (options.model_dir and options.train_data):
+      raise ValueError("PretrainingOptions: a run needs model_dir and train_data")
     self.info = load_record_info(options.train_data)
     workers = strategy_lib.num_workers(strategy)
     self.global_batch = options.global_batch_size or self.info["settings"]["bsz_per_host"] * workers
@@ -180,12 +183,8 @@ class PretrainingRun:
     with strategy.scope():
       self.model = XLNetPretrainer(XLNetModel(config, recompute_blocks=options.recompute_blocks),
                                    objective=self.objective, next_sentence=options.next_sentence)
-      self.optimizer = create_optimizer(
-          self.model, options.learning_rate, options.train_steps, options.warmup_steps,
-          options.weight_decay, options.lr_layer_decay_rate, options.min_lr_ratio,
-          clip_norm=None,  # clipped here after the all-reduce, as on one device
-          adjustable_total=options.max_seconds is not None)
-      self.optimizer.build(self.model.trainable_variables)
+      self.optimizer = step_optimizer(self.model, options.optimizer, options.train_steps,
+                                      adjustable_total=options.max_seconds is not None)
       self.loss_scale = (loss_scale_lib.DynamicLossScale(options.initial_loss_scale,
                                                          options.loss_scale_growth_steps)
                          if options.loss_scale == "dynamic" else None)

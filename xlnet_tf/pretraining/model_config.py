@@ -17,7 +17,7 @@ def config_for_data(settings: Mapping[str, Any], n_token: int, model_size: Optio
                     model_config_file: Optional[str] = None, mem_len: Optional[int] = None,
                     **overrides) -> XLNetConfig:
   """The config of a backbone trained on records made with `settings` (record_info.json's
-  "settings", or PretrainingSettings.to_dict()).
+  "settings", or PretrainingDataConfig.to_dict()).
 
   Args:
     settings: the data stage's settings: reuse_len, bi_data and objective are read.

@@ -17,14 +17,16 @@ from xlnet_tf.training.distributed_steps import DistributedSteps, LossTerms, Ste
 class PretrainingSteps(DistributedSteps):
   """The step functions of `model` (an XLNetPretrainer) and `optimizer` under `strategy`.
 
-  options: the run's PretrainingOptions (clip_norm, seed, a static loss_scale, jit_compile,
-  gradient_accumulation_steps); loss_scale: a training.loss_scale.DynamicLossScale, or None.
+  options: the run's PretrainingOptions (optimizer.clip_norm, runtime.seed, a static
+  loss_scale, jit_compile, gradient_accumulation_steps); loss_scale: a
+  training.loss_scale.DynamicLossScale, or None.
   """
 
   def __init__(self, strategy: tf.distribute.Strategy, model, optimizer, loss_scale, options):
     self.options = options
     step_options = StepOptions(
-        clip_norm=options.clip_norm, seed=options.seed, jit_compile=options.jit_compile,
+        clip_norm=options.optimizer.clip_norm, seed=options.runtime.seed,
+        jit_compile=options.jit_compile,
         loss_scale=None if options.loss_scale == "dynamic" else options.loss_scale,
         accumulation_steps=options.gradient_accumulation_steps,
         row_groups=2 if model.backbone.config.bi_data else 1)

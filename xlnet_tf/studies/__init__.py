@@ -9,6 +9,6 @@ them; nothing in the library imports a study (only run/ CLIs and tests do).
 """
 
 from xlnet_tf.studies.evaluation_speed import SpeedRow, evaluation_speed
-from xlnet_tf.studies.transfer import StudySettings, Task, run_study
+from xlnet_tf.studies.transfer import Task, TransferStudyOptions, run_study
 
-__all__ = ["SpeedRow", "StudySettings", "Task", "evaluation_speed", "run_study"]
+__all__ = ["SpeedRow", "Task", "TransferStudyOptions", "evaluation_speed", "run_study"]

@@ -53,28 +53,29 @@ VARIANTS = {
     "absolute_learned_no_recurrence_half": _variant("absolute_learned", False, "half"),
 }
 RECL_RATIOS = (0.1, 0.5, 1.0)
-# Transformer-XL's layout on the demo backbone: segments of 32, a memory of 128.
-RECIPE = recipes.recipe_for("clm", from_text=True)
+# Transformer-XL's layout on the demo backbone: segments of 32, a memory of 128; the held-out
+# loss every 500 steps.
+RECIPE = recipes.recipe_for("clm", from_text=True).replace(eval_every=500)
 
 
 @dataclasses.dataclass
-class ContextStudySettings:
+class ContextStudyOptions:
   output_dir: str
   train_files: List[str]           # the long-document corpus: train/*.txt
   held_out_files: List[str]        # and valid/*.txt (Table 5 and RECL are measured on these)
   variants: Dict[str, Dict] = dataclasses.field(default_factory=lambda: dict(VARIANTS))
-  pretraining: recipes.Recipe = RECIPE
+  # Every run's pretraining, before its variant's switches (the loop's options: XLA, ...).
+  pretraining: recipes.PretrainingRecipeOptions = RECIPE
   seeds: Sequence[int] = (0, 1)
   attention_lengths: Sequence[int] = (32, 64, 128, 160, 256, 384, 512, 640)
   eval_tokens: int = 60_000        # held-out tokens of each perplexity
   eval_batch_size: int = 8         # parallel streams the held-out tokens are read in
   recl_lengths: Sequence[int] = tuple(range(32, 385, 32))  # evenly spaced: the step is Delta
   recl_tokens: int = 1000
-  eval_every: int = 500
-  jit_compile: bool = True         # XLA for the pretraining runs
 
 
-def variant_recipe(study: ContextStudySettings, overrides: Dict) -> recipes.Recipe:
+def variant_recipe(study: ContextStudyOptions, overrides: Dict
+                   ) -> recipes.PretrainingRecipeOptions:
   """The study's recipe with a variant's switches; a learned table covers what training
   sees (Shaw: the distances up to the training attention length; absolute: the positions of
   a segment), longer ones share its last row."""
@@ -87,7 +88,7 @@ def variant_recipe(study: ContextStudySettings, overrides: Dict) -> recipes.Reci
                       loss_positions=overrides["loss_positions"])
 
 
-def _check(study: ContextStudySettings) -> None:
+def _check(study: ContextStudyOptions) -> None:
   for name, overrides in study.variants.items():
     if set(overrides) != {"pos_encoding", "recurrence", "loss_positions"}:
       raise UserInputError(f"variant {name!r}: a variant sets pos_encoding, recurrence and "
@@ -100,7 +101,7 @@ def _check(study: ContextStudySettings) -> None:
                          f"({study.pretraining.data.seq_len}); got {list(study.attention_lengths)}")
 
 
-def perplexities(model, ids, study: ContextStudySettings, recurrence: bool) -> List[Dict]:
+def perplexities(model, ids, study: ContextStudyOptions, recurrence: bool) -> List[Dict]:
   """[{attention_length, perplexity, loss}] at each study attention length."""
   segment = study.pretraining.data.seq_len
   rows = []
@@ -113,7 +114,7 @@ def perplexities(model, ids, study: ContextStudySettings, recurrence: bool) -> L
   return rows
 
 
-def run_study(study: ContextStudySettings, printer=print) -> Dict:
+def run_study(study: ContextStudyOptions, printer=print) -> Dict:
   """Trains (or reuses) every variant x seed, evaluates each, and writes results.json,
   results.md, perplexity.png and recl.png to output_dir."""
   _check(study)
@@ -139,8 +140,7 @@ def run_study(study: ContextStudySettings, printer=print) -> Dict:
       keras.utils.set_random_seed(seed)
       config = pretraining_runs.model_config(run_recipe, tokenizer.vocab_size)
       trained = pretraining_runs.pretrain(run_recipe, config, data, model_dir,
-                                          [run_recipe.train_steps], study.eval_every,
-                                          study.jit_compile)
+                                          [run_recipe.training.train_steps])
       model = checkpoints.load_pretrained_head(os.path.join(model_dir, LM_DIR), XLNetPretrainer)
       rows = perplexities(model, ids, study, overrides["recurrence"])
       train_length = run_recipe.data.seq_len + run_recipe.mem_len
@@ -163,7 +163,7 @@ def run_study(study: ContextStudySettings, printer=print) -> Dict:
   return summary
 
 
-def relative_contexts(study: ContextStudySettings, models: Dict[str, str], ids) -> Dict:
+def relative_contexts(study: ContextStudyOptions, models: Dict[str, str], ids) -> Dict:
   """RECL of the first seed's models for each r (losses computed once, kept on disk)."""
   path = os.path.join(study.output_dir, "recl_losses.npz")
   wanted = [f"{name}/{c}" for name in models for c in study.recl_lengths]
@@ -190,7 +190,7 @@ def relative_contexts(study: ContextStudySettings, models: Dict[str, str], ids) 
   return recl
 
 
-def table5_rows(study: ContextStudySettings, results: Dict) -> Dict[str, Dict]:
+def table5_rows(study: ContextStudyOptions, results: Dict) -> Dict[str, Dict]:
   """Per variant: the median over seeds of PPL init and PPL best, the Attn Lens, the curve."""
   rows = {}
   for name, overrides in study.variants.items():
@@ -222,7 +222,7 @@ def results_markdown(summary: Dict) -> str:
   return "\n".join(lines) + "\n"
 
 
-def plot_perplexities(study: ContextStudySettings, results: Dict, path: str) -> str:
+def plot_perplexities(study: ContextStudyOptions, results: Dict, path: str) -> str:
   """PNG: perplexity against evaluation attention length, a line per variant (first seed)."""
   opened, (axis,) = plots.figure(width=7.5, height=4.8)
   for name in study.variants:
@@ -236,7 +236,7 @@ def plot_perplexities(study: ContextStudySettings, results: Dict, path: str) -> 
                     "held-out perplexity", legend_size=7)
 
 
-def _settings_record(study: ContextStudySettings) -> Dict:
+def _settings_record(study: ContextStudyOptions) -> Dict:
   record = dataclasses.asdict(study)
   record["pretraining"] = dataclasses.asdict(study.pretraining)
   return record

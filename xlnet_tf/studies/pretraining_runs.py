@@ -1,6 +1,7 @@
 """One study pretraining run, resumable, with its backbone kept at snapshot steps along the
 way: what every study's variants are trained with (transfer, context_ablation)."""
 
+import dataclasses
 import math
 import os
 import shutil
@@ -17,7 +18,7 @@ from xlnet_tf.pretraining.loop import LM_DIR, PRETRAINED_DIR, PretrainingRun
 from xlnet_tf.pretraining.model_config import config_for_data
 
 
-def model_config(recipe: recipes.Recipe, n_token: int) -> XLNetConfig:
+def model_config(recipe: recipes.PretrainingRecipeOptions, n_token: int) -> XLNetConfig:
   """A study backbone: the recipe's size, memory and encoding on its data's layout, no
   dropout (the demo recipe's)."""
   return config_for_data(recipe.data.to_dict(), n_token, model_size=recipe.model_size,
@@ -25,20 +26,20 @@ def model_config(recipe: recipes.Recipe, n_token: int) -> XLNetConfig:
                          **recipe.model_overrides())
 
 
-def pretrain(recipe: recipes.Recipe, config, data: Dict[str, str], model_dir: str,
-             stops: Sequence[int], eval_every: int, jit_compile: bool = True) -> Dict:
-  """Trains `config` on data["train"] to stops[-1] (= recipe.train_steps), exporting the
+def pretrain(recipe: recipes.PretrainingRecipeOptions, config, data: Dict[str, str],
+             model_dir: str, stops: Sequence[int]) -> Dict:
+  """Trains `config` on data["train"] to stops[-1] (= the recipe's train_steps), exporting the
   backbone and its LM head at every stop; each earlier stop is kept under
   model_dir/snapshots/STEP. Returns {"steps", "tokens", "seconds", "held_out" (the curve on
-  data["valid"]), "snapshots": {step: {"backbone", "lm"}}}.
+  data["valid"], every recipe.training.eval_every steps), "snapshots": {step: {"backbone",
+  "lm"}}}.
 
   Resumable: the curve and the snapshots kept so far are written beside the run's
-  checkpoints (one at every stop, saved before its snapshot is copied). `jit_compile`: XLA
-  (faster for long runs; a few steps run sooner without)."""
-  options = recipe.loop_options(
-      model_dir=model_dir, train_data=data["train"], valid_data=data["valid"],
-      save_steps=math.gcd(*stops), log_steps=max(recipe.train_steps // 10, 1),
-      eval_every=eval_every, summaries=False, jit_compile=jit_compile)
+  checkpoints (one at every stop, saved before its snapshot is copied)."""
+  options = dataclasses.replace(
+      recipe.training, model_dir=model_dir, train_data=data["train"], valid_data=data["valid"],
+      save_steps=math.gcd(*stops), log_steps=max(recipe.training.train_steps // 10, 1),
+      summaries=False)
   started = time.perf_counter()
   run = PretrainingRun(tf.distribute.get_strategy(), config, options)
   progress_path = os.path.join(model_dir, "variant_progress.json")

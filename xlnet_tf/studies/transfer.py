@@ -11,6 +11,7 @@ The library half of `run/transfer.py`; `run_study` is what the suite runs on a t
 """
 
 import dataclasses
+import functools
 import os
 import shutil
 import tempfile
@@ -33,7 +34,8 @@ from xlnet_tf.pretraining.data.records import RECORD_INFO_FILE
 from xlnet_tf.pretraining.data.stage import create_pretraining_data
 from xlnet_tf.studies import ablation_table, budget_trend, infilling_evaluation, pretraining_runs
 from xlnet_tf.studies.ablation_table import RANDOM_INIT
-from xlnet_tf.tasks import classification, finetuning
+from xlnet_tf.tasks import classification
+from xlnet_tf.tasks.finetuning import FinetuningOptions
 from xlnet_tf.tasks.classification.metrics import classification_metrics
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 
@@ -62,25 +64,32 @@ class Task:
   test: str
 
 
+# The study's pretraining: recipes.FROM_TEXT (which this study chose), its held-out loss curve
+# every 200 steps.
+RECIPE = recipes.FROM_TEXT.replace(eval_every=200)
+
+
 @dataclasses.dataclass
-class StudySettings:
+class TransferStudyOptions:
   output_dir: str
   corpus_files: List[str]
   tasks: List[Task]
   variants: Dict[str, Dict] = dataclasses.field(
       default_factory=lambda: {name: VARIANTS[name] for name in ("perm", "mlm")})
-  # Every variant's pretraining, before its overrides: model, data, optimisation, steps.
-  pretraining: recipes.Recipe = recipes.FROM_TEXT
-  eval_every: int = 200            # held-out loss curve
+  # Every variant's pretraining, before its overrides: model, data, and the loop's options
+  # (optimisation, steps, the held-out curve's eval_every, XLA).
+  pretraining: recipes.PretrainingRecipeOptions = RECIPE
   seeds: Sequence[int] = (0, 1, 2)
   learning_rates: Sequence[float] = (1e-4, 3e-4)
-  finetune_steps: int = 300
-  finetune_batch_size: int = 32
-  finetune_eval_every: int = 100
+  # Every fine-tuning run's options, but for its learning rate (of learning_rates), its seed
+  # (of seeds) and its warmup (a tenth of the steps).
+  finetuning: FinetuningOptions = dataclasses.field(
+      default_factory=functools.partial(FinetuningOptions, train_steps=300, batch_size=32,
+                                        eval_every=100, jit_compile=True))
   max_seq_length: int = 128
   finetune_dropout: float = 0.1
   summary_type: str = "last"       # the classifier's pooling (XLNet's: the <cls> state)
-  seed: int = 0
+  seed: int = 0                    # of the data and the pretraining
   # Intrinsic evaluations on held-out text (studies.infilling_evaluation): sentences per span
   # length (0: none) and the distractors of the cloze ranking.
   intrinsic_examples: int = 0
@@ -89,9 +98,8 @@ class StudySettings:
   # its own, NAME@STEP: the budget trend along one run (whose learning rate decays to the
   # end of train_steps, so a snapshot has not cooled down as a run of that length would have).
   snapshots: Sequence[int] = ()
-  jit_compile: bool = True         # XLA for pretraining and fine-tuning
 
-  def variant(self, overrides: Dict) -> recipes.Recipe:
+  def variant(self, overrides: Dict) -> recipes.PretrainingRecipeOptions:
     """The pretraining recipe of a variant: the study's with the variant's settings."""
     return self.pretraining.replace(**overrides)
 
@@ -100,7 +108,7 @@ def _data_key(overrides: Dict) -> tuple:
   return tuple((key, overrides[key]) for key in DATA_KEYS if key in overrides)
 
 
-def _check_variants(variants: Dict[str, Dict], study: "StudySettings" = None) -> None:
+def _check_variants(variants: Dict[str, Dict], study: "TransferStudyOptions" = None) -> None:
   """Names and settings, and with `study` their values (each variant's recipe is built), before
   the study writes anything."""
   for name, overrides in variants.items():
@@ -117,7 +125,7 @@ def _check_variants(variants: Dict[str, Dict], study: "StudySettings" = None) ->
     raise UserInputError(f"{RANDOM_INIT!r} is the study's own baseline row, not a variant name")
 
 
-def prepare_variant_data(study: StudySettings, printer=print) -> Dict[tuple, Dict[str, str]]:
+def prepare_variant_data(study: TransferStudyOptions, printer=print) -> Dict[tuple, Dict[str, str]]:
   """TFRecords for every distinct data setting of the variants; one corpus split and one
   SentencePiece model for all. Returns {data key: {"train", "valid", "sp_path"}}."""
   documents = read_text_files(study.corpus_files)
@@ -159,13 +167,13 @@ def snapshot_row(name: str, step: int) -> str:
   return f"{name}@{step}"
 
 
-def _stops(study: StudySettings, overrides: Dict) -> List[int]:
+def _stops(study: TransferStudyOptions, overrides: Dict) -> List[int]:
   """The steps at which a variant's backbone is kept: its snapshots, then its full budget."""
-  steps = study.variant(overrides).train_steps
+  steps = study.variant(overrides).training.train_steps
   return sorted({s for s in study.snapshots if 0 < s < steps}) + [steps]
 
 
-def pretrain_variant(study: StudySettings, name: str, overrides: Dict, data: Dict[str, str]
+def pretrain_variant(study: TransferStudyOptions, name: str, overrides: Dict, data: Dict[str, str]
                      ) -> Dict:
   """Pretrains one variant (skipped when its backbone exists); returns its record, with the
   backbones kept at `study.snapshots` under "snapshots": {step: {"backbone", "lm"}}."""
@@ -178,8 +186,7 @@ def pretrain_variant(study: StudySettings, name: str, overrides: Dict, data: Dic
   config = pretraining_runs.model_config(recipe, n_token)
   keras.backend.clear_session()
   keras.utils.set_random_seed(study.seed)
-  run = pretraining_runs.pretrain(recipe, config, data, model_dir, _stops(study, overrides),
-                                  study.eval_every, study.jit_compile)
+  run = pretraining_runs.pretrain(recipe, config, data, model_dir, _stops(study, overrides))
   record = dict(run, name=name, overrides=overrides,
                 backbone=os.path.join(model_dir, PRETRAINED_DIR))
   write_json(record_path, record)
@@ -202,29 +209,30 @@ def load_study_task(task: Task, tokenizer: XLNetTokenizer, max_seq_length: int
                     ) -> classification.TaskData:
   """A generic classification task whose labels are the training file's, sorted."""
   files = {"train": task.train, "dev": task.dev, "test": task.test}
-  loaded = classification.load_task("generic", tokenizer, max_seq_length, files=files,
-                                    splits=("train", "dev", "test"))
+  loaded = classification.load_task(
+      classification.TaskDataOptions("generic", files=files, max_seq_length=max_seq_length),
+      tokenizer, splits=("train", "dev", "test"))
   loaded.name = task.name
   return loaded
 
 
-def finetune_once(study: StudySettings, config: XLNetConfig, task: classification.TaskData,
-                  backbone_dir: Optional[str], learning_rate: float, seed: int) -> Dict:
+def finetune_once(study: TransferStudyOptions, config: XLNetConfig,
+                  task: classification.TaskData, backbone_dir: Optional[str],
+                  learning_rate: float, seed: int) -> Dict:
   """Dev (best over the run) and test accuracy of one fine-tuning run."""
   keras.backend.clear_session()
   keras.utils.set_random_seed(seed)
+  # The study prints its own [k/n] lines; a bar per run would bury them.
+  options = dataclasses.replace(study.finetuning, learning_rate=learning_rate,
+                                warmup_steps=study.finetuning.train_steps // 10, seed=seed,
+                                progress="none")
   model = classification.build_classifier(config, task, study.summary_type, backbone_dir, "own")
   best_dir = tempfile.mkdtemp(prefix="transfer_best_")
   try:
-    # The study prints its own [k/n] lines; a bar per run would bury them.
-    options = finetuning.FinetuningOptions(
-        study.finetune_steps, study.finetune_batch_size, learning_rate,
-        warmup_steps=study.finetune_steps // 10, eval_every=study.finetune_eval_every,
-        seed=seed, jit_compile=study.jit_compile, progress="none")
     result = classification.train_classifier(model, task, options, best_dir)
   finally:
     shutil.rmtree(best_dir, ignore_errors=True)
-  logits = classification.predict_logits(model, task.splits["test"], study.finetune_batch_size)
+  logits = classification.predict_logits(model, task.splits["test"], options.batch_size)
   test = classification_metrics(task.splits["test"]["label"], logits, "accuracy")["accuracy"]
   return {"dev": result["best"]["accuracy"], "test": test, "learning_rate": learning_rate,
           "seed": seed, "best_step": result["best"]["step"]}
@@ -243,7 +251,7 @@ def summarize_row(runs: List[Dict]) -> Dict:
           "seeds": len(tests)}
 
 
-def run_study(study: StudySettings, printer=print) -> Dict:
+def run_study(study: TransferStudyOptions, printer=print) -> Dict:
   """Runs (or resumes: finished pretraining and fine-tuning runs are kept in output_dir) the
   whole study; writes results.json, results.md and held_out_loss.png there."""
   _check_variants(study.variants, study)
@@ -252,7 +260,8 @@ def run_study(study: StudySettings, printer=print) -> Dict:
   finetunes = ((1 + pretrained_rows) * len(study.tasks) * len(study.seeds)
                * len(study.learning_rates))
   # A pretraining run costs about as much as this many fine-tuning runs (for the ETA only).
-  pretrain_units = max(study.pretraining.train_steps / max(study.finetune_steps, 1) / 2, 1.0)
+  pretrain_units = max(study.pretraining.training.train_steps
+                       / max(study.finetuning.train_steps, 1) / 2, 1.0)
   progress = UnitProgress(finetunes + pretrain_units * len(study.variants), printer)
   data = prepare_variant_data(study, printer)
   sp_path = next(iter(data.values()))["sp_path"]
@@ -302,7 +311,7 @@ def run_study(study: StudySettings, printer=print) -> Dict:
   return results
 
 
-def intrinsic_scores(study: StudySettings, lm_dir: str, tokenizer: XLNetTokenizer) -> Dict:
+def intrinsic_scores(study: TransferStudyOptions, lm_dir: str, tokenizer: XLNetTokenizer) -> Dict:
   """Span infilling and cloze ranking on held-out text of the backbone with its LM head in
   `lm_dir` (kept beside it: intrinsic.json)."""
   path = os.path.join(os.path.dirname(lm_dir), "intrinsic.json")
@@ -320,7 +329,7 @@ def intrinsic_scores(study: StudySettings, lm_dir: str, tokenizer: XLNetTokenize
   return read_json(path)  # the keys as JSON has them (span lengths as strings)
 
 
-def classification_config(study: StudySettings, n_token: int) -> XLNetConfig:
+def classification_config(study: TransferStudyOptions, n_token: int) -> XLNetConfig:
   """The fine-tuning backbone: the pretrained architecture, no memory, task dropout."""
   return pretraining_runs.model_config(study.pretraining, n_token).for_finetuning(
       dropout=study.finetune_dropout, dropatt=study.finetune_dropout)
@@ -369,7 +378,7 @@ def plot_held_out_curves(pretrained: Dict, path: str) -> str:
                     "held-out LM loss (nats per predicted token)")
 
 
-def _settings_record(study: StudySettings) -> Dict:
+def _settings_record(study: TransferStudyOptions) -> Dict:
   record = dataclasses.asdict(study)
   record["tasks"] = [dataclasses.asdict(t) for t in study.tasks]
   return record

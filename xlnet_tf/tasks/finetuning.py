@@ -29,6 +29,8 @@ from xlnet_tf.tasks.finetuning_steps import distributed_batches, finetuning_step
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.training.distributed_steps import check_accumulation
+from xlnet_tf.training.options import (OptimizerOptions, RuntimeOptions, accepts_group_fields,
+                                       group_field)
 
 BEST_DIR = "best"  # under the output directory: the kept weights (own format)
 
@@ -38,16 +40,18 @@ class NonFiniteTrainingError(UserInputError):
   data): a run ends with it, one line, and keeps none of its weights."""
 
 
+@accepts_group_fields
 @dataclasses.dataclass
 class FinetuningOptions:
+  """How a fine-tuning run runs. Its optimizer (OptimizerOptions; fine-tuning's default: no
+  weight decay) and runtime (RuntimeOptions: the seed of the shuffling and the dropout masks)
+  are groups whose fields it also takes by name (training.options). The checks name the
+  CLIs' flags."""
   train_steps: int
   batch_size: int
-  learning_rate: float
-  warmup_steps: int = 0
-  weight_decay: float = 0.0
-  lr_layer_decay_rate: float = 1.0
+  optimizer: OptimizerOptions = group_field(OptimizerOptions, weight_decay=0.0)
   eval_every: Optional[int] = None   # default: once, at the end
-  seed: int = 0
+  runtime: RuntimeOptions = group_field(RuntimeOptions)
   jit_compile: Union[bool, str] = "auto"
   progress: str = "auto"             # progress.PROGRESS_MODES: bar on a terminal, else lines
   # Micro-batches per step (gradients added up, one update equal to the whole batch's).
@@ -59,12 +63,13 @@ class FinetuningOptions:
     # Named as the CLIs' flags (train_batch_size is batch_size here).
     for flag, value, smallest in (("train_steps", self.train_steps, 1),
                                   ("train_batch_size", self.batch_size, 1),
-                                  ("warmup_steps", self.warmup_steps, 0),
+                                  ("warmup_steps", self.optimizer.warmup_steps, 0),
                                   ("eval_every", self.eval_every or 1, 1)):
       if value < smallest:
         raise UserInputError(f"--{flag}={value}: must be at least {smallest}")
-    if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
-      raise UserInputError(f"--learning_rate={self.learning_rate}: must be a positive number")
+    learning_rate = self.optimizer.learning_rate
+    if not (math.isfinite(learning_rate) and learning_rate > 0):
+      raise UserInputError(f"--learning_rate={learning_rate}: must be a positive number")
 
 
 # TensorFlow's kernels index a tensor with 32-bit integers in places (a reshape of the attention

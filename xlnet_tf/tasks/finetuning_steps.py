@@ -13,8 +13,8 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf.training import loss_scale as loss_scale_lib
-from xlnet_tf.training.distributed_steps import DistributedSteps, LossTerms, StepOptions
-from xlnet_tf.training.optimization import create_optimizer
+from xlnet_tf.training.distributed_steps import (DistributedSteps, LossTerms, StepOptions,
+                                                 step_optimizer)
 
 
 def _inputs_and_labels(batch):
@@ -81,17 +81,14 @@ def distributed_batches(strategy: tf.distribute.Strategy, dataset: tf.data.Datas
 def finetuning_steps(strategy: tf.distribute.Strategy, model, options, loss=None
                      ) -> DistributedSteps:
   """The train step of `model` under `strategy` with the optimizer of XLNet runs made from
-  `options` (a FinetuningOptions): AdamW, warmup + linear decay, clipping at 1.0 after the
-  all-reduce; float16 with a dynamic loss scale (training.loss_scale)."""
+  `options` (a FinetuningOptions): AdamW, warmup + linear decay, clipping after the all-reduce;
+  float16 with a dynamic loss scale (training.loss_scale)."""
   with strategy.scope():
-    optimizer = create_optimizer(model, options.learning_rate, options.train_steps,
-                                 options.warmup_steps, options.weight_decay,
-                                 options.lr_layer_decay_rate, clip_norm=None)
-    optimizer.build(model.trainable_variables)
+    optimizer = step_optimizer(model, options.optimizer, options.train_steps)
     loss_scale = (loss_scale_lib.DynamicLossScale() if model.compute_dtype == "float16"
                   else None)
   # "auto" as Keras resolves it for the TensorFlow backend: XLA.
-  step_options = StepOptions(clip_norm=1.0, seed=options.seed,
+  step_options = StepOptions(clip_norm=options.optimizer.clip_norm, seed=options.runtime.seed,
                              jit_compile=options.jit_compile in (True, "auto"),
                              accumulation_steps=options.gradient_accumulation_steps,
                              zero_unused_gradients=False)

@@ -24,7 +24,8 @@ import tensorflow as tf
 
 from xlnet_tf.utils.errors import UserInputError, require
 from xlnet_tf.modeling.ops import random as random_ops
-from xlnet_tf.training.optimization import global_norm
+from xlnet_tf.training.optimization import XLNetAdamW, create_optimizer, global_norm
+from xlnet_tf.training.options import OptimizerOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,9 +43,11 @@ class LossTerms:
 
 @dataclasses.dataclass(frozen=True)
 class StepOptions:
-  clip_norm: Optional[float] = 1.0   # global-norm clipping after the all-reduce (None: none)
-  seed: int = 0                      # dropout masks: a function of (seed, step, replica)
-  jit_compile: bool = True
+  """How a step runs, from the run's options (its OptimizerOptions' clip_norm, its
+  RuntimeOptions' seed, ...)."""
+  clip_norm: Optional[float]         # global-norm clipping after the all-reduce (None: none)
+  seed: int                          # dropout masks: a function of (seed, step, replica)
+  jit_compile: bool
   loss_scale: Optional[float] = None  # a static loss scale (float16)
   accumulation_steps: int = 1        # micro-batches per step (gradient accumulation)
   # Rows of a batch that belong together in every micro-batch: 2 with bi_data (a micro-batch
@@ -54,6 +57,17 @@ class StepOptions:
   # still applies: pretraining's rule), or, when False, left alone as Keras' apply_gradients
   # leaves it (fine-tuning: the update Model.fit made).
   zero_unused_gradients: bool = True
+
+
+def step_optimizer(model, options: OptimizerOptions, train_steps: int,
+                   adjustable_total: bool = False) -> XLNetAdamW:
+  """The optimizer `options` say for DistributedSteps, built on the model's variables (in the
+  strategy's scope). It does not clip: the step clips the summed gradients after the
+  all-reduce, as one device would, at StepOptions.clip_norm (options.clip_norm)."""
+  optimizer = create_optimizer(model, dataclasses.replace(options, clip_norm=None), train_steps,
+                               adjustable_total=adjustable_total)
+  optimizer.build(model.trainable_variables)
+  return optimizer
 
 
 def check_accumulation(accumulation_steps: int, batch_size: int, replicas: int = 1,

@@ -8,7 +8,7 @@ top layer. Variables that hold all layers at once (untied r_w_bias [L, N, H], se
 """
 
 import re
-from typing import Dict, Optional
+from typing import Dict, Optional, Union
 
 import keras
 import numpy as np
@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from xlnet_tf.modeling.backbone import backbone_of
 from xlnet_tf.modeling.freezing import STACKED_VARIABLES, frozen_row_mask
+from xlnet_tf.training.options import OptimizerOptions
 
 NO_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias", "lm_loss_bias")
 _LAYER = re.compile(r"(^|/)layer_(\d+)(/|$)")
@@ -242,17 +243,25 @@ class XLNetAdamW(keras.optimizers.Optimizer):
     return config
 
 
-def create_optimizer(model, learning_rate: float, train_steps: int, warmup_steps: int = 0,
-                     weight_decay: float = 0.01, lr_layer_decay_rate: float = 1.0,
-                     min_lr_ratio: float = 0.0, clip_norm: float = 1.0,
-                     adjustable_total: bool = False) -> XLNetAdamW:
-  """The optimizer of XLNet runs: AdamW (eps 1e-6), warmup + linear decay, clipping 1.0
-  (`adjustable_total`: see WarmupLinearDecay)."""
-  schedule = WarmupLinearDecay(learning_rate, warmup_steps, train_steps, min_lr_ratio,
-                               adjustable_total)
+def create_optimizer(model, options: Union[OptimizerOptions, float], train_steps: int, *fields,
+                     adjustable_total: bool = False, **named_fields) -> XLNetAdamW:
+  """The optimizer of XLNet runs as `options` (an OptimizerOptions) say, its schedule ending at
+  `train_steps` (`adjustable_total`: see WarmupLinearDecay).
+
+  `options` may also be the learning rate, with the other OptimizerOptions fields after
+  `train_steps`, in their order or by name:
+  create_optimizer(model, 1e-4, train_steps=1000, warmup_steps=100).
+  """
+  if not isinstance(options, OptimizerOptions):
+    options = OptimizerOptions(options, *fields, **named_fields)
+  elif fields or named_fields:
+    raise TypeError("create_optimizer: given OptimizerOptions, the fields are theirs")
+  schedule = WarmupLinearDecay(options.learning_rate, options.warmup_steps, train_steps,
+                               options.min_lr_ratio, adjustable_total)
   multipliers = layerwise_multipliers(model.trainable_variables,
-                                      backbone_of(model).config.n_layer, lr_layer_decay_rate)
-  optimizer = XLNetAdamW(schedule, weight_decay=weight_decay, lr_multipliers=multipliers,
-                         global_clipnorm=clip_norm)
+                                      backbone_of(model).config.n_layer,
+                                      options.lr_layer_decay_rate)
+  optimizer = XLNetAdamW(schedule, weight_decay=options.weight_decay, lr_multipliers=multipliers,
+                         global_clipnorm=options.clip_norm)
   optimizer.schedule = schedule  # (optimizer.learning_rate is the current value)
   return optimizer

@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from xlnet_tf.pretraining.data.examples import ExampleBuilder, split_a_and_b, trim_to_total
 from xlnet_tf.pretraining.data.rows import (StreamRow, batch_count, batchify, is_backward_row,
                                             stream_rows, token_stream)
-from xlnet_tf.pretraining.data.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 from xlnet_tf.pretraining.data.token_files import SortedBoundaries
 
 
@@ -65,7 +65,7 @@ def test_token_stream_appends_eod_to_each_document():
 
 
 def test_bi_data_rows_are_reversed_per_core():
-  settings = PretrainingSettings(bsz_per_host=8, num_core_per_host=2, bi_data=True)
+  settings = PretrainingDataConfig(bsz_per_host=8, num_core_per_host=2, bi_data=True)
   ids = np.arange(100, dtype=np.int32)
   rows, _, dropped = batchify(ids, ids % 2 == 0, settings)
   assert rows.shape == (8, 25) and dropped == 0
@@ -118,7 +118,7 @@ def test_split_a_and_b_of_a_windowed_row_is_the_whole_rows(stream, begin, total,
 
 
 def test_stream_rows_are_batchify_read_lazily():
-  settings = PretrainingSettings(bsz_per_host=8, num_core_per_host=2, bi_data=True)
+  settings = PretrainingDataConfig(bsz_per_host=8, num_core_per_host=2, bi_data=True)
   ids = np.arange(103, dtype=np.int32)
   sentence_ids = (ids // 3) % 2 == 0
   rows, sentence_rows, dropped = batchify(ids, sentence_ids, settings)
@@ -134,8 +134,8 @@ def test_stream_rows_are_batchify_read_lazily():
 def test_batches_built_in_blocks_are_the_batches_of_one_pass():
   """The stage builds a file's batches in blocks, in any process, and stops after the first
   block in which a row ran out: that must be the one pass of the original."""
-  settings = PretrainingSettings(seq_len=32, reuse_len=16, num_predict=5, bsz_per_host=4,
-                                 bi_data=True)
+  settings = PretrainingDataConfig(seq_len=32, reuse_len=16, num_predict=5, bsz_per_host=4,
+                                   bi_data=True)
   word_start = np.random.default_rng(0).random(60) < 0.6
   ran_out = 0
   for case in range(100):  # a row runs out in about 1 case in 100 (here case 53)

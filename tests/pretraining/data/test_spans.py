@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from xlnet_tf.pretraining.data.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 from xlnet_tf.pretraining.data.spans import sample_word_spans
 
 
@@ -50,10 +50,10 @@ def test_span_lengths_follow_one_over_l():
 
 def test_num_predict_that_cannot_fit_is_an_error():
   with pytest.raises(ValueError, match=r"num_predict must be small enough .*; got 100"):
-    PretrainingSettings(seq_len=64, reuse_len=32, num_predict=100)
+    PretrainingDataConfig(seq_len=64, reuse_len=32, num_predict=100)
   with pytest.raises(ValueError, match=r"perm_size must be a divisor of the .*; got 5"):
-    PretrainingSettings(seq_len=64, reuse_len=32, perm_size=5)
+    PretrainingDataConfig(seq_len=64, reuse_len=32, perm_size=5)
   with pytest.raises(ValueError, match="bsz_per_host must be divisible by 2"):
-    PretrainingSettings(bsz_per_host=3)
+    PretrainingDataConfig(bsz_per_host=3)
   with pytest.raises(ValueError, match="reuse_len must be in"):
-    PretrainingSettings(seq_len=16, reuse_len=14)
+    PretrainingDataConfig(seq_len=16, reuse_len=14)

@@ -24,7 +24,7 @@ from xlnet_tf.pretraining.data import stage
 from xlnet_tf.pretraining.data.examples import ExampleBuilder
 from xlnet_tf.pretraining.data.records import RECORD_INFO_FILE, explain_data_loss, load_record_info
 from xlnet_tf.pretraining.data.rows import stream_rows
-from xlnet_tf.pretraining.data.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 from xlnet_tf.pretraining.data.stage import create_pretraining_data
 from xlnet_tf.pretraining.data.token_files import TokenStream, write_part
 from xlnet_tf.text.sentencepiece_training import MAX_SENTENCE_BYTES, train_sentencepiece
@@ -49,7 +49,7 @@ def tokens_read_per_example(tmp_path, length):
   case that scanned the whole row for one) and counts the tokens the rows read from disk."""
   ids = np.random.default_rng(0).integers(10, 100, length)
   part = write_part(str(tmp_path / f"line-{length}"), ids, np.ones(length, bool), lines=1)
-  settings = PretrainingSettings(**SMALL)
+  settings = PretrainingDataConfig(**SMALL)
   builder = ExampleBuilder(settings, np.ones(100, bool), sep_id=4, cls_id=3, rng=None)
   read_tokens = 0
   with TokenStream([part]) as stream:
@@ -87,7 +87,7 @@ def test_stale_folders_of_dead_runs_are_removed_with_a_line(text_file, sp_model,
   for folder in (dead, older_version):
     folder.mkdir(parents=True)
     (folder / "examples-00000").write_bytes(b"partial")
-  create_pretraining_data([text_file], sp_model, str(save_dir), PretrainingSettings(**SMALL),
+  create_pretraining_data([text_file], sp_model, str(save_dir), PretrainingDataConfig(**SMALL),
                           num_workers=1)
   assert not dead.exists() and not older_version.exists()
   removed = [r.getMessage() for r in caplog.records if "Removed" in r.getMessage()]
@@ -100,7 +100,7 @@ def test_a_folder_of_a_running_stage_is_refused(text_file, sp_model, tmp_path):
   live = save_dir / f"{stage.WORK_FOLDER_PREFIX}{os.getpid()}@{socket.gethostname()}-abc"
   live.mkdir(parents=True)
   with pytest.raises(UserInputError, match=f"{live}: another run \\(pid {os.getpid()}\\)"):
-    create_pretraining_data([text_file], sp_model, str(save_dir), PretrainingSettings(**SMALL))
+    create_pretraining_data([text_file], sp_model, str(save_dir), PretrainingDataConfig(**SMALL))
   assert live.exists() and leftovers(save_dir) == [live.name]
 
 
@@ -112,15 +112,15 @@ def test_a_failing_stage_leaves_nothing(text_file, sp_model, tmp_path, monkeypat
   monkeypatch.setattr(stage, "_write_examples", fail_after_writing)
   save_dir = tmp_path / "new" / "out"
   with pytest.raises(RuntimeError, match="stopped"):
-    create_pretraining_data([text_file], sp_model, str(save_dir), PretrainingSettings(**SMALL),
+    create_pretraining_data([text_file], sp_model, str(save_dir), PretrainingDataConfig(**SMALL),
                             num_workers=1)
   assert not save_dir.exists(), "the directory made for the outputs is removed again"
 
 
 _SLOW_STAGE = """
 import sys, time
-from xlnet_tf.pretraining import stage
-from xlnet_tf.pretraining.data.settings import PretrainingSettings
+from xlnet_tf.pretraining.data import stage
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 build = stage._build_block
 def slow_build(job):
   written = build(job)
@@ -129,7 +129,7 @@ def slow_build(job):
   return written
 stage._build_block = slow_build
 stage.create_pretraining_data([sys.argv[1]], sys.argv[2], sys.argv[3],
-                              PretrainingSettings(**{SETTINGS}), num_workers=1)
+                              PretrainingDataConfig(**{SETTINGS}), num_workers=1)
 """
 
 
@@ -153,7 +153,7 @@ def test_a_killed_stage_leaves_no_output_and_a_rerun_cleans_up(text_file, sp_mod
   work_folders = [n for n in leftovers(save_dir) if n.startswith(stage.WORK_FOLDER_PREFIX)]
   assert len(work_folders) == 1 and leftovers(save_dir) == sorted([RECORD_INFO_FILE] + work_folders)
   assert (save_dir / RECORD_INFO_FILE).read_text() == "{}"
-  create_pretraining_data([text_file], sp_model, str(save_dir), PretrainingSettings(**SMALL),
+  create_pretraining_data([text_file], sp_model, str(save_dir), PretrainingDataConfig(**SMALL),
                           num_workers=1)
   assert any(f"Removed {save_dir / work_folders[0]}" in r.getMessage() for r in caplog.records)
   assert leftovers(save_dir) == [RECORD_INFO_FILE, "train-0-00000.tfrecords"]

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from xlnet_tf.pretraining.data.rows import batchify, stream_rows, token_stream
-from xlnet_tf.pretraining.data.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 from xlnet_tf.pretraining.data.token_files import TokenStream, flag_changes, write_part
 
 
@@ -29,7 +29,7 @@ def test_boundaries_searched_part_by_part_are_those_of_the_whole_stream(tmp_path
   rng = np.random.default_rng(1)
   parts, whole_ids, whole_sentences = parts_of_documents(tmp_path, rng)
   boundaries = flag_changes(whole_sentences).tolist()
-  settings = PretrainingSettings(bsz_per_host=4, num_core_per_host=1, bi_data=True)
+  settings = PretrainingDataConfig(bsz_per_host=4, num_core_per_host=1, bi_data=True)
   with TokenStream(parts) as stream:
     length = len(stream)
     assert stream.between(-1, length + 1) == boundaries

@@ -13,7 +13,7 @@ import tensorflow as tf
 from hypothesis import given, settings as hypothesis_settings, strategies as st
 
 from xlnet_tf.pretraining.data.records import load_record_info, pretraining_dataset
-from xlnet_tf.pretraining.data.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 from xlnet_tf.pretraining.data import words
 from xlnet_tf.pretraining.data.spans import sample_word_spans
 from xlnet_tf.pretraining.data.stage import create_pretraining_data
@@ -196,7 +196,7 @@ def test_the_stage_ends_and_masks_cover_the_configured_fraction(chinese, objecti
   corpus, tokenizer, directory = chinese
   out = directory / objective
   summary = create_pretraining_data([corpus], tokenizer.sp_path, str(out),
-                                    PretrainingSettings(**SETTINGS, objective=objective),
+                                    PretrainingDataConfig(**SETTINGS, objective=objective),
                                     seed=3, num_workers=1)
   info = load_record_info(str(out))
   assert info["num_batch"] >= 5 and info["settings"]["unspaced_pieces_as_words"], summary.report()
@@ -222,8 +222,8 @@ def test_record_info_from_before_the_limit_reads_as_no_limit(chinese, tmp_path):
   corpus, tokenizer, directory = chinese
   made = directory / "before"
   create_pretraining_data([corpus], tokenizer.sp_path, str(made),
-                          PretrainingSettings(**SETTINGS, unspaced_pieces_as_words=False,
-                                              max_word_pieces=0), seed=3,
+                          PretrainingDataConfig(**SETTINGS, unspaced_pieces_as_words=False,
+                                                max_word_pieces=0), seed=3,
                           num_workers=1)
   old = tmp_path / "old"
   shutil.copytree(made, old)

@@ -13,7 +13,7 @@ from cli_output import run_tool
 from xlnet_tf.checkpoints.labels import saved_thresholds
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.serving.saved_model import export_saved_model, load_exportable_model
-from xlnet_tf.tasks.classification import load_task, task_loss
+from xlnet_tf.tasks.classification import TaskDataOptions, load_task, task_loss
 from xlnet_tf.tasks.classification.labels import label_sets
 from xlnet_tf.tasks.classification.metrics import multi_label_metrics, tune_thresholds
 from xlnet_tf.tasks.classification.readers import TextExample
@@ -102,8 +102,9 @@ def test_label_sets_follow_the_single_label_conventions():
 
 
 def test_the_loss_is_binary_cross_entropy_of_each_labels_sigmoid(sp_model, tmp_path):
-  task = load_task("generic", XLNetTokenizer(sp_model), 16, files={
-      "train": write_tsv(tmp_path / "train.tsv", TRAIN)}, splits=("train",), multi_label=True)
+  task = load_task(TaskDataOptions("generic", files={
+      "train": write_tsv(tmp_path / "train.tsv", TRAIN)}, multi_label=True, max_seq_length=16),
+      XLNetTokenizer(sp_model), splits=("train",))
   labels = np.array([[1, 0, 1], [0, 1, 0]], np.float32)
   logits = np.array([[2.0, -1.0, 0.5], [-3.0, 1.5, 0.0]], np.float32)
   expected = np.mean(np.log1p(np.exp(-logits)) * labels +
@@ -172,9 +173,9 @@ def test_a_predict_only_run_reads_the_tuned_thresholds(trained, sp_model):
   root, _ = trained
   best = str(root / "out" / "best")
   model, labels = load_exportable_model(best, "classifier")
-  task = load_task("generic", XLNetTokenizer(sp_model), 16,
-                   files={"dev": str(root / "dev.tsv")}, splits=("dev",), model_dir=best,
-                   multi_label=True)
+  task = load_task(TaskDataOptions("generic", files={"dev": str(root / "dev.tsv")},
+                                   model_dir=best, multi_label=True, max_seq_length=16),
+                   XLNetTokenizer(sp_model), splits=("dev",))
   assert task.labels == labels == LABELS
   assert saved_thresholds(best, LABELS) == pytest.approx(model.thresholds)
 
@@ -186,8 +187,9 @@ def test_export_serves_each_labels_sigmoid_and_the_labels_over_their_thresholds(
                                         sp_path=sp_model)
   assert model.multi_label and labels == LABELS
   # Thresholds that split this batch's probabilities, so predicted_labels is tested both ways.
-  task = load_task("generic", XLNetTokenizer(sp_model), 16, files={"dev": str(root / "dev.tsv")},
-                   splits=("dev",), labels=LABELS, multi_label=True)
+  task = load_task(TaskDataOptions("generic", files={"dev": str(root / "dev.tsv")},
+                                   labels=LABELS, multi_label=True, max_seq_length=16),
+                   XLNetTokenizer(sp_model), splits=("dev",))
   features = {k: v for k, v in task.splits["dev"].items() if k != "label"}
   probabilities = tf.sigmoid(model(features)).numpy()
   model.thresholds = np.median(probabilities, axis=0).tolist()
@@ -206,13 +208,13 @@ def test_export_serves_each_labels_sigmoid_and_the_labels_over_their_thresholds(
 
 
 @pytest.mark.parametrize("arguments, message", [
-    (dict(task_name="sst-2", multi_label=True), "--multi_label reads generic files"),
+    (dict(name="sst-2", multi_label=True), "--multi_label reads generic files"),
     (dict(multi_label=True, regression=True), "--multi_label and --regression exclude"),
     (dict(multi_label=True, label_delimiter=""), "--label_delimiter='': must be the separator"),
 ])
 def test_multi_label_options_no_run_can_use_are_refused(sp_model, tmp_path, arguments, message):
-  arguments = {"task_name": "generic", **arguments}
+  arguments = {"name": "generic", **arguments}
   with pytest.raises(UserInputError, match=message):
-    load_task(tokenizer=XLNetTokenizer(sp_model), max_seq_length=16, data_dir=str(tmp_path),
-              files={"train": write_tsv(tmp_path / "train.tsv", TRAIN)}, splits=("train",),
-              **arguments)
+    load_task(TaskDataOptions(max_seq_length=16, data_dir=str(tmp_path),
+                              files={"train": write_tsv(tmp_path / "train.tsv", TRAIN)},
+                              **arguments), XLNetTokenizer(sp_model), splits=("train",))

@@ -4,7 +4,7 @@ saved beside the model and read back; regression."""
 import pytest
 
 from xlnet_tf.checkpoints.labels import save_labels
-from xlnet_tf.tasks.classification import encode_examples, load_task
+from xlnet_tf.tasks.classification import TaskDataOptions, encode_examples, load_task
 from xlnet_tf.tasks.classification.readers import TextExample
 from xlnet_tf.text.packing import truncate_pair
 from xlnet_tf.text.tokenizer import XLNetTokenizer
@@ -49,7 +49,7 @@ def test_inferred_labels_are_saved_and_read_back_without_a_training_file(sp_mode
            "dev": write_rows(tmp_path / "dev.csv", ["a name,neutral", "a module,pos"]),
            "test": write_rows(tmp_path / "test.csv", ["a string", "an object"],
                               header="sentence")}
-  task = load_task("generic", tokenizer, 16, files=files)
+  task = load_task(TaskDataOptions("generic", files=files, max_seq_length=16), tokenizer)
   assert task.labels == ["neg", "neutral", "pos"]
   assert task.label_origin == f"the training file {files['train']}"
   assert task.splits["train"]["label"].tolist() == [2, 0, 1, 0]
@@ -57,15 +57,15 @@ def test_inferred_labels_are_saved_and_read_back_without_a_training_file(sp_mode
   # A training run saves the order beside the best weights; a run without training reads it.
   model_dir = str(tmp_path / "best")
   save_labels(model_dir, task.labels)
-  again = load_task("generic", tokenizer, 16, files=files, splits=("dev", "test"),
-                    model_dir=model_dir)
+  again = load_task(TaskDataOptions("generic", files=files, model_dir=model_dir,
+                                    max_seq_length=16), tokenizer, splits=("dev", "test"))
   assert again.labels == task.labels and again.splits["dev"]["label"].tolist() == [1, 2]
   with pytest.raises(ValueError, match=r"no --labels and no labels.json in .*empty"):
-    load_task("generic", tokenizer, 16, files=files, splits=("test",),
-              model_dir=str(tmp_path / "empty"))
+    load_task(TaskDataOptions("generic", files=files, model_dir=str(tmp_path / "empty"),
+                              max_seq_length=16), tokenizer, splits=("test",))
   # Given labels keep their order and skip (count) the others.
-  given = load_task("generic", tokenizer, 16, files=files, labels=["pos", "neg"],
-                    splits=("train",))
+  given = load_task(TaskDataOptions("generic", files=files, labels=["pos", "neg"],
+                                    max_seq_length=16), tokenizer, splits=("train",))
   assert given.splits["train"]["label"].tolist() == [0, 1, 1]
   assert list(given.reports["train"].skipped.values()) == [[f"{files['train']}:4"]]
 
@@ -76,19 +76,21 @@ def test_a_dev_label_unseen_in_training_is_refused_with_file_and_line(sp_model, 
            "dev": write_rows(tmp_path / "dev.csv", ["a name,neg", "a module,maybe"])}
   with pytest.raises(ValueError, match=r"dev.csv:3: label 'maybe' does not occur in the "
                      r"training file .*train.csv \(labels: \['neg', 'pos'\]\)"):
-    load_task("generic", tokenizer, 16, files=files)
+    load_task(TaskDataOptions("generic", files=files, max_seq_length=16), tokenizer)
   model_dir = str(tmp_path / "best")
   save_labels(model_dir, ["neg", "pos"])
   with pytest.raises(ValueError, match=r"dev.csv:3: label 'maybe' does not occur in "
                      r".*best/labels.json"):
-    load_task("generic", tokenizer, 16, files=files, splits=("dev",), model_dir=model_dir)
+    load_task(TaskDataOptions("generic", files=files, model_dir=model_dir, max_seq_length=16),
+              tokenizer, splits=("dev",))
 
 
 def test_regression_tasks_are_unaffected(sp_model, tmp_path):
   tokenizer = XLNetTokenizer(sp_model)
   files = {"train": write_rows(tmp_path / "train.csv", ["a class,0.5", "a value,3.25"]),
            "dev": write_rows(tmp_path / "dev.csv", ["a name,7", "a module,x"])}
-  task = load_task("generic", tokenizer, 16, files=files, regression=True)
+  task = load_task(TaskDataOptions("generic", files=files, regression=True, max_seq_length=16),
+                   tokenizer)
   assert task.labels is None and task.label_origin is None
   assert task.splits["train"]["label"].tolist() == [0.5, 3.25]
   assert task.splits["dev"]["label"].tolist() == [7.0]

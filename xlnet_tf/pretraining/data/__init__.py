@@ -2,8 +2,8 @@
 and factorization orders -> TFRecords of the objective's schema, and their reader."""
 
 from xlnet_tf.pretraining.data.records import load_record_info, pretraining_dataset
-from xlnet_tf.pretraining.data.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 from xlnet_tf.pretraining.data.stage import create_pretraining_data
 
-__all__ = ["PretrainingSettings", "create_pretraining_data", "load_record_info",
+__all__ = ["PretrainingDataConfig", "create_pretraining_data", "load_record_info",
            "pretraining_dataset"]

@@ -11,7 +11,7 @@ from typing import Dict, List, Sequence
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.pretraining.data import corpus
 from xlnet_tf.pretraining.data.stage import create_pretraining_data
-from xlnet_tf.pretraining.data.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 from xlnet_tf.pretraining.data.records import RECORD_INFO_FILE
 from xlnet_tf.text.sentencepiece_training import train_sentencepiece
 
@@ -32,7 +32,7 @@ def read_text_files(paths: Sequence[str]) -> List[corpus.Document]:
 
 
 def prepare_pretraining_data(documents: List[corpus.Document], directory: str,
-                             settings: PretrainingSettings, vocab_size: int = 2000,
+                             settings: PretrainingDataConfig, vocab_size: int = 2000,
                              seed: int = 0, held_out_every: int = 10,
                              num_files: int = 4) -> Dict[str, object]:
   """Writes corpus/, spiece.model, train/ and valid/ under `directory` (reused if present).
@@ -61,7 +61,7 @@ def prepare_pretraining_data(documents: List[corpus.Document], directory: str,
   return result
 
 
-def prepare_default_pretraining_data(directory: str, settings: PretrainingSettings,
+def prepare_default_pretraining_data(directory: str, settings: PretrainingDataConfig,
                                      vocab_size: int = 2000, seed: int = 0) -> Dict[str, object]:
   """The main job's data: the Python reference documentation (pydoc_data)."""
   return prepare_pretraining_data(corpus.python_docs_documents(), directory, settings,

@@ -19,7 +19,7 @@ import numpy as np
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.objectives import StoredFeature
 from xlnet_tf.pretraining.data.rows import StreamRow, batch_count, is_backward_row, row_step
-from xlnet_tf.pretraining.data.settings import FUNCTIONAL_TOKENS, PretrainingSettings
+from xlnet_tf.pretraining.data.settings import FUNCTIONAL_TOKENS, PretrainingDataConfig
 from xlnet_tf.pretraining.data.spans import sample_tokens, sample_word_spans
 
 
@@ -89,7 +89,7 @@ class StoredExample:
 class ExampleBuilder:
   """Builds the examples of one token stream, batch after batch."""
 
-  def __init__(self, settings: PretrainingSettings, word_start_table, sep_id: int, cls_id: int,
+  def __init__(self, settings: PretrainingDataConfig, word_start_table, sep_id: int, cls_id: int,
                rng: Optional[np.random.Generator], mask_id: int = -1, ordinary_ids=None):
     """rng: the random source, or None when `batches` seeds each batch; mask_id and
     ordinary_ids (the ids a random replacement is drawn from) serve objectives that need a

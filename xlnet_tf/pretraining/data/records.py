@@ -25,7 +25,7 @@ from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.utils.json_files import write_json
 from xlnet_tf import objectives
 from xlnet_tf.pretraining.data.examples import StoredExample
-from xlnet_tf.pretraining.data.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 
 RECORD_INFO_FILE = "record_info.json"
 FORMAT_VERSION = 1
@@ -72,7 +72,7 @@ def serialize_lm_segment(segment: np.ndarray, ids_dtype: str) -> bytes:
 
 # ---- record info -------------------------------------------------------------------------
 
-def write_record_info(directory: str, settings: PretrainingSettings, files: List[Dict[str, Any]],
+def write_record_info(directory: str, settings: PretrainingDataConfig, files: List[Dict[str, Any]],
                       tokenizer_info: Dict[str, Any], extra: Dict[str, Any]) -> str:
   info = {"format_version": FORMAT_VERSION, "settings": settings.to_dict(),
           "tokenizer": tokenizer_info, "files": files,
@@ -133,9 +133,9 @@ def _check_fields(info: Dict[str, Any], path: str) -> None:
   # Data written before these settings: words from the word-start marker alone, of any length.
   stored.setdefault("unspaced_pieces_as_words", False)
   stored.setdefault("max_word_pieces", 0)
-  known = {field.name for field in dataclasses.fields(PretrainingSettings)}
+  known = {field.name for field in dataclasses.fields(PretrainingDataConfig)}
   try:
-    PretrainingSettings(**{key: value for key, value in stored.items() if key in known})
+    PretrainingDataConfig(**{key: value for key, value in stored.items() if key in known})
   except (UserInputError, TypeError) as error:
     fail(f"settings: {error}")
 

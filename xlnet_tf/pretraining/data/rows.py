@@ -8,7 +8,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from xlnet_tf.pretraining.data.settings import FUNCTIONAL_TOKENS, PretrainingSettings
+from xlnet_tf.pretraining.data.settings import FUNCTIONAL_TOKENS, PretrainingDataConfig
 from xlnet_tf.pretraining.data.token_files import BoundaryIndex, SortedBoundaries
 
 
@@ -33,7 +33,7 @@ def token_stream(flat_ids, line_lengths, document_lengths, eod_id: Optional[int]
   return ids.astype(np.int32), np.repeat(sentence_flags, lengths)
 
 
-def row_layout(settings: PretrainingSettings) -> List[Tuple[int, bool]]:
+def row_layout(settings: PretrainingDataConfig) -> List[Tuple[int, bool]]:
   """(stream, reversed) of each of the bsz_per_host rows, where stream s is the s-th of the
   equal slices the token stream is cut into. With bi_data each core's block holds its forward
   streams followed by their reversals, like the original."""
@@ -44,12 +44,12 @@ def row_layout(settings: PretrainingSettings) -> List[Tuple[int, bool]]:
           for backward in (False, True) for index in range(per_core)]
 
 
-def stream_count(settings: PretrainingSettings) -> int:
+def stream_count(settings: PretrainingDataConfig) -> int:
   """The slices the token stream is cut into (with bi_data the other rows are reversals)."""
   return settings.bsz_per_host // 2 if settings.bi_data else settings.bsz_per_host
 
 
-def batchify(ids, sentence_ids, settings: PretrainingSettings):
+def batchify(ids, sentence_ids, settings: PretrainingDataConfig):
   """Rows [bsz_per_host, L] of the stream laid out by `row_layout`. Returns (rows, sentence
   rows, dropped)."""
   streams = stream_count(settings)
@@ -66,7 +66,7 @@ def batchify(ids, sentence_ids, settings: PretrainingSettings):
   return arrange(forward_ids), arrange(forward_sentences), dropped
 
 
-def stream_rows(read, length: int, settings: PretrainingSettings,
+def stream_rows(read, length: int, settings: PretrainingDataConfig,
                 boundaries: Optional[BoundaryIndex] = None):
   """The rows of a token stream that is read piece by piece, laid out as `batchify` lays out
   arrays. `read(begin, end)` gives (ids, sentence flags) of positions [begin, end) of the
@@ -80,23 +80,23 @@ def stream_rows(read, length: int, settings: PretrainingSettings,
            for stream, backward in row_layout(settings)], length - row_len * streams)
 
 
-def is_backward_row(row: int, settings: PretrainingSettings) -> bool:
+def is_backward_row(row: int, settings: PretrainingDataConfig) -> bool:
   return row_layout(settings)[row][1]
 
 
-def row_step(settings: PretrainingSettings) -> int:
+def row_step(settings: PretrainingDataConfig) -> int:
   """Tokens from the start of one batch's example in a row to the next batch's."""
   if settings.lm_objective.consecutive_segments:
     return settings.seq_len
   return settings.reuse_len or (settings.seq_len - FUNCTIONAL_TOKENS)
 
 
-def example_span(settings: PretrainingSettings) -> int:
+def example_span(settings: PretrainingDataConfig) -> int:
   """Tokens of its row an example reads (consecutive segments: and the last target after)."""
   return settings.seq_len + 1 if settings.lm_objective.consecutive_segments else settings.seq_len
 
 
-def batch_count(row_len: int, settings: PretrainingSettings) -> int:
+def batch_count(row_len: int, settings: PretrainingDataConfig) -> int:
   """Batches that rows of row_len tokens hold at most (step t starts at t * row_step)."""
   span = example_span(settings)
   if row_len < span:

@@ -1,5 +1,11 @@
-"""PretrainingSettings: the data stage's settings, written to record_info.json and checked by
-the readers, and their validation (the objective's layout rules from `objectives`)."""
+"""PretrainingDataConfig: the data stage's settings, stored in record_info.json (under
+"settings") and checked by the readers, and their validation (the objective's layout rules from
+`objectives`).
+
+Messages name a setting PretrainingSettings.<field>, the name objectives.Objective.check_settings
+and the documented errors use (PretrainingSettings, the class's earlier name, is kept as an
+alias).
+"""
 
 import dataclasses
 from typing import Dict, Optional, Tuple
@@ -11,8 +17,8 @@ FUNCTIONAL_TOKENS = 3  # <sep> after A, <sep> after B, <cls>
 
 
 @dataclasses.dataclass
-class PretrainingSettings:
-  """Settings of the data stage; written to record_info.json and checked by readers."""
+class PretrainingDataConfig:
+  """Settings of the data stage; stored in record_info.json and checked by readers."""
   seq_len: int = 128
   reuse_len: int = 64
   num_predict: int = 21
@@ -94,3 +100,6 @@ class PretrainingSettings:
 
   def to_dict(self) -> Dict:
     return dataclasses.asdict(self)
+
+
+PretrainingSettings = PretrainingDataConfig  # the earlier name

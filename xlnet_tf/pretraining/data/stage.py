@@ -30,7 +30,7 @@ from xlnet_tf.pretraining.data.rows import (batch_count, example_span, row_step,
                                             stream_rows, token_stream)
 from xlnet_tf.pretraining.data.records import (id_dtype, serialize_example, serialize_lm_segment,
                                               write_record_info)
-from xlnet_tf.pretraining.data.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 from xlnet_tf.objectives.lm_streams import lm_segment_batches
 from xlnet_tf.pretraining.data.token_files import StreamPart, TokenStream, write_part
 from xlnet_tf.pretraining.data.words import word_start_table
@@ -62,7 +62,7 @@ class ShardResult:
 @dataclasses.dataclass
 class StageSummary:
   record_info_path: str
-  settings: PretrainingSettings
+  settings: PretrainingDataConfig
   shards: List[ShardResult]
   stats: ReadStats
   seconds: float
@@ -180,7 +180,7 @@ def _sha256(path: str) -> str:
 
 
 def create_pretraining_data(input_files: Sequence[str], sp_path: str, save_dir: str,
-                            settings: PretrainingSettings, seed: int = 0, split: str = "train",
+                            settings: PretrainingDataConfig, seed: int = 0, split: str = "train",
                             task: int = 0, num_task: int = 1,
                             num_workers: Optional[int] = None,
                             progress: Optional[Callable[[str], None]] = None) -> StageSummary:
@@ -328,6 +328,6 @@ def _write_examples(files, outputs, parts, stats, sp_path, settings, seed, work_
   return results
 
 
-def stage_settings_from_flags(values: Dict) -> PretrainingSettings:
-  known = {f.name for f in dataclasses.fields(PretrainingSettings)}
-  return PretrainingSettings(**{k: v for k, v in values.items() if k in known})
+def data_config_from_flags(values: Dict) -> PretrainingDataConfig:
+  known = {f.name for f in dataclasses.fields(PretrainingDataConfig)}
+  return PretrainingDataConfig(**{k: v for k, v in values.items() if k in known})

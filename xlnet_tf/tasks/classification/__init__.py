@@ -1,11 +1,12 @@
 """Sequence classification and regression (GLUE, IMDB, generic files; multi-label): readers
 by header name, label ids, encoding and long documents, training, metrics."""
 
-from xlnet_tf.tasks.classification.task import (TaskData, build_classifier, encode_examples,
-                                                encode_long_documents, load_task,
-                                                predict_logits, task_loss, task_metrics,
-                                                train_classifier, write_predictions)
+from xlnet_tf.tasks.classification.task import (TaskData, TaskDataOptions, build_classifier,
+                                                encode_examples, encode_long_documents,
+                                                load_task, predict_logits, task_loss,
+                                                task_metrics, train_classifier,
+                                                write_predictions)
 
-__all__ = ["TaskData", "build_classifier", "encode_examples", "encode_long_documents",
-           "load_task", "predict_logits", "task_loss", "task_metrics", "train_classifier",
-           "write_predictions"]
+__all__ = ["TaskData", "TaskDataOptions", "build_classifier", "encode_examples",
+           "encode_long_documents", "load_task", "predict_logits", "task_loss", "task_metrics",
+           "train_classifier", "write_predictions"]

@@ -25,8 +25,8 @@ class TextExample:
 
 
 @dataclasses.dataclass(frozen=True)
-class TaskSpec:
-  """Where a GLUE task keeps its columns; label None = regression."""
+class GlueTask:
+  """A GLUE task: its labels (None: regression), the columns of its files, its metric."""
   name: str
   labels: Optional[Tuple[str, ...]]
   text_a: int
@@ -39,19 +39,19 @@ class TaskSpec:
 
 
 GLUE_TASKS = {
-    "cola": TaskSpec("cola", ("0", "1"), 3, None, 1, header=False, test_text_a=1,
+    "cola": GlueTask("cola", ("0", "1"), 3, None, 1, header=False, test_text_a=1,
                      metric="mcc"),
-    "sst-2": TaskSpec("sst-2", ("0", "1"), 0, None, 1, test_text_a=1),
-    "mrpc": TaskSpec("mrpc", ("0", "1"), 3, 4, 0, test_text_a=3, test_text_b=4, metric="f1"),
-    "sts-b": TaskSpec("sts-b", None, 7, 8, 9, test_text_a=7, test_text_b=8, metric="pearson"),
-    "qqp": TaskSpec("qqp", ("0", "1"), 3, 4, 5, test_text_a=1, test_text_b=2, metric="f1"),
-    "mnli": TaskSpec("mnli", ("contradiction", "entailment", "neutral"), 8, 9, -1,
+    "sst-2": GlueTask("sst-2", ("0", "1"), 0, None, 1, test_text_a=1),
+    "mrpc": GlueTask("mrpc", ("0", "1"), 3, 4, 0, test_text_a=3, test_text_b=4, metric="f1"),
+    "sts-b": GlueTask("sts-b", None, 7, 8, 9, test_text_a=7, test_text_b=8, metric="pearson"),
+    "qqp": GlueTask("qqp", ("0", "1"), 3, 4, 5, test_text_a=1, test_text_b=2, metric="f1"),
+    "mnli": GlueTask("mnli", ("contradiction", "entailment", "neutral"), 8, 9, -1,
                      test_text_a=8, test_text_b=9),
-    "qnli": TaskSpec("qnli", ("entailment", "not_entailment"), 1, 2, -1, test_text_a=1,
+    "qnli": GlueTask("qnli", ("entailment", "not_entailment"), 1, 2, -1, test_text_a=1,
                      test_text_b=2),
-    "rte": TaskSpec("rte", ("entailment", "not_entailment"), 1, 2, -1, test_text_a=1,
+    "rte": GlueTask("rte", ("entailment", "not_entailment"), 1, 2, -1, test_text_a=1,
                     test_text_b=2),
-    "wnli": TaskSpec("wnli", ("0", "1"), 1, 2, -1, test_text_a=1, test_text_b=2),
+    "wnli": GlueTask("wnli", ("0", "1"), 1, 2, -1, test_text_a=1, test_text_b=2),
 }
 # The file of each split; MNLI has matched and mismatched dev/test sets.
 GLUE_FILES = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv",
@@ -60,24 +60,24 @@ GLUE_FILES = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv",
 
 
 def read_glue(task: str, data_dir: str, split: str, report: ReadReport) -> List[TextExample]:
-  spec = GLUE_TASKS[task]
+  glue_task = GLUE_TASKS[task]
   path = os.path.join(data_dir, GLUE_FILES[split])
   labeled = not split.startswith("test")
-  text_a = spec.text_a if labeled else spec.test_text_a
-  text_b = spec.text_b if labeled else spec.test_text_b
+  text_a = glue_task.text_a if labeled else glue_task.test_text_a
+  text_b = glue_task.text_b if labeled else glue_task.test_text_b
   examples = []
   rows = csv.reader(read_utf8_lines(path), delimiter="\t", quotechar=None)
   for number, row in enumerate(rows, start=1):
     where = f"{path}:{number}"
-    if number == 1 and (spec.header or not labeled):
+    if number == 1 and (glue_task.header or not labeled):
       continue
     needed = max(text_a, text_b or 0) + 1
     if labeled:  # a label at -1 is the column after the texts
-      needed = max(needed, spec.label + 1 if spec.label >= 0 else needed + 1)
+      needed = max(needed, glue_task.label + 1 if glue_task.label >= 0 else needed + 1)
     if len(row) < needed:
-      report.skip(f"row has {len(row)} columns, {spec.name} needs {needed}", where)
+      report.skip(f"row has {len(row)} columns, {glue_task.name} needs {needed}", where)
       continue
-    label = label_text(row[spec.label]) if labeled else None
+    label = label_text(row[glue_task.label]) if labeled else None
     examples.append(TextExample(row[text_a], row[text_b] if text_b is not None else None,
                                 label, where))
   report.read += len(examples)

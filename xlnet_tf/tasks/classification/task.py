@@ -1,6 +1,7 @@
 """Sequence classification and regression: a task's splits encoded in the original
 `A <sep> B <sep> <cls>` layout (see text.packing), long documents as segments read with memory,
-and the task itself (load_task, build_classifier, train_classifier, predictions).
+and the task itself (TaskDataOptions and load_task, build_classifier, train_classifier,
+predictions).
 
 Readers: classification_readers; labels: classification_labels; metrics:
 classification_metrics.
@@ -71,27 +72,42 @@ class TaskData:
 LABELED_SPLITS = {"train": "training", "dev": "evaluation (--do_eval, or --do_train with dev data)"}
 
 
-def load_task(task_name: str, tokenizer: XLNetTokenizer, max_seq_length: int,
-              data_dir: Optional[str] = None, files: Optional[Dict[str, str]] = None,
-              labels: Optional[Sequence[str]] = None, regression: bool = False,
-              splits: Sequence[str] = ("train", "dev"), mnli_mismatched: bool = False,
-              text_columns: Optional[Sequence[str]] = None, model_dir: Optional[str] = None,
-              multi_label: bool = False, label_delimiter: str = "|",
-              max_segments: int = 1) -> TaskData:
-  """A GLUE task from `data_dir`, imdb (aclImdb), or `task_name='generic'` from `files`
-  {split: path}. MNLI's dev/test are the matched sets unless `mnli_mismatched`. A generic
-  `multi_label` task reads each label field as a `label_delimiter`-separated set.
+@dataclasses.dataclass(frozen=True)
+class TaskDataOptions:
+  """Where a task's files are and how they are read and encoded (run/classifier.py's flags).
 
-  A generic classification task without `labels` takes the training file's (training_labels),
-  or, without a train split, the order a training run saved in `model_dir`
-  (checkpoints.labels); a dev/test label outside an inferred set is an error.
-  `max_segments` > 1 encodes [N, max_segments, max_seq_length] long documents.
+  name: a GLUE task (its files in `data_dir`), imdb (aclImdb in `data_dir`) or generic (one file
+    per split in `files`, {split: path}; its text columns found by header name unless
+    `text_columns` names them).
+  labels: a generic task's label order; without it, the training file's (sorted), or, without
+    a train split, the order a training run saved in `model_dir` (checkpoints.labels); a
+    dev/test label outside an inferred set is an error. `regression`: real-valued labels.
+  mnli_mismatched: MNLI's dev/test are the mismatched sets (default: the matched ones).
+  multi_label: a generic task whose label field holds a `label_delimiter`-separated set.
+  max_seq_length: tokens per sequence; `max_segments` > 1 encodes each text as
+    [max_segments, max_seq_length] segments of a long document.
   """
-  check_multi_label(task_name, multi_label, regression, label_delimiter)
-  task_labels, metric, label_origin, read = _task_reader(
-      task_name, data_dir, files, labels, regression, splits, mnli_mismatched, text_columns)
-  delimiter = label_delimiter if multi_label else None
-  metric = MULTI_LABEL_METRIC if multi_label else metric
+  name: str
+  data_dir: Optional[str] = None
+  files: Dict[str, str] = dataclasses.field(default_factory=dict)
+  labels: Optional[Sequence[str]] = None
+  regression: bool = False
+  mnli_mismatched: bool = False
+  text_columns: Optional[Sequence[str]] = None
+  model_dir: Optional[str] = None
+  multi_label: bool = False
+  label_delimiter: str = "|"
+  max_seq_length: int = 128
+  max_segments: int = 1
+
+
+def load_task(options: TaskDataOptions, tokenizer: XLNetTokenizer,
+              splits: Sequence[str] = ("train", "dev")) -> TaskData:
+  """The task's `splits`, read and encoded as `options` say (TaskDataOptions)."""
+  check_multi_label(options)
+  task_labels, metric, label_origin, read = _task_reader(options, splits)
+  delimiter = options.label_delimiter if options.multi_label else None
+  metric = MULTI_LABEL_METRIC if options.multi_label else metric
   inferred_from = None
   reports = {split: ReadReport() for split in splits}
   examples = {split: read(split, reports[split]) for split in splits}
@@ -100,14 +116,15 @@ def load_task(task_name: str, tokenizer: XLNetTokenizer, max_seq_length: int,
       source = examples[split][0].where.rsplit(":", 1)[0]
       raise UserInputError(f"{source}: no row has a label; {LABELED_SPLITS[split]} needs one in "
                            "every row (data without labels is read for --do_predict only)")
-  if task_name == "generic" and not regression and not labels:
-    task_labels, inferred_from = inferred_labels(files, examples, model_dir, delimiter)
+  if options.name == "generic" and not options.regression and not options.labels:
+    task_labels, inferred_from = inferred_labels(options.files, examples, options.model_dir,
+                                                 delimiter)
     label_origin = inferred_from
   encoded = {}
   for split in splits:
     report = reports[split]
     required = split in LABELED_SPLITS
-    if multi_label:
+    if options.multi_label:
       kept, values = label_sets(examples[split], task_labels, delimiter, report, inferred_from,
                                 labels_required=required)
     else:
@@ -115,60 +132,62 @@ def load_task(task_name: str, tokenizer: XLNetTokenizer, max_seq_length: int,
                                labels_required=required)
     report.read = len(kept)  # the examples used: label_ids may have skipped some
     if not kept:
-      raise UserInputError(f"{task_name} {split}: no usable example ({report.summary()})")
-    features = encode_examples(tokenizer, kept, max_seq_length, report, max_segments)
+      raise UserInputError(f"{options.name} {split}: no usable example ({report.summary()})")
+    features = encode_examples(tokenizer, kept, options.max_seq_length, report,
+                               options.max_segments)
     features["label"] = values
     encoded[split] = features
-  return TaskData(task_name, None if task_labels is None else list(task_labels), metric,
+  return TaskData(options.name, None if task_labels is None else list(task_labels), metric,
                   encoded, reports, None if task_labels is None else label_origin,
-                  multi_label, delimiter)
+                  options.multi_label, delimiter)
 
 
 MULTI_LABEL_METRIC = "micro_f1"  # what the best weights are kept by
 
 
-def check_multi_label(task_name: str, multi_label: bool, regression: bool,
-                      label_delimiter: str) -> None:
+def check_multi_label(options: TaskDataOptions) -> None:
   """Multi-label is a generic classification task with a non-empty delimiter."""
-  if multi_label and task_name != "generic":
+  if not options.multi_label:
+    return
+  if options.name != "generic":
     raise UserInputError(f"--multi_label reads generic files (--task_name=generic); the "
-                         f"{task_name} task has one label per example")
-  if multi_label and regression:
+                         f"{options.name} task has one label per example")
+  if options.regression:
     raise UserInputError("--multi_label and --regression exclude each other (multi-label "
                          "classification predicts a set of labels, regression a number)")
-  if multi_label and not label_delimiter:
+  if not options.label_delimiter:
     raise UserInputError("--label_delimiter='': must be the separator of the labels in a row's "
                          "label field, e.g. '|'")
 
 
-def _task_reader(task_name, data_dir, files, labels, regression, splits, mnli_mismatched,
-                 text_columns):
+def _task_reader(options: TaskDataOptions, splits: Sequence[str]):
   """(labels or None, metric, where the labels come from, read(split, report) -> examples)
   of a task; a generic task's labels None here may still be inferred from its files."""
-  label_origin = f"the {task_name} task"
-  if task_name in GLUE_TASKS:
-    spec = GLUE_TASKS[task_name]
-    task_labels, metric = spec.labels, spec.metric
+  name, data_dir, files = options.name, options.data_dir, options.files
+  label_origin = f"the {name} task"
+  if name in GLUE_TASKS:
+    glue_task = GLUE_TASKS[name]
+    task_labels, metric = glue_task.labels, glue_task.metric
     files_of = {"dev": "dev_matched", "test": "test_matched"}
-    if mnli_mismatched:
+    if options.mnli_mismatched:
       files_of = {"dev": "dev_mismatched", "test": "test_mismatched"}
-    glue_split = (lambda split: files_of.get(split, split)) if task_name == "mnli" else (
+    glue_split = (lambda split: files_of.get(split, split)) if name == "mnli" else (
         lambda split: split)
-    read = lambda split, report: read_glue(task_name, data_dir, glue_split(split), report)
-  elif task_name == "imdb":
+    read = lambda split, report: read_glue(name, data_dir, glue_split(split), report)
+  elif name == "imdb":
     task_labels, metric = IMDB_LABELS, "accuracy"
     read = lambda split, report: read_imdb(data_dir, split, report)
-  elif task_name == "generic":
-    task_labels = None if regression or not labels else list(labels)
+  elif name == "generic":
+    task_labels = None if options.regression or not options.labels else list(options.labels)
     label_origin = "--labels"
-    metric = "pearson" if regression else "accuracy"
+    metric = "pearson" if options.regression else "accuracy"
     missing = [split for split in splits if not (files or {}).get(split)]
     if missing:
       raise UserInputError(f"generic task: no file for the {missing[0]} split "
                            f"(--{missing[0]}_file)")
-    read = lambda split, report: read_generic(files[split], report, text_columns)
+    read = lambda split, report: read_generic(files[split], report, options.text_columns)
   else:
-    raise UserInputError(f"Unknown task {task_name!r}; GLUE tasks: {sorted(GLUE_TASKS)}, imdb or "
+    raise UserInputError(f"Unknown task {name!r}; GLUE tasks: {sorted(GLUE_TASKS)}, imdb or "
                          "generic")
   return task_labels, metric, label_origin, read
 
@@ -209,7 +228,7 @@ def train_classifier(model: XLNetClassifier, task: TaskData,
     return task_metrics(task, dev["label"], predict_logits(model, dev, options.batch_size))
 
   train = finetuning.feature_dataset(task.splits["train"], options.batch_size,
-                                     label_key="label", shuffle=True, seed=options.seed,
+                                     label_key="label", shuffle=True, seed=options.runtime.seed,
                                      repeat=True)
   result = finetuning.finetune(model, train, options, evaluate=evaluate if dev else None,
                                metric=metric, best_dir=best_dir, loss=task_loss(task))
