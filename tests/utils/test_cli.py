@@ -13,7 +13,7 @@ from xlnet_tf.utils.cli import verbose_requested
 
 TOOL = textwrap.dedent("""
     import sys
-    from xlnet_tf import cli
+    from xlnet_tf.utils import cli
     from xlnet_tf.utils.errors import UserInputError
 
     def main(argv):
