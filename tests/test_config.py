@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 
 from xlnet_tf import XLNetConfig
@@ -100,3 +101,13 @@ def test_for_finetuning_drops_memory_and_bi_data_and_keeps_the_rest():
   assert pretraining.mem_len == 16, "a copy: the original is unchanged"
   with pytest.raises(UserInputError, match="dropout"):
     pretraining.for_finetuning(dropout=1.5)
+
+
+def test_numpy_integers_are_stored_as_python_ints(tmp_path):
+  config = XLNetConfig(n_token=np.int64(50), n_layer=np.int32(2), d_model=32, n_head=4,
+                       d_head=8, d_inner=48, mem_len=np.int64(3))
+  assert type(config.n_token) is int and type(config.mem_len) is int
+  path = str(tmp_path / "config.json")
+  config.to_json_file(path)
+  assert '"n_token": 50,' in open(path).read()
+  assert XLNetConfig.from_json_file(path) == config

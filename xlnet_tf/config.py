@@ -34,6 +34,8 @@ ATTENTION_TYPES = ("bi", "uni")
 # "relative" is XLNet's and Transformer-XL's (the only one the released checkpoints use); the
 # others are for left-to-right LMs (attn_type "uni") only.
 POS_ENCODINGS = ("relative", "shaw", "absolute_sinusoid", "absolute_learned")
+INTEGER_FIELDS = ("n_token", "n_layer", "d_model", "n_head", "d_head", "d_inner", "mem_len",
+                  "reuse_len", "clamp_len")
 
 
 @dataclasses.dataclass
@@ -47,6 +49,27 @@ class XLNetConfig:
   model: "shaw" (learned relative key embeddings for distances clipped at clamp_len),
   "absolute_sinusoid" or "absolute_learned" (positions 0..clamp_len within the segment, added
   to the word embeddings). Those need attn_type "uni".
+
+  Attributes (the first eight are the original xlnet_config.json's keys, ARCHITECTURE_KEYS):
+    n_token: vocabulary size (32000 for the released models).
+    n_layer: number of two-stream layers (12 base, 24 large).
+    d_model: hidden size D.
+    n_head: attention heads N.
+    d_head: size H of each head (N x H need not equal D).
+    d_inner: the feed-forward's inner size.
+    ff_activation: "gelu" (tanh approximation, the original's), "gelu_exact" (erf) or "relu".
+    untie_r: per-layer attention biases r_w / r_r / r_s ([L, N, H]) instead of shared ones.
+    mem_len: Transformer-XL memory length M kept between segments (0 = none).
+    reuse_len: leading tokens of a segment cached as the next segment's memory (pretraining).
+    bi_data: the second half of a batch reads positions backwards (pretraining only).
+    clamp_len: relative distances clipped to this (-1 = no clipping).
+    same_length: every query attends the same number of keys ('uni' masks).
+    attn_type: "bi" (XLNet: the factorization order comes from perm_mask) or "uni" (causal).
+    dropout: dropout rate of embeddings, attention outputs, feed-forward and heads.
+    dropatt: dropout rate of the attention probabilities.
+    init_std: standard deviation of the normal initializer of new weights.
+    pos_encoding: "relative" (XLNet) or a Transformer-XL ablation (POS_ENCODINGS, above).
+  Integer fields accept NumPy integers and store Python ints (so the JSON files stay integral).
   """
   n_token: int = 32000
   n_layer: int = 12
@@ -69,6 +92,8 @@ class XLNetConfig:
 
   def __post_init__(self):
     self.validate()
+    for name in INTEGER_FIELDS:
+      setattr(self, name, int(getattr(self, name)))
 
   def validate(self) -> None:
     """Raises UserInputError (a ValueError) naming the first invalid field."""
