@@ -24,7 +24,7 @@ def lm_paths():
 
 
 def define_sampling_flags(seed_help: str = "Makes sampling reproducible."):
-  """Greedy or sampled token choice (generation.choose_tokens): generate.py, infill.py."""
+  """Greedy or sampled token choice (inference.sampling.choose_tokens): generate.py, infill.py."""
   flags.DEFINE_float("temperature", 0.0, "0: greedy; > 0: sample from softmax(logits / t).")
   flags.DEFINE_integer("top_k", 0, "Sample among the k most likely tokens (0: all).")
   flags.DEFINE_float("top_p", 1.0, "Sample among the most likely tokens holding this much "
