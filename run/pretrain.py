@@ -46,6 +46,7 @@ from xlnet_tf.training.options import RuntimeOptions
 import common_flags
 
 common_flags.define_runtime_flags()  # --strategy, --tpu, --cpu_replicas, --dtype, --seed
+flags.adopt_module_key_flags(common_flags)  # listed by --help with this tool's own
 flags.DEFINE_string("input_glob", None, "Raw text files (one sentence a line, a blank line "
                     "between documents): made into --output_dir/data, then pretrained on.")
 flags.DEFINE_string("output_dir", None, "Where the data (data/) and the model (model/) go "
