@@ -5,6 +5,7 @@ import os
 
 from absl import app
 from absl import flags
+
 from xlnet_tf import XLNetConfig, XLNetModel
 from xlnet_tf.modeling.freezing import check_frozen_layers
 from xlnet_tf.tasks import finetuning
