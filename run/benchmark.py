@@ -203,14 +203,14 @@ def run_data_stage(spec):
   import tempfile
   from xlnet_tf.pretraining.data import corpus
   from xlnet_tf.pretraining.data.stage import create_pretraining_data
-  from xlnet_tf.pretraining.data.settings import PretrainingSettings
+  from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
   from xlnet_tf.text.sentencepiece_training import train_sentencepiece
   with tempfile.TemporaryDirectory() as directory:
     documents = corpus.python_docs_documents()
     files = corpus.write_corpus_files(documents * spec["copies"],
                                       os.path.join(directory, "corpus"), num_files=4)
     sp_path = train_sentencepiece(files, os.path.join(directory, "spiece"), vocab_size=2000)
-    settings = PretrainingSettings()
+    settings = PretrainingDataConfig()
     runs = [create_pretraining_data(files, sp_path, os.path.join(directory, f"out{index}"),
                                     settings) for index in range(spec["repeats"])]
   best = min(runs, key=lambda summary: summary.seconds)

@@ -15,7 +15,7 @@ import xlnet_tf
 from model_inputs import tiny_config
 from xlnet_tf import XLNetModel, XLNetPretrainer, checkpoints
 from xlnet_tf.pretraining import create_pretraining_data
-from xlnet_tf.pretraining.data.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
 
@@ -71,8 +71,8 @@ def test_readme_snippets_run(tmp_path, sp_model, corpus_files, monkeypatch):
   checkpoints.save_original_checkpoint(XLNetModel(config), str(released / "xlnet_model.ckpt"))
   shutil.copy(sp_model, released / "spiece.model")
   create_pretraining_data(corpus_files, sp_model, str(tmp_path / "proc_data"),
-                          PretrainingSettings(seq_len=128, reuse_len=64, num_predict=21,
-                                              bsz_per_host=4, bi_data=True), seed=0,
+                          PretrainingDataConfig(seq_len=128, reuse_len=64, num_predict=21,
+                                                bsz_per_host=4, bi_data=True), seed=0,
                           num_workers=1)
   lm_dir = tmp_path / "pretrain_output" / "model" / "lm"  # the main job's LM (infilling)
   keras.utils.set_random_seed(0)

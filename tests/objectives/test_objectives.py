@@ -23,7 +23,7 @@ from xlnet_tf.heads import XLNetPretrainer
 from xlnet_tf import objectives
 from xlnet_tf.pretraining import recipes
 from xlnet_tf.pretraining.data.examples import ExampleBuilder
-from xlnet_tf.pretraining.data.settings import PretrainingSettings
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
 from xlnet_tf.objectives.masked_lm import (MASK_FRACTION, RANDOM_FRACTION, draw_replacements,
                                            expand_masked_lm)
@@ -44,7 +44,7 @@ def objective_data(corpus_files, sp_model, tmp_path_factory):
                       ("mlm_tokens", {"objective": "mlm", "span_prediction": False}),
                       ("perm_tokens", {"span_prediction": False})):
     create_pretraining_data(corpus_files[:1], sp_model, str(root / name),
-                            PretrainingSettings(**SETTINGS, **extra), seed=3, num_workers=1)
+                            PretrainingDataConfig(**SETTINGS, **extra), seed=3, num_workers=1)
     made[name] = str(root / name)
   return made
 
@@ -205,7 +205,7 @@ def test_same_seed_same_mlm_bytes(corpus_files, sp_model, objective_data, tmp_pa
   for workers in (1, 2):
     directory = tmp_path / f"w{workers}"
     create_pretraining_data(corpus_files[:1], sp_model, str(directory),
-                            PretrainingSettings(**SETTINGS, objective="mlm"), seed=3,
+                            PretrainingDataConfig(**SETTINGS, objective="mlm"), seed=3,
                             num_workers=workers)
     for name in os.listdir(objective_data["mlm"]):
       if name.endswith(".tfrecords"):
@@ -294,8 +294,8 @@ def test_lookup_names_the_argument_and_the_valid_names():
     with pytest.raises(UserInputError, match=r"^objective must be one of 'perm', 'mlm', 'clm'; "
                        f"got {bad!r}$"):
       objectives.named(bad)
-  with pytest.raises(UserInputError, match=r"PretrainingSettings.objective must be one of"):
-    PretrainingSettings(objective="PERM")
+  with pytest.raises(UserInputError, match=r"PretrainingDataConfig.objective must be one of"):
+    PretrainingDataConfig(objective="PERM")
   with pytest.raises(ValueError, match=r"objective must be one of 'perm', 'mlm', 'clm'"):
     XLNetPretrainer(XLNetModel(XLNetConfig.preset("tiny")), objective="bert")
 
@@ -304,10 +304,10 @@ def test_each_objective_refuses_what_it_should(sp_model):
   # clm: consecutive segments (reuse_len 0, no bi_data), a 'uni' backbone; perm and mlm run on
   # either backbone, as before.
   with pytest.raises(UserInputError, match=r"reuse_len must be 0 for objective clm.*; got 8"):
-    PretrainingSettings(seq_len=16, reuse_len=8, bi_data=False, objective="clm")
+    PretrainingDataConfig(seq_len=16, reuse_len=8, bi_data=False, objective="clm")
   with pytest.raises(UserInputError, match=r"bi_data must be False for objective clm"):
-    PretrainingSettings(seq_len=16, reuse_len=0, bsz_per_host=4, objective="clm")
-  PretrainingSettings(seq_len=16, reuse_len=0, bsz_per_host=4, bi_data=False, objective="clm")
+    PretrainingDataConfig(seq_len=16, reuse_len=0, bsz_per_host=4, objective="clm")
+  PretrainingDataConfig(seq_len=16, reuse_len=0, bsz_per_host=4, bi_data=False, objective="clm")
   with pytest.raises(UserInputError, match=r"objective 'clm' needs a backbone with attn_type "
                      r"'uni'; got attn_type 'bi'"):
     objectives.LEFT_TO_RIGHT_LM.check_backbone("bi")
@@ -317,11 +317,11 @@ def test_each_objective_refuses_what_it_should(sp_model):
   # The A/B layout's rules hold for perm and mlm, not for clm's segments.
   for name in ("perm", "mlm"):
     with pytest.raises(UserInputError, match="reuse_len must be in"):
-      PretrainingSettings(seq_len=16, reuse_len=14, objective=name)
+      PretrainingDataConfig(seq_len=16, reuse_len=14, objective=name)
   # mlm: a <mask> to show; a model that cannot generate.
   tokenizer = XLNetTokenizer(sp_model)
   with pytest.raises(UserInputError, match="objective mlm needs a <mask> symbol"):
-    ExampleBuilder(PretrainingSettings(**SETTINGS, objective="mlm"), tokenizer.word_start,
+    ExampleBuilder(PretrainingDataConfig(**SETTINGS, objective="mlm"), tokenizer.word_start,
                    tokenizer.special_ids.sep, tokenizer.special_ids.cls, None)
   masked = XLNetPretrainer(XLNetModel(XLNetConfig.preset("tiny", bi_data=False)), objective="mlm")
   with pytest.raises(UserInputError, match=r"trained to predict the next token \(objective "
@@ -355,7 +355,7 @@ def test_a_new_objective_is_one_object(objective_data, corpus_files, sp_model, t
   monkeypatch.setitem(objectives.OBJECTIVES, "perm_again", renamed)
   directory = tmp_path / "again"
   create_pretraining_data(corpus_files[:1], sp_model, str(directory),
-                          PretrainingSettings(**SETTINGS, objective="perm_again"), seed=3,
+                          PretrainingDataConfig(**SETTINGS, objective="perm_again"), seed=3,
                           num_workers=1)
   name = "train-0-00000.tfrecords"
   assert filecmp.cmp(os.path.join(objective_data["perm"], name), directory / name,

@@ -42,7 +42,7 @@ def test_cli_pretrains_from_raw_text_within_a_time_budget(tmp_path):
   from xlnet_tf.pretraining.data import corpus
   corpus.write_corpus_files(corpus.python_docs_documents()[:60], str(tmp_path / "text"),
                             num_files=2)
-  budget_minutes = 0.75
+  budget_minutes = 0.35
   result = run_tool(
       "run/pretrain.py", f"--input_glob={tmp_path}/text/*.txt", f"--output_dir={tmp_path}/out",
       "--objective=mlm", f"--max_minutes={budget_minutes}", "--model_size=tiny",

@@ -16,7 +16,7 @@ CASES = {
     "unknown variant setting": (["--variants_json={tmp}/unknown.json"],
                                 "error: variant 'k3': unknown settings ['mask_prob']"),
     "bad variant value": (["--variants_json={tmp}/zero.json"],
-                          "error: variant 'k3': PretrainingSettings.num_predict must be "),
+                          "error: variant 'k3': PretrainingDataConfig.num_predict must be "),
     "seeds not integers": (["--seeds=0,x"], "error: --seeds: ['0', 'x'] are not integers"),
     "learning rates not numbers": (["--learning_rates=1e-3,fast"],
                                    "error: --learning_rates: ['1e-3', 'fast'] are not numbers"),

@@ -92,7 +92,7 @@ class Objective(abc.ABC):
 
   def check_settings(self, settings) -> None:
     """Raises UserInputError if the data stage's settings do not fit the objective's layout
-    (beyond the A/B layout's rules, which PretrainingSettings checks)."""
+    (beyond the A/B layout's rules, which PretrainingDataConfig checks)."""
     del settings  # perm and mlm add no rule
 
   def check_backbone(self, attn_type: str) -> None:
@@ -176,10 +176,10 @@ class LeftToRightLM(Objective):
   """clm: consecutive segments (memory = the previous segment); every position predicts."""
 
   def check_settings(self, settings) -> None:
-    require(settings.reuse_len == 0, "PretrainingSettings.reuse_len",
+    require(settings.reuse_len == 0, "PretrainingDataConfig.reuse_len",
             f"0 for objective {self.name} (it reads consecutive segments: the whole segment "
             "becomes memory)", settings.reuse_len)
-    require(not settings.bi_data, "PretrainingSettings.bi_data",
+    require(not settings.bi_data, "PretrainingDataConfig.bi_data",
             f"False for objective {self.name} (it reads left to right)", settings.bi_data)
 
   def model_inputs(self, columns, settings):

@@ -222,9 +222,9 @@ RECORD_CASES = [
     ("num_batch not the files' sum", edit_info(num_batch=10 ** 6), "info",
      "not the sum of the files' num_batch"),
     ("settings that cannot be", edit_info(**{"settings.reuse_len": 40}), "info",
-     "settings: PretrainingSettings.reuse_len must be in"),
+     "settings: PretrainingDataConfig.reuse_len must be in"),
     ("max_word_pieces below 0", edit_info(**{"settings.max_word_pieces": -1}), "info",
-     "settings: PretrainingSettings.max_word_pieces must be an integer >= 0 (0: no limit); "
+     "settings: PretrainingDataConfig.max_word_pieces must be an integer >= 0 (0: no limit); "
      "got -1"),
     ("data file missing", lambda d: os.remove(first_file(d)), "first",
      "listed in record_info.json but missing"),
@@ -393,16 +393,16 @@ def test_create_pretraining_data_cli_refuses_bad_settings_before_any_work(text_f
   line = one_error_line(run_tool("data/create_pretraining_data.py", f"--input_glob={text_file}",
                                  f"--save_dir={tmp_path / 'out'}", "--objective=clm",
                                  "--seq_len=32", "--bsz_per_host=4", "--vocab_size=100"))
-  assert line == ("error: PretrainingSettings.reuse_len must be 0 for objective clm (it reads "
+  assert line == ("error: PretrainingDataConfig.reuse_len must be 0 for objective clm (it reads "
                   "consecutive segments: the whole segment becomes memory); got 64")
   assert not (tmp_path / "out").exists()
 
 
 # (flag, the line it gives): refused before a SentencePiece model or a folder is made.
 STAGE_FLAG_CASES = [
-    ("--max_word_pieces=-1", "error: PretrainingSettings.max_word_pieces must be an integer >= 0 "
+    ("--max_word_pieces=-1", "error: PretrainingDataConfig.max_word_pieces must be an integer >= 0 "
      "(0: no limit); got -1"),
-    ("--max_word_pieces=-3", "error: PretrainingSettings.max_word_pieces must be an integer >= 0 "
+    ("--max_word_pieces=-3", "error: PretrainingDataConfig.max_word_pieces must be an integer >= 0 "
      "(0: no limit); got -3"),
 ]
 

@@ -1,10 +1,6 @@
 """PretrainingDataConfig: the data stage's settings, stored in record_info.json (under
 "settings") and checked by the readers, and their validation (the objective's layout rules from
-`objectives`).
-
-Messages name a setting PretrainingSettings.<field>, the name objectives.Objective.check_settings
-and the documented errors use (PretrainingSettings, the class's earlier name, is kept as an
-alias).
+`objectives`). Messages name a setting PretrainingDataConfig.<field>.
 """
 
 import dataclasses
@@ -45,7 +41,7 @@ class PretrainingDataConfig:
 
   @property
   def lm_objective(self) -> objectives.Objective:
-    return objectives.named(self.objective, "PretrainingSettings.objective")
+    return objectives.named(self.objective, "PretrainingDataConfig.objective")
 
   @property
   def new_len(self) -> int:
@@ -62,13 +58,13 @@ class PretrainingDataConfig:
     for name in ("seq_len", "num_predict", "bsz_per_host", "num_core_per_host", "mask_alpha",
                  "mask_beta", "max_span_words", "perm_size"):
       value = getattr(self, name)
-      require(isinstance(value, int) and value > 0, f"PretrainingSettings.{name}",
+      require(isinstance(value, int) and value > 0, f"PretrainingDataConfig.{name}",
               "a positive integer", repr(value))
     require(isinstance(self.max_word_pieces, int) and self.max_word_pieces >= 0,
-            "PretrainingSettings.max_word_pieces", "an integer >= 0 (0: no limit)",
+            "PretrainingDataConfig.max_word_pieces", "an integer >= 0 (0: no limit)",
             repr(self.max_word_pieces))
     objective = self.lm_objective
-    require(self.bsz_per_host % self.num_core_per_host == 0, "PretrainingSettings.bsz_per_host",
+    require(self.bsz_per_host % self.num_core_per_host == 0, "PretrainingDataConfig.bsz_per_host",
             f"divisible by num_core_per_host ({self.num_core_per_host})", self.bsz_per_host)
     objective.check_settings(self)
     if objective.has_pairs:
@@ -77,29 +73,27 @@ class PretrainingDataConfig:
   def _validate_pairs(self) -> None:
     """The A <sep> B <sep> <cls> layout: parts, factorization chunks, predictions."""
     require(0 <= self.reuse_len < self.seq_len - FUNCTIONAL_TOKENS,
-            "PretrainingSettings.reuse_len",
+            "PretrainingDataConfig.reuse_len",
             f"in [0, seq_len - 3) so A and B get a token each (seq_len={self.seq_len})",
             self.reuse_len)
     for part, length in (("reuse", self.reuse_len), ("new", self.new_len)):
       if length:
         require(length % self.perm_size == 0 and self.perm_size <= length,
-                "PretrainingSettings.perm_size", f"a divisor of the {part} part's length {length}",
-                self.perm_size)
+                "PretrainingDataConfig.perm_size",
+                f"a divisor of the {part} part's length {length}", self.perm_size)
     in_reuse, in_new = self.predictions_per_part
     require(in_reuse <= self.reuse_len and in_new <= self.new_len - FUNCTIONAL_TOKENS,
-            "PretrainingSettings.num_predict",
+            "PretrainingDataConfig.num_predict",
             f"small enough for the parts: the reuse part (length {self.reuse_len}) gets {in_reuse} "
             f"predictions and the new part (length {self.new_len}, 3 functional tokens) {in_new}",
             self.num_predict)
-    require(self.seq_len < 32768, "PretrainingSettings.seq_len",
+    require(self.seq_len < 32768, "PretrainingDataConfig.seq_len",
             "< 32768 (ranks are stored as int16)", self.seq_len)
     if self.bi_data:
       require(self.bsz_per_host % (2 * self.num_core_per_host) == 0,
-              "PretrainingSettings.bsz_per_host", "divisible by 2 * num_core_per_host with "
+              "PretrainingDataConfig.bsz_per_host", "divisible by 2 * num_core_per_host with "
               "bi_data (each core holds forward and backward halves)", self.bsz_per_host)
 
   def to_dict(self) -> Dict:
     return dataclasses.asdict(self)
 
-
-PretrainingSettings = PretrainingDataConfig  # the earlier name
