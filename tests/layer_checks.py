@@ -61,7 +61,7 @@ def run_model_checks(make_model, inputs, tmp_path, policy, *, mixed_precision_to
     XLA, and the weights kept in float32;
   - `serving_outputs` (what a SavedModel returns), where the model has it: traced as the
     serve_ids signature it equals the eager outputs, and floating outputs are float32.
-  `policy` is the fixture that sets Keras' global dtype policy.
+  `policy` is the fixture that sets Keras' global dtype policy. Returns the float32 outputs.
   """
   keras.utils.set_random_seed(0)
   model = make_model()
@@ -98,3 +98,4 @@ def run_model_checks(make_model, inputs, tmp_path, policy, *, mixed_precision_to
       assert np.isfinite(got).all()
       scale = max(float(np.abs(want).max()), 1e-3)
       assert np.abs(got - want).max() <= mixed_precision_tolerance * scale
+  return expected

@@ -3,6 +3,7 @@ XLA, mixed precision, serving outputs) for the backbone and every head."""
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from layer_checks import run_model_checks
 from model_inputs import padded_pair_batch, tiny_config
@@ -61,4 +62,8 @@ MODELS = {
 @pytest.mark.parametrize("name", list(MODELS))
 def test_standard_model_checks(name, rng, tmp_path, policy):
   make_model, make_inputs = MODELS[name]
-  run_model_checks(make_model, make_inputs(rng), tmp_path, policy)
+  inputs = make_inputs(rng)
+  outputs = run_model_checks(make_model, inputs, tmp_path, policy)
+  first = tf.nest.flatten(outputs)[0]
+  assert first.shape[0] == inputs["input_ids"].shape[0]  # one result per example
+  assert all(np.isfinite(np.asarray(value, np.float64)).all() for value in tf.nest.flatten(outputs))
