@@ -81,6 +81,7 @@ from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cl
 from xlnet_tf.benchmarks import finetuning_memory, report
 from xlnet_tf.benchmarks.report import SIZES
 from xlnet_tf.benchmarks.steps import VOCAB, build_xlnet_tf_step, random_inputs
+from xlnet_tf.utils import plots
 
 flags.DEFINE_list("sizes", ["base"], "Model sizes: base, large.")
 flags.DEFINE_list("shapes", ["4x128", "2x512"], "batch x seq_len pairs.")
@@ -116,6 +117,9 @@ flags.DEFINE_float("memory_limit_gb", 20.0, "--memory: skip a point whose peak t
                    "points so far predict above this (it would exhaust the machine).")
 flags.DEFINE_string("worker", None, "Internal: run one measurement (JSON spec).")
 flags.DEFINE_string("report_only", None, "Rebuild OUTPUT.md from a saved JSON, no measuring.")
+flags.DEFINE_string("chart", None, "Also draw tokens/s of every implementation as this PNG "
+                    "(with --report_only: from the saved JSON; needs matplotlib, the plots "
+                    "extra).")
 FLAGS = flags.FLAGS
 
 # ---- workers ---------------------------------------------------------------------------------
@@ -335,6 +339,10 @@ def main(argv):
       _import_xlnet_tf_from(spec["source"])
     print("RESULT " + json.dumps(WORKERS[spec["implementation"]](spec)))
     return
+  if FLAGS.chart:
+    if FLAGS.memory:
+      raise app.UsageError("--chart draws tokens/s: not with --memory")
+    plots.check_matplotlib("--chart")
   if FLAGS.memory:
     measure_memory()
     return
@@ -347,6 +355,7 @@ def main(argv):
     print(report.write_report(FLAGS.output, saved["results"], saved["matmul_gflops"],
                               saved.get("command", ""), saved.get("dropout", []),
                               saved.get("data_stage")))
+    _draw_chart(saved["results"])
     return
   dropout = []
   if FLAGS.dropout:
@@ -426,6 +435,12 @@ def _measure_all(implementations, baseline, dropout, data_stage):
   print(report.write_report(FLAGS.output, results, matmul,
                             f"python run/benchmark.py {' '.join(sys.argv[1:])}", dropout,
                             data_stage))
+  _draw_chart(results)
+
+
+def _draw_chart(results):
+  if FLAGS.chart:
+    print(f"Chart: {report.plot_tokens_per_second(results, FLAGS.chart)}")
 
 
 

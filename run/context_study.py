@@ -15,6 +15,7 @@ from absl import flags
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
 from xlnet_tf.config import SIZE_PRESETS
+from xlnet_tf.utils import plots
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.pretraining import context_length
 from xlnet_tf.studies import context_ablation
@@ -41,6 +42,7 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
+  plots.check_matplotlib("run/context_study.py (perplexity.png, recl.png)")
   unknown = [name for name in FLAGS.variants if name not in context_ablation.VARIANTS]
   if unknown:
     raise app.UsageError(f"--variants: unknown {unknown}; known: "

@@ -28,6 +28,7 @@ from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cl
 import numpy as np
 
 from xlnet_tf import XLNetPretrainer, XLNetTokenizer, checkpoints
+from xlnet_tf.utils import plots
 from xlnet_tf.utils.json_files import write_json
 from xlnet_tf.pretraining import context_length, lm_evaluation
 from xlnet_tf.pretraining.data import default_data
@@ -125,6 +126,8 @@ def relative_effective_context(ids, tokenizer):
 
 def main(argv):
   del argv
+  if FLAGS.recl_png:
+    plots.check_matplotlib("--recl_png")
   model_dir, sp_path = lm_flags.lm_paths()
   pattern = FLAGS.input_glob or os.path.join(FLAGS.output_dir, "data", "corpus", "valid-*.txt")
   paths = sorted(glob.glob(pattern))

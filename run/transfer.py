@@ -23,6 +23,7 @@ from absl import flags
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
 from xlnet_tf.config import SIZE_PRESETS
+from xlnet_tf.utils import plots
 from xlnet_tf.utils.json_files import read_json_object
 from xlnet_tf.pretraining import recipes
 from xlnet_tf.studies import transfer
@@ -132,6 +133,7 @@ def finetuning_options() -> FinetuningOptions:
 
 def main(argv):
   del argv
+  plots.check_matplotlib("run/transfer.py (held_out_loss.png, variants.png)")
   if not FLAGS.input_glob:
     raise app.UsageError("--input_glob (the pretraining corpus) is required")
   corpus_files = sorted(glob.glob(FLAGS.input_glob))

@@ -11,9 +11,11 @@ _LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ ([\w.]+):\d+\]")
 _OWN_FILES = {name for _, _, names in os.walk(os.path.join(ROOT, "xlnet_tf")) for name in names}
 
 
-def run_tool(script, *arguments, timeout=600):
-  """Runs run/ or data/ `script` with TensorFlow's logging settings left at their defaults."""
+def run_tool(script, *arguments, timeout=600, extra_environment=None):
+  """Runs run/ or data/ `script` with TensorFlow's logging settings left at their defaults
+  (and `extra_environment`'s variables set)."""
   environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  environment.update(extra_environment or {})
   return subprocess.run([sys.executable, os.path.join(ROOT, script), *map(str, arguments)],
                         capture_output=True, text=True, timeout=timeout, env=environment)
 

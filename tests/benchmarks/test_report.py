@@ -47,3 +47,28 @@ def test_tables_compare_with_the_fastest_peer_and_the_baseline(tmp_path):
   assert (tmp_path / "out" / "bench.md").read_text().startswith("# Benchmarks")
   saved = json.loads((tmp_path / "out" / "bench.json").read_text())
   assert saved["command"] == "python run/benchmark.py" and len(saved["results"]) == 4
+
+
+def test_the_chart_has_a_bar_per_implementation_of_this_revision(tmp_path, monkeypatch):
+  results = [row("xlnet_tf", 0.25), row("hf_torch", 0.5), row("keras_hub", 1.0),
+             row("xlnet_tf", 0.5, revision="abc1234"), row("xlnet_tf", 0.5, mode="train"),
+             dict(row("hf_torch", None, mode="train"), error="killed")]
+  for result in results:
+    if "error" not in result:
+      report.add_rates(result, {"float32": 100.0})
+  drawn = {}
+  save = report.plots.save
+
+  def keep_axes(opened, axes, *arguments, **keywords):
+    drawn["axis"] = axes[0]
+    return save(opened, axes, *arguments, **keywords)
+  monkeypatch.setattr(report.plots, "save", keep_axes)
+  path = report.plot_tokens_per_second(results, str(tmp_path / "chart.png"))
+  assert open(path, "rb").read(4) == b"\x89PNG"
+  axis = drawn["axis"]
+  bars = {container.get_label(): [bar.get_height() for bar in container]
+          for container in axis.containers}
+  assert bars == {"xlnet_tf": [128.0, 64.0], "hf_torch": [64.0], "keras_hub": [32.0]}
+  assert [label.get_text() for label in axis.get_xticklabels()] == [
+      "2x16\nfloat32\nforward", "2x16\nfloat32\ntrain"]
+  assert axis.get_title() == "tiny model: tokens/s (higher is faster)"

@@ -52,3 +52,18 @@ def test_study_trains_the_group_and_writes_table5_and_recl(tmp_path):
     assert (out / png).read_bytes()[:4] == b"\x89PNG"
   # Run again: every run and the RECL losses are reused.
   assert context_ablation.run_study(study, printer=lambda line: None)["table5"] == rows
+  # The figures again from the saved results alone (how the docs' figures are drawn).
+  again = context_ablation.plot_figures(json.load(open(out / "results.json")), str(tmp_path),
+                                        "again_")
+  assert [path.rsplit("/", 1)[1] for path in again] == ["again_perplexity.png", "again_recl.png"]
+  assert all(open(path, "rb").read(4) == b"\x89PNG" for path in again)
+
+
+def test_every_variant_has_a_look_of_its_own_that_says_what_it_is():
+  styles = context_ablation.variant_styles(context_ablation.VARIANTS)
+  assert len({tuple(sorted(style.items())) for style in styles.values()}) == len(styles) == 11
+  assert styles["relative"]["color"] == styles["relative_no_recurrence_half"]["color"]
+  assert styles["relative"]["linestyle"] == "-"  # with recurrence
+  assert styles["relative_no_recurrence_half"]["linestyle"] == "--"
+  assert styles["shaw_no_recurrence_half"]["marker"] == styles["relative_half"]["marker"] != (
+      styles["relative"]["marker"])

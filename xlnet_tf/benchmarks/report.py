@@ -1,13 +1,17 @@
-"""The benchmark report: rates and model-FLOPs use of the measured rows, and the Markdown
-tables run/benchmark.py prints and writes (OUTPUT.md beside OUTPUT.json)."""
+"""The benchmark report: rates and model-FLOPs use of the measured rows, the Markdown tables
+run/benchmark.py prints and writes (OUTPUT.md beside OUTPUT.json), and its chart of tokens/s
+(--chart)."""
 
 import json
 import os
+
+import numpy as np
 
 from xlnet_tf.benchmarks import finetuning_memory
 from xlnet_tf.benchmarks.steps import (INFILL_MODES, INFILL_SPAN, INFILL_SPANS, LM_EVAL_MODES,
                                        VOCAB, lm_eval_tokens)
 from xlnet_tf.config import SIZE_PRESETS
+from xlnet_tf.utils import plots
 
 SIZES = {name: SIZE_PRESETS[name] for name in ("tiny", "demo", "base", "large")}
 
@@ -187,3 +191,31 @@ def write_memory_report(output, results, budget_gb: float, command) -> str:
     with open(output + ".md", "w") as handle:
       handle.write(f"# Fine-tuning memory\n\nCommand: `{command}`\n\n{table}\n")
   return table
+
+
+def plot_tokens_per_second(results, path: str, title: str = "") -> str:
+  """PNG: tokens/s as grouped bars, a group per measured case (size, batch x seq, dtype, mode),
+  a bar per implementation, each with its rate written on it; this revision's rows only (no
+  --baseline rows, no errors)."""
+  rows = [r for r in results if "error" not in r and "revision" not in r]
+  cases = list(dict.fromkeys((_size(r), f"{r['batch']}x{r['seq_len']}", r["dtype"], r["mode"])
+                             for r in rows))
+  implementations = list(dict.fromkeys(r["implementation"] for r in rows))
+  rate = {((_size(r), f"{r['batch']}x{r['seq_len']}", r["dtype"], r["mode"]),
+           r["implementation"]): r["tokens_per_sec"] for r in rows}
+  opened, (axis,) = plots.figure(width=max(6.0, 1.2 * len(cases)), height=4.5)
+  width = 0.8 / len(implementations)
+  for index, (implementation, style) in enumerate(zip(
+      implementations, plots.distinct_styles(len(implementations)))):
+    present = [i for i, case in enumerate(cases) if (case, implementation) in rate]
+    bars = axis.bar(np.array(present) + (index - (len(implementations) - 1) / 2) * width,
+                    [rate[(cases[i], implementation)] for i in present], width,
+                    color=style["color"], label=implementation)
+    axis.bar_label(bars, fmt="{:,.0f}", fontsize=7, padding=2)
+  sizes = list(dict.fromkeys(case[0] for case in cases))  # one: in the title, not every tick
+  axis.set_xticks(range(len(cases)), ["\n".join(case if len(sizes) > 1 else case[1:])
+                                      for case in cases], fontsize=8)
+  axis.set_title(title or (f"{sizes[0]} model: " if len(sizes) == 1 else "")
+                 + "tokens/s (higher is faster)")
+  axis.margins(y=0.12)  # room for the rates above the bars
+  return plots.save(opened, [axis], path, None, "tokens/s", legend_size=8)

@@ -165,14 +165,20 @@ def relative_context(losses: Dict[str, Dict[int, np.ndarray]], r: float = 0.1,
   return RelativeContext(recl, gains, r, lengths[1] - lengths[0])
 
 
-def plot_relative_gains(result: RelativeContext, path: str) -> str:
+def plot_relative_gains(result: RelativeContext, path: str,
+                        styles: Optional[Dict[str, Dict]] = None) -> str:
   """PNG in the manner of the paper's Figure 3: each model's unnormalised relative perplexity
-  gain exp f(c, c) - exp f(c, c + Delta) against c."""
-  opened, (axis,) = plots.figure()
+  gain exp f(c, c) - exp f(c, c + Delta) against c. `styles`: plot keywords per model (default:
+  plots.distinct_styles). The gains span orders of magnitude (a model that gains thousands
+  flattens the others on a linear axis) and include 0: a symmetric log axis, linear below 1."""
+  styles = styles or dict(zip(result.gains, plots.distinct_styles(len(result.gains))))
+  opened, (axis,) = plots.figure(width=9.5, height=5.0)
   for name, rows in result.gains.items():
-    axis.plot([row[0] for row in rows], [row[2] for row in rows], marker="o",
-              label=f"{name} (RECL {result.recl[name]})")
-  axis.axhline(0, color="grey", linewidth=0.8)
+    axis.plot([row[0] for row in rows], [row[2] for row in rows],
+              label=f"{name} (RECL {result.recl[name]})", **styles[name])
+  axis.set_yscale("symlog", linthresh=1.0)
+  axis.set_ylim(bottom=0.0)  # a gain is never negative (relative_context)
   axis.set_title(f"Relative gains on the top r = {result.r:g} hardest tokens")
   return plots.save(opened, [axis], path, f"context length c (gain of c + {result.step} over c)",
-                    "unnormalised relative perplexity gain")
+                    "unnormalised relative perplexity gain (linear below 1)", legend_size=8,
+                    legend_outside=True)

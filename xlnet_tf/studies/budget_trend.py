@@ -89,7 +89,8 @@ def plot_trend(results: Dict, path: str) -> str:
                 label=name)
     axis.axhline(100 * rows["random_init"]["test_median"], color="grey", linestyle="--",
                  label="random init")
-    axis.set_xscale("log")
+    plots.label_log_axis(axis, {steps for steps_rows in points.values()
+                                for steps, _ in steps_rows})
     axis.set_title(task)
   return plots.save(opened, axes, path, "pretraining steps",
                     "test accuracy (%, median over seeds)")

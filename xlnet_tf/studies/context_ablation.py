@@ -159,7 +159,7 @@ def run_study(study: ContextStudyOptions, printer=print) -> Dict:
   write_json(os.path.join(study.output_dir, "results.json"), summary)
   with open(os.path.join(study.output_dir, "results.md"), "w", encoding="utf-8") as handle:
     handle.write(results_markdown(summary))
-  plot_perplexities(study, results, os.path.join(study.output_dir, "perplexity.png"))
+  plot_figures(summary, study.output_dir)
   return summary
 
 
@@ -185,8 +185,6 @@ def relative_contexts(study: ContextStudyOptions, models: Dict[str, str], ids) -
   for r in RECL_RATIOS:
     result = context_length.relative_context(losses, r=r)
     recl[str(r)] = {"recl": result.recl, "gains": result.gains}
-    if r == RECL_RATIOS[0]:
-      context_length.plot_relative_gains(result, os.path.join(study.output_dir, "recl.png"))
   return recl
 
 
@@ -222,18 +220,42 @@ def results_markdown(summary: Dict) -> str:
   return "\n".join(lines) + "\n"
 
 
-def plot_perplexities(study: ContextStudyOptions, results: Dict, path: str) -> str:
+def variant_styles(variants: Dict[str, Dict]) -> Dict[str, Dict]:
+  """A look per variant that says what it is, the same in every figure: the colour its position
+  encoding, the line its recurrence (solid with, dashed without), the marker its loss."""
+  keys = [(v["pos_encoding"], not v["recurrence"], v["loss_positions"])
+          for v in variants.values()]
+  return dict(zip(variants, plots.combined_styles(keys)))
+
+
+def plot_figures(summary: Dict, directory: str, prefix: str = "") -> List[str]:
+  """The study's figures from its results (run_study's summary, or results.json read back):
+  PREFIXperplexity.png (perplexity against attention length) and PREFIXrecl.png (RECL's
+  relative gains at the first of RECL_RATIOS) in `directory`."""
+  settings = summary["settings"]
+  styles = variant_styles(settings["variants"])
+  r = str(RECL_RATIOS[0])
+  lengths = settings["recl_lengths"]
+  recl = context_length.RelativeContext(summary["recl"][r]["recl"], summary["recl"][r]["gains"],
+                                        RECL_RATIOS[0], lengths[1] - lengths[0])
+  return [plot_perplexities(summary, styles, os.path.join(directory, f"{prefix}perplexity.png")),
+          context_length.plot_relative_gains(recl, os.path.join(directory, f"{prefix}recl.png"),
+                                             styles)]
+
+
+def plot_perplexities(summary: Dict, styles: Dict[str, Dict], path: str) -> str:
   """PNG: perplexity against evaluation attention length, a line per variant (first seed)."""
-  opened, (axis,) = plots.figure(width=7.5, height=4.8)
-  for name in study.variants:
-    rows = results[(name, study.seeds[0])]["perplexities"]
+  settings = summary["settings"]
+  opened, (axis,) = plots.figure(width=9.5, height=5.0)  # the legend takes the right third
+  for name in settings["variants"]:
+    rows = summary["runs"][f"{name}-seed{settings['seeds'][0]}"]["perplexities"]
     axis.plot([row["attention_length"] for row in rows], [row["perplexity"] for row in rows],
-              marker="o", label=name)
-  axis.axvline(study.pretraining.data.seq_len, color="grey", linestyle=":",
+              label=name, **styles[name])
+  axis.axvline(settings["pretraining"]["data"]["seq_len"], color="grey", linestyle=":",
                label="training segment")
-  axis.set_xscale("log", base=2)
+  plots.label_log_axis(axis, settings["attention_lengths"])
   return plots.save(opened, [axis], path, "evaluation attention length (tokens)",
-                    "held-out perplexity", legend_size=7)
+                    "held-out perplexity", legend_size=8, legend_outside=True)
 
 
 def _settings_record(study: ContextStudyOptions) -> Dict:
