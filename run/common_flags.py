@@ -14,6 +14,7 @@ from xlnet_tf.text.tokenizer import XLNetTokenizer, check_vocabulary
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.training.distributed_steps import check_accumulation
 from xlnet_tf.training.options import DTYPES, RuntimeOptions
+from xlnet_tf.training.summaries import SUMMARY_DIR
 
 
 def define_runtime_flags():
@@ -67,7 +68,8 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, train_steps
   flags.DEFINE_bool("do_train", False, "Train.")
   flags.DEFINE_bool("do_eval", False, "Evaluate on dev.")
   flags.DEFINE_bool("do_predict", False, "Write test predictions.")
-  flags.DEFINE_string("output_dir", None, "Best weights, metrics, predictions.")
+  flags.DEFINE_string("output_dir", None, "Best weights (best/), metrics, predictions, "
+                      "TensorBoard scalars of training (train/).")
   define_runtime_flags()
   flags.DEFINE_enum("progress", "auto", list(PROGRESS_MODES),
                     "Training progress on stdout: a bar redrawn in place (steps, loss, ETA), "
@@ -138,13 +140,14 @@ _OPTIMIZER_FLAGS = ("learning_rate", "warmup_steps", "weight_decay", "lr_layer_d
 
 def finetuning_options(runtime: RuntimeOptions) -> finetuning.FinetuningOptions:
   """The optimisation flags (checked by FinetuningOptions) and `runtime`; XLA as --jit_compile
-  says where a CLI has that flag."""
+  says where a CLI has that flag; TensorBoard scalars in --output_dir/train."""
   values = flags.FLAGS
   optimizer = {name: values[name].value for name in _OPTIMIZER_FLAGS if name in values}
   return finetuning.FinetuningOptions(
       train_steps=values.train_steps, batch_size=values.train_batch_size,
       eval_every=values.eval_every, runtime=runtime,
       jit_compile=getattr(values, "jit_compile", "auto"), progress=values.progress,
+      summary_dir=values.output_dir and os.path.join(values.output_dir, SUMMARY_DIR),
       gradient_accumulation_steps=values.gradient_accumulation_steps, **optimizer)
 
 

@@ -24,6 +24,9 @@ def test_cli_main_job_builds_data_trains_evaluates_and_resumes(tmp_path):
   assert first.returncode == 0, first.stderr[-3000:]
   assert "[train] Read 4 files" in first.stdout and "[valid] Read 1 files" in first.stdout
   assert "Held-out permutation-LM loss:" in first.stdout
+  # The step lines print as fine-tuning's: whole lines on stdout, without a log prefix.
+  assert re.findall(r"^step (\d+)/20: loss \d\.\d{4}  lr ", first.stdout, re.M) == ["10", "20"]
+  assert "step 10/20" not in first.stderr
   summary = json.load(open(tmp_path / "model" / "run_summary.json"))
   assert summary["held_out_after"]["loss"] < summary["held_out_before"]["loss"]
   assert os.listdir(tmp_path / "model" / "train"), "TensorBoard events"

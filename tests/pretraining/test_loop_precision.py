@@ -1,13 +1,10 @@
 """The pretraining loop in other precisions: bfloat16, float16 loss scaling, recompute."""
 
-import glob
-import os
-
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
+from event_files import scalar_series
 from tiny_pretraining import make_run
 
 
@@ -23,19 +20,6 @@ def test_precisions_and_recomputation_train(small_data, tmp_path, policy, option
     keras.mixed_precision.set_global_policy("float32")
   losses = [record["loss"] for record in history]
   assert all(np.isfinite(losses)) and losses[-1] < losses[0]
-
-
-
-
-def _scalars(directory):
-  """{tag: [values in step order]} of a TensorBoard event directory."""
-  values = {}
-  for path in sorted(glob.glob(os.path.join(directory, "events.out.tfevents.*"))):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        if value.HasField("tensor") and not value.tensor.string_val:
-          values.setdefault(value.tag, []).append(float(tf.make_ndarray(value.tensor)))
-  return values
 
 
 def test_float16_overflow_skips_the_step_halves_the_scale_and_good_steps_double_it(
@@ -83,6 +67,6 @@ def test_float16_with_a_dynamic_scale_trains_and_reports_skipped_steps(small_dat
   assert history[-1]["loss_scale"] == 2.0 ** 30 / 2 ** skipped  # 40 steps: no growth yet
   losses = [record["loss"] for record in history]
   assert all(np.isfinite(losses)) and np.mean(losses[-5:]) < np.mean(losses[:5])
-  scalars = _scalars(str(tmp_path / "run" / "train"))
-  assert scalars["skipped_steps"][-1] == skipped
-  assert scalars["loss_scale"][-1] == history[-1]["loss_scale"]
+  scalars = scalar_series(str(tmp_path / "run" / "train"))
+  assert scalars["skipped_steps"][-1][1] == skipped
+  assert scalars["loss_scale"][-1][1] == history[-1]["loss_scale"]

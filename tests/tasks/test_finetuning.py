@@ -16,6 +16,8 @@ from xlnet_tf.text.tokenizer import XLNetTokenizer
 from xlnet_tf.tasks import classification as finetuning
 from xlnet_tf.tasks.finetuning import FinetuningOptions, feature_dataset, finetune
 
+from event_files import scalar_series
+
 WORDS = ["class", "function", "module", "value", "object", "return", "method", "string",
          "number", "list", "type", "name"]
 
@@ -89,6 +91,9 @@ def test_cli_trains_evaluates_and_predicts(small_data, tmp_path):
   assert all(line.split("\t")[1] in names for line in lines[1:])
   history = json.load(open(tmp_path / "out" / "train_history.json"))
   assert [h["step"] for h in history["history"]] == [3, 6]
+  scalars = scalar_series(str(tmp_path / "out" / "train"))  # TensorBoard: docs/finetuning.md
+  assert [step for step, _ in scalars["loss"]] == list(range(1, 7))
+  assert [step for step, _ in scalars["dev/accuracy"]] == [3, 6]
   predict_only = subprocess.run(common + ["--do_predict"], capture_output=True, text=True,
                                 timeout=600)
   assert predict_only.returncode == 0, predict_only.stderr[-3000:]
@@ -127,9 +132,11 @@ class FakeTerminal(io.StringIO):
     return True
 
 
-def test_finetune_runs_exactly_train_steps_and_shows_progress(tmp_path):
+def test_finetune_runs_exactly_train_steps_shows_progress_and_writes_scalars(tmp_path):
   """7 steps with eval_every=3: evaluations at 3, 6 and 7 (the last period is shorter); on a
-  terminal the bar reaches 7/7 and there is one dev line per evaluation."""
+  terminal the bar reaches 7/7 and there is one dev line per evaluation; TensorBoard gets each
+  step's loss, gradient norm, learning rate and examples/s and each evaluation's scores, in
+  place of what an earlier run left."""
   keras.utils.set_random_seed(0)
   rng = np.random.default_rng(0)
   count, length = 24, 8
@@ -141,8 +148,11 @@ def test_finetune_runs_exactly_train_steps_and_shows_progress(tmp_path):
   accuracies = iter([0.5, 0.75, 0.625])
   train = feature_dataset(features, 4, label_key="label", shuffle=True, repeat=True)
   terminal = FakeTerminal()
+  summary_dir = tmp_path / "train"
+  summary_dir.mkdir()
+  (summary_dir / "events.out.tfevents.1.earlier_run").write_bytes(b"not an event file")
   options = FinetuningOptions(train_steps=7, batch_size=4, learning_rate=1e-3, eval_every=3,
-                              jit_compile=False, progress="auto")
+                              jit_compile=False, progress="auto", summary_dir=str(summary_dir))
   result = finetune(model, train, options, evaluate=lambda: {"accuracy": next(accuracies)},
                     metric="accuracy", best_dir=str(tmp_path / "best"),
                     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -150,7 +160,18 @@ def test_finetune_runs_exactly_train_steps_and_shows_progress(tmp_path):
   # (the steps are the optimizer's iterations at each evaluation)
   assert [h["step"] for h in result["history"]] == [3, 6, 7]
   assert result["best"]["step"] == 6
-  text = terminal.getvalue()
-  assert re.search(r"\rstep 7/7 \[=+\] loss \d\.\d{4}  \d+\.\d\d s/step", text), text
+  text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", terminal.getvalue())  # rich's colours, cursor
+  assert re.search(r"\rstep 7/7 ━{20} loss \d\.\d{4}  \d+\.\d\d s/step", text), text
   assert re.findall(r"step (\d)/7: dev accuracy", text) == ["3", "6", "7"]
   assert "(best accuracy 0.75 at step 6)" in text
+  scalars = scalar_series(str(summary_dir))
+  assert sorted(scalars) == ["dev/accuracy", "examples_per_sec", "grad_norm", "learning_rate",
+                             "loss"]
+  for tag in ("loss", "grad_norm", "learning_rate"):
+    assert [step for step, _ in scalars[tag]] == list(range(1, 8)), tag
+  assert [step for step, _ in scalars["examples_per_sec"]] == list(range(2, 8))  # 1 compiles
+  assert all(np.isfinite(value) for series in scalars.values() for _, value in series)
+  assert scalars["examples_per_sec"][-1][1] > 0
+  rates = [value for _, value in scalars["learning_rate"]]
+  assert rates[0] > 0 and rates == sorted(rates, reverse=True)  # linear decay
+  assert scalars["dev/accuracy"] == [(3, 0.5), (6, 0.75), (7, 0.625)]

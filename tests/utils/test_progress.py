@@ -1,6 +1,6 @@
-"""Progress and ETA: fine-tuning's display (a bar redrawn in place on a terminal, plain lines
-elsewhere, one line per dev evaluation in both; nothing in mode none), the data stage's periodic
-lines and a study's line per unit of work."""
+"""Progress and ETA: fine-tuning's display (rich's bar redrawn in place on a terminal, plain
+lines elsewhere, one line per dev evaluation in both; nothing in mode none), the step lines
+training prints, the data stage's periodic lines and a study's line per unit of work."""
 
 import io
 import re
@@ -8,9 +8,17 @@ import re
 import pytest
 
 from xlnet_tf.utils.progress import (PeriodicProgress, ProgressDisplay, UnitProgress,
-                                     format_duration, format_minutes, pace, seconds_to_go)
+                                     format_duration, format_minutes, pace, print_line,
+                                     seconds_to_go, step_line)
 
 CONTROL_CHARACTERS = re.compile(r"[\r\b\x1b]")
+TERMINAL_CODES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # colours, cursor, erase line
+BAR = "[━╸╺]{20}"  # rich's bar: done, the head, to go (in another colour)
+
+
+def visible(text):
+  """What a terminal shows of `text`, the carriage returns kept: without its escape codes."""
+  return TERMINAL_CODES.sub("", text)
 
 
 class FakeTerminal(io.StringIO):
@@ -49,21 +57,28 @@ def simulate(display, clock, steps=10, seconds_per_step=2.0, first_step_seconds=
 def test_bar_on_a_terminal_shows_steps_loss_eta_and_one_line_per_evaluation():
   clock, terminal = FakeClock(), FakeTerminal()
   simulate(ProgressDisplay("auto", 10, 4, stream=terminal, clock=clock), clock)
-  text = terminal.getvalue()
+  text = visible(terminal.getvalue())
   # After step 3: two steps of 2 s since the first (compiling) one, 7 steps left.
-  assert "\rstep  3/10 [======>             ] loss 0.3333  2.00 s/step  ETA 14s" in text
+  assert re.search(rf"\rstep  3/10 {BAR} loss 0.3333  2.00 s/step  ETA 14s\r", text), text
   # The first evaluation (6 s) is neither in the pace nor in the steps' ETA (5 steps, 10 s),
   # but it is the time each of the two evaluations still to come is expected to take.
-  assert "\rstep  4/10 [========>           ] evaluating on dev" in text
-  assert "\rstep  5/10 [==========>         ] loss 0.2000  2.00 s/step  ETA 22s" in text
-  assert "\rstep 10/10 [====================] loss 0.1000  2.00 s/step" in text
+  assert re.search(rf"\rstep  4/10 {BAR} evaluating on dev\r", text)
+  assert re.search(rf"\rstep  5/10 {BAR} loss 0.2000  2.00 s/step  ETA 22s\r", text)
+  assert re.search(r"\rstep 10/10 ━{20} loss 0.1000  2.00 s/step\n", text)
+  # The bar fills in proportion: 3 of 10 steps, 6 of its 20 characters.
+  assert re.search(r"\rstep  3/10 ━{6}╺━{13} ", text)
   evaluations = re.findall(r"step (\d+)/10: dev accuracy ([\d.]+), loss 0.25 \(([^)]*)\)", text)
   assert evaluations == [("4", "0.5", "new best accuracy"), ("8", "0.7", "new best accuracy"),
                          ("10", "0.6", "best accuracy 0.7 at step 8")]
-  # An evaluation line overwrites the bar and ends the line; the bar resumes below it.
-  assert "\rstep 8/10: dev" in text and text.count("\n") == 5  # begin, 3 evaluations, end
+  # An evaluation line replaces the bar and ends the line; the bar resumes below it, no longer
+  # evaluating, and stays on screen at the end.
+  assert re.search(rf"\rstep 8/10: dev .*\nstep  8/10 {BAR} evaluating on dev\rstep  8/10 "
+                   rf"{BAR} loss 0.1250", text)
+  assert text.count("\n") == 6  # begin, 3 evaluations, the bar's last state, end
   assert text.startswith("fine-tuning: 10 steps, dev evaluation every 4 steps")
   assert text.endswith("fine-tuned 10 steps in 56s\n")
+  # The cursor, hidden while the bar is drawn, is shown again.
+  assert terminal.getvalue().rindex("\x1b[?25h") > terminal.getvalue().rindex("\x1b[?25l")
 
 
 def test_lines_off_a_terminal_have_no_control_characters_and_are_rate_limited():
@@ -86,7 +101,7 @@ def test_lines_off_a_terminal_have_no_control_characters_and_are_rate_limited():
 def test_forced_bar_off_a_terminal_and_none():
   clock, log = FakeClock(), io.StringIO()
   simulate(ProgressDisplay("bar", 10, 4, stream=log, clock=clock), clock)
-  assert "\rstep 10/10" in log.getvalue()
+  assert "\rstep 10/10 ━" in visible(log.getvalue())
   clock, log = FakeClock(), FakeTerminal()
   simulate(ProgressDisplay("none", 10, 4, stream=log, clock=clock), clock)
   assert log.getvalue() == ""
@@ -98,9 +113,11 @@ def test_a_long_bar_is_cut_to_the_terminal_width(monkeypatch):
   monkeypatch.setattr(shutil, "get_terminal_size", lambda: os.terminal_size((40, 24)))
   clock, terminal = FakeClock(), FakeTerminal()
   simulate(ProgressDisplay("bar", 10, 4, stream=terminal, clock=clock), clock)
-  bars = [part for part in re.split(r"[\r\n]", terminal.getvalue()) if part.startswith("step")
-          and "dev" not in part]
+  bars = [part for part in re.split(r"[\r\n]", visible(terminal.getvalue()))
+          if part.startswith("step") and "dev" not in part]
+  # The status is cut; the counter and the whole bar stay.
   assert bars and max(len(bar) for bar in bars) == 39
+  assert all(re.match(rf"step [ \d]\d/10 {BAR} ", bar) for bar in bars), bars
 
 
 def test_unknown_mode_and_durations():
@@ -138,3 +155,50 @@ def test_pace_eta_and_minutes():
   assert seconds_to_go(90, 3.0) == 30.0 and seconds_to_go(10, 0.0) == float("inf")
   assert [format_minutes(s) for s in (30, 185, 3723, float("inf"))] == [
       "0 min 30 s", "3 min 05 s", "1 h 02 min", "unknown"]
+
+
+def test_a_failed_run_closes_the_bar_and_gives_the_terminal_back():
+  clock, terminal = FakeClock(), FakeTerminal()
+  display = ProgressDisplay("bar", 10, 4, stream=terminal, clock=clock)
+  display.begin()
+  clock.now += 30
+  display.step(1, 0.5)
+  display.close()  # what the driver does when a step raises
+  display.close()  # and again: nothing more
+  text = terminal.getvalue()
+  assert text.endswith("\x1b[?25h") and text.count("\x1b[?25h") == 1
+  assert visible(text).endswith("\rstep  1/10 ━━╺━━━━━━━━━━━━━━━━━ loss 0.5000\n")
+
+
+def test_bar_lines_are_text_not_markup():
+  clock, terminal = FakeClock(), FakeTerminal()
+  display = ProgressDisplay("bar", 2, 1, stream=terminal, clock=clock)
+  display.begin()
+  display.step(1, 0.5)
+  display.evaluation(1, {"[bold]f1": 0.5}, {"step": 1}, "[bold]f1")
+  display.end()
+  assert "step 1/2: dev [bold]f1 0.5 (new best [bold]f1)\n" in visible(terminal.getvalue())
+
+
+def test_seconds_per_step_leaves_out_the_first_step_and_the_evaluations():
+  clock = FakeClock()
+  display = ProgressDisplay("none", 10, 2, clock=clock)
+  display.begin()
+  clock.now += 30
+  display.step(1, 1.0)
+  assert display.seconds_per_step() is None  # the first step compiles: no pace yet
+  clock.now += 2
+  display.step(2, 1.0)
+  display.evaluating()
+  clock.now += 10
+  display.evaluation(2, {"accuracy": 0.5}, {"step": 2, "accuracy": 0.5}, "accuracy")
+  clock.now += 4
+  display.step(3, 1.0)
+  assert display.seconds_per_step() == 3.0  # (2 + 4) s over two steps
+
+
+def test_step_lines_print_whole_lines_without_a_prefix():
+  stream = io.StringIO()
+  print_line(step_line(120, 1000, "loss 0.6931"), stream)
+  assert stream.getvalue() == "step 120/1000: loss 0.6931\n"
+  assert format_duration(float("inf")) == "unknown"

@@ -11,8 +11,9 @@ builds the run and trains it; its parts, one module each:
   run_checkpoints   model, optimizer (its step is the data position) and, per worker, the
                     memory; a run restarted with the same model_dir resumes from the latest
                     complete checkpoint
-  step_log          log lines, TensorBoard scalars and the records of the steps (the dynamic
-                    loss scale's skipped steps included) and held-out evaluations
+  step_log          progress lines (printed as fine-tuning's), TensorBoard scalars
+                    (training.summaries) and the records of the steps (the dynamic loss
+                    scale's skipped steps included) and held-out evaluations
   time_budget       with max_seconds: the step count that fits, from the measured speed
   training.divergence   a non-finite loss (other than float16 steps that the dynamic loss
                     scale skips) stops the run with TrainingDivergedError before anything is
@@ -333,7 +334,7 @@ class PretrainingRun:
       log.training_step(step, options.train_steps, loss, norm,
                         float(self.optimizer.learning_rate))
     if evaluating_now:
-      log.held_out_evaluation(step, self.evaluate())
+      log.held_out_evaluation(step, options.train_steps, self.evaluate())
     if saving_now:
       divergence.check_weights(step)
       self.checkpoints.save(step, mems)

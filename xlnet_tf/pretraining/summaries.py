@@ -1,5 +1,5 @@
-"""TensorBoard for pretraining: the run's writer, and images of one example's permutation masks
-and per-head attention maps.
+"""TensorBoard for pretraining: the run's writer (training.summaries, as fine-tuning's), and
+images of one example's permutation masks and per-head attention maps.
 
 The masks are the paper's Figures 5-6 for a real example: the content stream may see itself,
 the query stream may not. White = may attend. Masked-LM and left-to-right LM data have no
@@ -13,6 +13,7 @@ import tensorflow as tf
 from xlnet_tf.modeling.backbone import backbone_inputs
 from xlnet_tf.modeling.ops.compile import without_xla
 from xlnet_tf.pretraining.data.records import pretraining_dataset
+from xlnet_tf.training.summaries import SUMMARY_DIR, scalar_writer
 
 
 def _image(matrix):
@@ -45,10 +46,8 @@ def write_example_images(writer, pretrainer, data: str, step: int) -> None:
 
 def run_writer(model_dir: str, enabled: bool, pretrainer, data: str, step: int):
   """The writer of model_dir/train (a no-op one unless `enabled`: summaries on, the chief); a
-  run that starts (step 0) gets the example images first."""
-  if not enabled:
-    return tf.summary.create_noop_writer()
-  writer = tf.summary.create_file_writer(os.path.join(model_dir, "train"))
-  if step == 0:
+  run that starts (step 0) gets the example images first. A resumed run adds to the curves."""
+  writer = scalar_writer(os.path.join(model_dir, SUMMARY_DIR) if enabled else None)
+  if enabled and step == 0:
     write_example_images(writer, pretrainer, data, step)
   return writer

@@ -1,7 +1,8 @@
 """The one fine-tuning loop of every task: training steps under any tf.distribute strategy
 (tasks.finetuning_steps, on the loop pretraining uses), evaluation on dev every `eval_every`
 steps, the best weights kept (by the task's metric, higher is better) and reloaded at the end,
-progress shown as it goes (xlnet_tf.utils.progress: a bar on a terminal, plain lines in logs).
+progress shown as it goes (xlnet_tf.utils.progress: a bar on a terminal, plain lines in logs)
+and written as TensorBoard scalars (training.summaries, as pretraining writes them).
 
 A task supplies its model (a head over XLNetModel), its training batches, its loss (or the
 head's own, `loss_sums`) and an `evaluate()` returning its dev scores; the task modules
@@ -24,10 +25,11 @@ import tensorflow as tf
 from xlnet_tf import checkpoints
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.modeling.backbone import backbone_inputs
-from xlnet_tf.utils.progress import ProgressDisplay, check_progress_mode
+from xlnet_tf.utils.progress import ProgressDisplay, check_progress_mode, numeric_scores
 from xlnet_tf.tasks.finetuning_steps import distributed_batches, finetuning_steps
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
+from xlnet_tf.training import summaries
 from xlnet_tf.training.distributed_steps import check_accumulation
 from xlnet_tf.training.options import (OptimizerOptions, RuntimeOptions, accepts_group_fields,
                                        group_field)
@@ -54,6 +56,9 @@ class FinetuningOptions:
   runtime: RuntimeOptions = group_field(RuntimeOptions)
   jit_compile: Union[bool, str] = "auto"
   progress: str = "auto"             # progress.PROGRESS_MODES: bar on a terminal, else lines
+  # TensorBoard event files (the CLIs: --output_dir/train); each run replaces the last one's.
+  # None: none.
+  summary_dir: Optional[str] = None
   # Micro-batches per step (gradients added up, one update equal to the whole batch's).
   gradient_accumulation_steps: int = 1
 
@@ -115,29 +120,46 @@ def predict(model, features: Dict[str, np.ndarray], batch_size: int,
 class _Finetuning:
   """Drives the steps: train_steps of them (the last period may be shorter than eval_every);
   after every period evaluates on dev and saves the weights when the metric improves (without
-  an evaluation, saves the latest weights); reports each step and evaluation to `display`."""
+  an evaluation, saves the latest weights); reports each step and evaluation to `display` and
+  to `writer` (TensorBoard: each step's loss, gradient norm, learning rate and examples/s at
+  the display's pace, each evaluation's scores as dev/NAME)."""
 
-  def __init__(self, model, steps, evaluate, metric, directory, every, display):
+  def __init__(self, model, steps, evaluate, metric, directory, every, display, writer,
+               batch_size: int):
     self.model, self.steps, self.evaluate, self.metric = model, steps, evaluate, metric
     self.directory, self.every, self.display = directory, every, display
+    self.writer, self.batch_size = writer, batch_size
     self.best, self.history = None, []
 
   def train(self, batches, train_steps: int) -> None:
     self.display.begin()
     period_losses = []
-    for step in range(1, train_steps + 1):
-      loss = float(self.steps.train_step(batches)[0])
-      if not math.isfinite(loss):
-        raise NonFiniteTrainingError(f"fine-tuning stopped at step {step}: the training loss "
-                                     f"is {loss}; no weights of this run are kept (a lower "
-                                     "--learning_rate may help)")
-      period_losses.append(loss)
-      # The period's mean so far, as Model.fit showed it.
-      self.display.step(step, float(np.mean(period_losses)))
-      if step % self.every == 0 or step == train_steps:
-        self._end_of_period(step, float(np.mean(period_losses)))
-        period_losses = []
+    try:
+      for step in range(1, train_steps + 1):
+        loss, grad_norm, _ = self.steps.train_step(batches)
+        loss = float(loss)
+        if not math.isfinite(loss):
+          raise NonFiniteTrainingError(f"fine-tuning stopped at step {step}: the training loss "
+                                       f"is {loss}; no weights of this run are kept (a lower "
+                                       "--learning_rate may help)")
+        period_losses.append(loss)
+        # The period's mean so far, as Model.fit showed it.
+        self.display.step(step, float(np.mean(period_losses)))
+        self._write_step(step, loss, float(grad_norm))
+        if step % self.every == 0 or step == train_steps:
+          self._end_of_period(step, float(np.mean(period_losses)))
+          period_losses = []
+    finally:  # however the run ends, the terminal is given back
+      self.display.close()
     self.display.end()
+
+  def _write_step(self, step: int, loss: float, grad_norm: float) -> None:
+    values = {"loss": loss, "grad_norm": grad_norm,
+              "learning_rate": float(self.steps.optimizer.learning_rate)}
+    seconds_per_step = self.display.seconds_per_step()
+    if seconds_per_step:  # from the second step: the first one compiles
+      values["examples_per_sec"] = self.batch_size / seconds_per_step
+    summaries.write_scalars(self.writer, step, values)
 
   def _end_of_period(self, step: int, loss: float) -> None:
     if self.evaluate is None:
@@ -147,6 +169,10 @@ class _Finetuning:
     self.display.evaluating()
     result = dict(self.evaluate(), step=step, loss=loss)
     self.history.append(result)
+    # (its "loss" is the period's training loss, already in the curves)
+    summaries.write_scalars(self.writer, step, {
+        f"dev/{name}": value for name, value in numeric_scores(result).items() if name != "loss"})
+    self.writer.flush()  # an evaluation is what one watches for
     # The display shows it (a log line on stderr would cut into the bar); the history keeps it.
     logging.debug("dev at step %d: %s", step, result)
     if self.best is None or result[self.metric] > self.best[self.metric]:
@@ -179,9 +205,10 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
   `loss`: a Keras loss of (labels, outputs), or None when the head has its own (loss_sums).
   Steps run on training.distributed_steps (tasks.finetuning_steps): the same update on any
   strategy, options.gradient_accumulation_steps micro-batches a step. Only the chief of a
-  multi-worker run writes `best_dir` and shows progress, to `progress_stream` (default
-  stdout) as options.progress says (progress.ProgressDisplay). Returns {"history": [dev
-  scores + step + loss], "best": scores, "metric"}.
+  multi-worker run writes `best_dir` and options.summary_dir (TensorBoard scalars) and shows
+  progress, to `progress_stream` (default stdout) as options.progress says
+  (progress.ProgressDisplay). Returns {"history": [dev scores + step + loss], "best": scores,
+  "metric"}.
   """
   if evaluate is not None and not metric:
     raise ValueError("finetune: `metric` names the dev score to keep the best weights by")
@@ -194,18 +221,23 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
   steps = finetuning_steps(strategy, model, options, loss)
   display = ProgressDisplay(options.progress if chief else "none", options.train_steps,
                             every if evaluate is not None else None, progress_stream)
-  driver = _Finetuning(model, steps, evaluate, metric, best_dir, every, display)
   new_best_dir = bool(best_dir) and not os.path.exists(best_dir)
   # One run at a time writes best_dir (training.run_lock).
   with run_lock.hold(best_dir) if best_dir else contextlib.nullcontext():
+    writer = summaries.scalar_writer(options.summary_dir if chief else None, replace=True)
+    driver = _Finetuning(model, steps, evaluate, metric, best_dir, every, display, writer,
+                         options.batch_size)
     try:
       driver.train(distributed_batches(strategy, train_dataset, options.batch_size),
                    options.train_steps)
     except BaseException:
-      # Nothing of a failed run is left behind (a directory that was there before is the user's).
+      # No weights of a failed run are left behind (a directory that was there before is the
+      # user's); its curves stay: they show how it failed.
       if new_best_dir and os.path.exists(best_dir):
         shutil.rmtree(best_dir)
       raise
+    finally:
+      writer.close()
     restore_best(model, best_dir)
   return {"history": driver.history, "best": driver.best, "metric": metric}
 

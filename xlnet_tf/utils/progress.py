@@ -7,12 +7,15 @@
                          every `every` seconds, silent in shorter runs
   UnitProgress           a study: "[k/n] message  (elapsed, ETA)" per finished unit of work
   ProgressDisplay        fine-tuning's stdout, below
+  step_line, print_line  "step 120/1000: ..." lines on stdout without a log prefix: fine-tuning's
+                         and the pretraining loop's (pretraining.step_log)
 
 What a person watching a fine-tuning run sees on stdout (ProgressDisplay).
 
-  bar    one line redrawn in place (carriage return) on a terminal:
-           step  120/1000 [==>                 ] loss 0.6931  0.21 s/step  ETA 3:05
-         (and "evaluating on dev" while it does)
+  bar    on a terminal, one line kept at the bottom and redrawn in place by rich (the library
+         Keras uses for its own output), cut to the terminal's width:
+           step  120/1000 ━━━━╸━━━━━━━━━━━━━━━ loss 0.6931  0.21 s/step  ETA 3:05
+         (and "evaluating on dev" while it does); the other lines print above it
   lines  plain lines, no control characters (logs, CI): the first step (its time includes
          tracing and compilation), then at most one line every `line_seconds`
   none   nothing
@@ -22,10 +25,16 @@ Every mode but none also prints a line when training starts, one line per dev ev
 scores, and the best so far by the task's metric) and one when it ends.
 """
 
+import numbers
 import shutil
 import sys
 import time
 from typing import Callable, Dict, Optional, TextIO
+
+import rich.console
+import rich.progress
+import rich.table
+import rich.text
 
 PROGRESS_MODES = ("auto", "bar", "lines", "none")
 BAR_WIDTH = 20
@@ -48,7 +57,9 @@ def check_progress_mode(mode: str) -> str:
 
 
 def format_duration(seconds: float) -> str:
-  """42s, 3:05, 1:02:03."""
+  """42s, 3:05, 1:02:03; 'unknown' for inf."""
+  if seconds == float("inf"):
+    return "unknown"
   seconds = int(round(seconds))
   if seconds < 60:
     return f"{seconds}s"
@@ -68,10 +79,15 @@ def format_minutes(seconds: float) -> str:
   return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {seconds:02d} s"
 
 
+def numeric_scores(scores: Dict) -> Dict[str, float]:
+  """The numbers among an evaluation's `scores`, without its "step"."""
+  return {name: value for name, value in scores.items()
+          if name != "step" and isinstance(value, numbers.Real)}
+
+
 def format_scores(scores: Dict) -> str:
   """'accuracy 0.8125, f1 0.8' (numbers only; the step is shown elsewhere)."""
-  return ", ".join(f"{name} {value:.4g}" for name, value in scores.items()
-                   if name != "step" and isinstance(value, (int, float)))
+  return ", ".join(f"{name} {value:.4g}" for name, value in numeric_scores(scores).items())
 
 
 class PeriodicProgress:
@@ -116,7 +132,8 @@ class ProgressDisplay:
 
   The caller reports `begin()`, `step(done, loss)` after every training step,
   `evaluating()` and `evaluation(step, scores, best, metric)` around every dev evaluation and
-  `end()`. The ETA is the training pace (without the first, compiling, step and without the
+  `end()`, and calls `close()` however the run ends (it restores the terminal). The ETA is the
+  training pace (`seconds_per_step`: without the first, compiling, step and without the
   evaluations) over the remaining steps plus the last evaluation's time per remaining one.
   """
 
@@ -130,7 +147,7 @@ class ProgressDisplay:
     self.start = self.first_step_done = self.last_output = self.evaluation_start = None
     self.done, self.loss = 0, None
     self.evaluation_seconds = self.last_evaluation_seconds = 0.0
-    self.bar_width_on_screen = 0  # characters of the bar line now shown (0: none)
+    self.bar = None  # the _Bar on screen in mode bar, from begin() to close()
 
   # ---- events --------------------------------------------------------------------------
 
@@ -142,22 +159,24 @@ class ProgressDisplay:
     every = f", dev evaluation every {self.eval_every} steps" if self.eval_every else ""
     self._line(f"fine-tuning: {self.total_steps} steps{every}; the first step traces and "
                "compiles the model")
+    if self.mode == "bar":
+      self.bar = _Bar(self.stream, self.total_steps)
 
   def step(self, done: int, loss: Optional[float]) -> None:
     now = self.clock()
     self.done, self.loss = done, loss
     if self.first_step_done is None:
       self.first_step_done = now
-    if self.mode == "bar":
+    if self.bar is not None:
       if done >= self.total_steps or now - self.last_output >= self.redraw_seconds:
-        self._draw_bar(now)
+        self._draw_bar(now, self._status(now))
     elif self.mode == "lines" and (done == 1 or now - self.last_output >= self.line_seconds):
       first = " (with tracing and compilation)" if done == 1 else ""
-      self._line(f"step {done}/{self.total_steps}: {self._status(now)}{first}")
+      self._line(step_line(done, self.total_steps, self._status(now) + first))
 
   def evaluating(self) -> None:
     self.evaluation_start = self.clock()
-    if self.mode == "bar":  # the first evaluation also compiles: say why nothing moves
+    if self.bar is not None:  # the first evaluation also compiles: say why nothing moves
       self._draw_bar(self.evaluation_start, "evaluating on dev")
 
   def evaluation(self, step: int, scores: Dict, best: Dict, metric: str) -> None:
@@ -170,19 +189,36 @@ class ProgressDisplay:
       best_text = f"new best {metric}"
     else:
       best_text = f"best {metric} {best[metric]:.4g} at step {best['step']}"
-    self._line(f"step {step}/{self.total_steps}: dev {format_scores(scores)} ({best_text})")
+    self._line(step_line(step, self.total_steps, f"dev {format_scores(scores)} ({best_text})"))
+    if self.bar is not None:  # no longer evaluating
+      self._draw_bar(self.clock(), self._status(self.clock()))
 
   def end(self) -> None:
+    self.close()
     elapsed = self.clock() - self.start
     self._line(f"fine-tuned {self.done} steps in {format_duration(elapsed)}")
 
-  # ---- rendering -----------------------------------------------------------------------
+  def close(self) -> None:
+    """Leaves the bar's last state on screen and gives the terminal back (its cursor); safe
+    to call again, and after a failed step."""
+    if self.bar is not None:
+      self.bar.close()
+
+  # ---- the pace ------------------------------------------------------------------------
+
+  def seconds_per_step(self, now: Optional[float] = None) -> Optional[float]:
+    """Training seconds per step after the first (which traces and compiles), evaluations
+    left out; None before the second step."""
+    if self.done < 2:
+      return None
+    now = self.clock() if now is None else now
+    return (now - self.first_step_done - self.evaluation_seconds) / (self.done - 1)
 
   def _status(self, now: float) -> str:
     """'loss 0.6931  0.21 s/step  ETA 3:05'."""
     parts = [] if self.loss is None else [f"loss {self.loss:.4f}"]
-    if self.done > 1:
-      per_step = (now - self.first_step_done - self.evaluation_seconds) / (self.done - 1)
+    per_step = self.seconds_per_step(now)
+    if per_step is not None:
       parts.append(f"{per_step:.2f} s/step")
       remaining = self.total_steps - self.done
       if remaining > 0:
@@ -193,31 +229,82 @@ class ProgressDisplay:
         parts.append(f"ETA {format_duration(eta)}")
     return "  ".join(parts)
 
-  def _draw_bar(self, now: float, activity: str = "") -> None:
-    filled = BAR_WIDTH * self.done // max(self.total_steps, 1)
-    arrow = ">" if filled < BAR_WIDTH else ""
-    bar = ("=" * filled + arrow).ljust(BAR_WIDTH)[:BAR_WIDTH]
-    digits = len(str(self.total_steps))
-    text = f"step {self.done:>{digits}}/{self.total_steps} [{bar}] {activity or self._status(now)}"
-    # A line longer than the terminal wraps and the carriage return then redraws only its end.
-    text = text[:shutil.get_terminal_size().columns - 1]
-    self._write("\r" + text.ljust(self.bar_width_on_screen))
-    self.bar_width_on_screen = len(text)
+  # ---- rendering -----------------------------------------------------------------------
+
+  def _draw_bar(self, now: float, status: str) -> None:
+    self.bar.draw(self.done, status)
     self.last_output = now
 
   def _line(self, text: str) -> None:
-    """A whole line; on a terminal it replaces the bar, which the next step redraws below."""
-    if self.bar_width_on_screen:
-      text = "\r" + text.ljust(self.bar_width_on_screen)
-      self.bar_width_on_screen = 0
-    self._write(text + "\n")
+    """A whole line; on a terminal above the bar, which stays at the bottom."""
+    if self.mode != "none":
+      if self.bar is not None:
+        self.bar.print(text)
+      else:
+        print_line(text, self.stream)
     self.last_output = self.clock()
 
-  def _write(self, text: str) -> None:
-    if self.mode == "none":
-      return
-    self.stream.write(text)
-    self.stream.flush()
+
+class _Bar:
+  """The bar of a terminal, drawn by rich: "step  120/1000 ━━━━╸━━━━ loss 0.6931  0.21 s/step
+  ETA 3:05", redrawn in place when asked (no thread of its own), cut to the terminal's width,
+  whole lines printed above it. It owns the cursor (hidden) from creation to close()."""
+
+  def __init__(self, stream: TextIO, total_steps: int):
+    self.total_steps, self.digits = total_steps, len(str(total_steps))
+    # markup off: "[k/n]" and scores are text, not rich markup.
+    self.console = rich.console.Console(file=stream, force_terminal=True, markup=False,
+                                        highlight=False, emoji=False)
+    self.progress = rich.progress.Progress(
+        rich.progress.TextColumn("{task.description}", markup=False,
+                                 table_column=rich.table.Column(no_wrap=True)),
+        rich.progress.BarColumn(bar_width=BAR_WIDTH,
+                                table_column=rich.table.Column(no_wrap=True)),
+        _StatusColumn(), console=self.console, auto_refresh=False, redirect_stderr=False)
+    self._fit_to_terminal()
+    self.task = self.progress.add_task(self._counter(0), total=total_steps, status="")
+    self.progress.start()
+
+  def draw(self, done: int, status: str) -> None:
+    self._fit_to_terminal()
+    self.progress.update(self.task, completed=done, description=self._counter(done),
+                         status=status, refresh=True)
+
+  def print(self, text: str) -> None:
+    self.console.print(text, soft_wrap=True)
+
+  def close(self) -> None:
+    self.progress.stop()
+
+  def _counter(self, done: int) -> str:
+    return f"step {done:>{self.digits}}/{self.total_steps}"
+
+  def _fit_to_terminal(self) -> None:
+    # One column short of the width: a line as wide as the terminal leaves some terminals'
+    # cursor on the next line.
+    self.console.width = shutil.get_terminal_size().columns - 1
+
+
+class _StatusColumn(rich.progress.ProgressColumn):
+  """The loss, pace and ETA (or what the run is doing): cut, not wrapped, when the terminal is
+  narrow, so the counter and the bar keep their width."""
+
+  def render(self, task) -> rich.text.Text:
+    return rich.text.Text(task.fields["status"], no_wrap=True, overflow="crop")
+
+
+def step_line(step: int, total_steps: int, text: str) -> str:
+  """'step 120/1000: TEXT': the start of every progress line of training (fine-tuning's and
+  the pretraining loop's)."""
+  return f"step {step}/{total_steps}: {text}"
+
+
+def print_line(text: str, stream: Optional[TextIO] = None) -> None:
+  """One whole line of progress to `stream` (default: sys.stdout now), flushed, with no log
+  prefix: the printer of every training progress line that is not the bar's."""
+  stream = stream or sys.stdout
+  stream.write(text + "\n")
+  stream.flush()
 
 
 def _is_terminal(stream) -> bool:
