@@ -21,7 +21,7 @@ one line naming it.
 from absl import flags
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
-from xlnet_tf.checkpoints.convert import INPUT_FORMATS, OUTPUT_FORMATS, convert_checkpoint
+from xlnet_tf.serving.conversion import INPUT_FORMATS, OUTPUT_FORMATS, convert_checkpoint
 
 flags.DEFINE_string("input", None, "Checkpoint prefix or directory (original), HF directory "
                     "(config.json + model.safetensors, pytorch_model.bin or tf_model.h5), or "

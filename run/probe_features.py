@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf import XLNetModel, checkpoints
+from xlnet_tf import XLNetModel
 from xlnet_tf.studies import transfer
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 
@@ -77,9 +77,9 @@ def main(argv):
   for name in FLAGS.backbones:
     if name == "random":
       keras.utils.set_random_seed(FLAGS.seed)
-      model = XLNetModel(checkpoints.load_pretrained(stored[0], **runtime).config)
+      model = XLNetModel(XLNetModel.from_pretrained(stored[0], **runtime).config)
     else:
-      model = checkpoints.load_pretrained(name, **runtime)
+      model = XLNetModel.from_pretrained(name, **runtime)
     train = layer_features(model, task.splits["train"])
     dev = layer_features(model, task.splits["dev"])
     accuracies = [probe_accuracy(a, task.splits["train"]["label"], b, task.splits["dev"]["label"],

@@ -84,7 +84,7 @@ def test_readme_snippets_run(tmp_path, sp_model, corpus_files, monkeypatch):
   shutil.copy(sp_model, tmp_path / "pretrain_output" / "data" / "spiece.model")
   monkeypatch.chdir(tmp_path)
   snippets = readme_snippets()
-  assert len(snippets) == 4
+  assert len(snippets) == 5
   namespace = {}
   for snippet in snippets:
     if "model.fit(" in snippet:  # the same call, a few steps instead of a thousand
@@ -93,6 +93,11 @@ def test_readme_snippets_run(tmp_path, sp_model, corpus_files, monkeypatch):
       snippet = shortened
     exec(compile(snippet, "README.md", "exec"), namespace)  # noqa: S102
   assert namespace["out"]["query_output"].shape == (2, 1, config.d_model)
+  assert namespace["logits"].shape == (2, 2) and namespace["classifier"].labels == [
+      "negative", "positive"]
+  assert sorted(os.listdir(tmp_path / "my_classifier")) == [
+      "head.json", "labels.json", "model.weights.h5", "spiece.model", "tokenizer_config.json",
+      "xlnet_config.json"]
   assert np.isfinite(namespace["model"].history.history["loss"][-1])
   assert set(namespace["batch"]) >= {"input_ids", "perm_mask", "target_mapping", "target"}
   assert namespace["filled"].shape == namespace["blanks"].input_ids.shape

@@ -22,7 +22,7 @@ from checkpoint_files import (huggingface_tensors, huggingface_tf_weights, origi
 from cli_output import run_tool
 from model_inputs import tiny_config
 from xlnet_tf import XLNetModel, checkpoints
-from xlnet_tf.checkpoints import convert
+from xlnet_tf.serving import conversion
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.heads.classifier import XLNetClassifier
 
@@ -101,7 +101,7 @@ def own_config_without_d_model(tmp_path):
   values = CONFIG.to_dict()
   del values["d_model"]
   config_path.write_text(json.dumps(values))
-  return str(config_path), lambda model: checkpoints.load_pretrained(str(tmp_path / "own"))
+  return str(config_path), lambda model: XLNetModel.from_pretrained(str(tmp_path / "own"))
 
 
 def pytorch_bin_cut_short(tmp_path):
@@ -233,7 +233,7 @@ def test_copied_original_directory_loads_its_own_weights(tmp_path):
   source = tmp_path / "source"
   prefix = write_tf1_checkpoint(weights, str(source / "xlnet_model.ckpt"))
   CONFIG.to_json_file(str(source / "xlnet_config.json"), original_keys_only=True)
-  convert.convert_checkpoint(prefix, "original", str(tmp_path / "converted"), "original")
+  conversion.convert_checkpoint(prefix, "original", str(tmp_path / "converted"), "original")
   state = (tmp_path / "converted" / "checkpoint").read_text()
   assert 'model_checkpoint_path: "xlnet_model.ckpt"' in state and str(tmp_path) not in state
   shutil.copytree(tmp_path / "converted", tmp_path / "copy")
@@ -267,9 +267,9 @@ def test_failed_conversion_leaves_no_output(tmp_path, monkeypatch):
 
   def verification_fails(config):
     raise RuntimeError("verification interrupted")
-  monkeypatch.setattr(convert, "verification_batch", verification_fails)
+  monkeypatch.setattr(conversion, "verification_batch", verification_fails)
   with pytest.raises(RuntimeError, match="verification interrupted"):
-    convert.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "out"), "original")
+    conversion.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "out"), "original")
   assert sorted(os.listdir(tmp_path)) == ["own"]
 
 
@@ -279,7 +279,7 @@ def test_conversion_into_an_existing_directory_replaces_its_files(tmp_path):
     model.word_embedding.assign(original_weights(CONFIG, seed=seed)[
         "model/transformer/word_embedding/lookup_table"])
     checkpoints.save_pretrained(model, str(tmp_path / f"own{seed}"))
-    convert.convert_checkpoint(str(tmp_path / f"own{seed}"), "own", str(tmp_path / "out"),
+    conversion.convert_checkpoint(str(tmp_path / f"own{seed}"), "own", str(tmp_path / "out"),
                                "original")
   assert sorted(os.listdir(tmp_path)) == ["out", "own1", "own2"]
   reloaded = XLNetModel(CONFIG)

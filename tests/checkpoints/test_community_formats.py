@@ -18,7 +18,7 @@ from checkpoint_files import (Call, Global, Instance, PersistentId, assert_match
                               write_keras_h5, write_pytorch_bin, write_sharded, write_tf_shard_h5)
 from model_inputs import padded_pair_batch, tiny_config
 from xlnet_tf import XLNetModel, checkpoints
-from xlnet_tf.checkpoints.convert import convert_checkpoint
+from xlnet_tf.serving.conversion import convert_checkpoint
 from xlnet_tf.checkpoints.naming import original_variable_map
 from xlnet_tf.checkpoints.pytorch_bin_io import UnsafeCheckpointError, read_pytorch_bin
 from xlnet_tf.heads.classifier import XLNetClassifier
@@ -142,7 +142,7 @@ def test_convert_reads_pytorch_bin_and_tf_model_h5(tmp_path, rng):
     report = convert_checkpoint(str(tmp_path / file_format), "huggingface",
                                 str(tmp_path / f"own_{file_format}"), "own")
     assert ("pytorch_model.bin" if file_format == "bin" else "tf_model.h5") in report
-    model = checkpoints.load_pretrained(str(tmp_path / f"own_{file_format}"), dropout=0.0,
+    model = XLNetModel.from_pretrained(str(tmp_path / f"own_{file_format}"), dropout=0.0,
                                         dropatt=0.0)
     assert_matches_reference(model, weights, config, rng)
 

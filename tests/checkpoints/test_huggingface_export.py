@@ -15,7 +15,7 @@ from model_inputs import padded_pair_batch, tiny_config
 from xlnet_reference import randomize_weights
 import xlnet_tf
 from xlnet_tf import XLNetClassifier, XLNetModel, checkpoints
-from xlnet_tf.checkpoints import convert
+from xlnet_tf.serving import conversion
 from xlnet_tf.checkpoints.huggingface import huggingface_to_original
 from xlnet_tf.checkpoints.huggingface_writer import save_huggingface_checkpoint
 from xlnet_tf.checkpoints.labels import save_labels
@@ -146,7 +146,7 @@ def own_head_directory(directory, kind, labels=None, **overrides):
 
 def test_convert_writes_a_head_with_its_labels(tmp_path):
   own_head_directory(tmp_path / "own", "token_classifier", labels=["O", "B", "I", "X"])
-  report = convert.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "hf"),
+  report = conversion.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "hf"),
                                       "huggingface")
   assert "XLNetTokenClassifier (transformers' XLNetForTokenClassification)" in report
   assert "max |diff| = 0.0" in report
@@ -158,7 +158,7 @@ def test_convert_writes_a_head_with_its_labels(tmp_path):
 def test_convert_between_own_and_original_keeps_a_head(tmp_path):
   """Heads convert to the other formats too: own -> original -> back, weights unchanged."""
   model = own_head_directory(tmp_path / "own", "classifier", labels=["a", "b", "c"])
-  convert.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "tf1"), "original")
+  conversion.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "tf1"), "original")
   assert (tmp_path / "tf1" / "labels.json").exists()
   reloaded = build("classifier", seed=2)
   checkpoints.load_original_checkpoint(reloaded, str(tmp_path / "tf1"))
@@ -281,6 +281,6 @@ def test_transformers_loads_every_weight_and_computes_the_same(tmp_path, rng, ki
 def test_transformers_reads_the_labels(tmp_path):
   transformers = pytest.importorskip("transformers")
   own_head_directory(tmp_path / "own", "classifier", labels=["neg", "neutral", "pos"])
-  convert.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "hf"), "huggingface")
+  conversion.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "hf"), "huggingface")
   config = transformers.AutoConfig.from_pretrained(str(tmp_path / "hf"))
   assert config.id2label == {0: "neg", 1: "neutral", 2: "pos"}

@@ -11,7 +11,7 @@ from checkpoint_files import (assert_matches_reference, huggingface_tensors, ori
                               write_tf1_checkpoint)
 from model_inputs import tiny_config
 from xlnet_tf import XLNetModel, checkpoints
-from xlnet_tf.checkpoints.convert import convert_checkpoint
+from xlnet_tf.serving.conversion import convert_checkpoint
 from xlnet_tf.checkpoints.huggingface_writer import save_huggingface_checkpoint
 from xlnet_tf.utils.errors import UserInputError
 
@@ -174,7 +174,7 @@ def test_convert_round_trip_is_lossless(tmp_path, rng):
   hf_dir = tmp_path / "hf"
   write_huggingface_directory(str(hf_dir), huggingface_tensors(weights, config), config)
   convert_checkpoint(str(hf_dir), "huggingface", str(tmp_path / "from_hf"), "own")
-  model = checkpoints.load_pretrained(str(tmp_path / "from_hf"), dropout=0.0, dropatt=0.0)
+  model = XLNetModel.from_pretrained(str(tmp_path / "from_hf"), dropout=0.0, dropatt=0.0)
   assert_matches_reference(model, weights, config, rng)
 
 

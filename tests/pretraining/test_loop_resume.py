@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from tiny_pretraining import RUNNER, make_run, run_distributed
-from xlnet_tf import checkpoints
+from xlnet_tf import XLNetModel
 from xlnet_tf.training import run_lock
 
 
@@ -22,7 +22,7 @@ def test_killed_run_resumes_to_the_same_weights(small_data, tmp_path):
   assert not os.path.exists(tmp_path / "straight" / "pretrained")  # the caller exports
   assert straight.export() == {"pretrained": str(tmp_path / "straight" / "pretrained"),
                                "lm": str(tmp_path / "straight" / "lm")}
-  assert checkpoints.load_pretrained(str(tmp_path / "straight" / "pretrained")).config == (
+  assert XLNetModel.from_pretrained(str(tmp_path / "straight" / "pretrained")).config == (
       straight.config)
   interrupted = make_run(data, tmp_path / "interrupted", 6)
   interrupted.train(stop_after=4)  # checkpoint at 3; step 4 is lost with the "kill"

@@ -5,7 +5,7 @@ import keras
 import numpy as np
 import pytest
 
-from xlnet_tf import checkpoints
+from xlnet_tf import XLNetModel
 from xlnet_tf.pretraining import recipes
 from xlnet_tf.studies import pretraining_runs
 
@@ -18,7 +18,7 @@ def _recipe():
 
 
 def _weights(directory):
-  return [w.numpy() for w in checkpoints.load_pretrained(str(directory)).weights]
+  return [w.numpy() for w in XLNetModel.from_pretrained(str(directory)).weights]
 
 
 def test_a_run_killed_between_snapshots_resumes_to_the_same_backbones(small_data, tmp_path,

@@ -1,17 +1,22 @@
 """Checkpoint loaders and writers: original TF1, Hugging Face (model.safetensors,
 pytorch_model.bin, tf_model.h5), and our own format (with labels.json, the class labels of a
-saved classifier or tagger: checkpoints.labels).
+saved classifier or tagger: checkpoints.labels); `pretrained` recognizes a directory's layout
+for the model classes' `from_pretrained`.
 
 Every loader is strict: a missing, unexpected or misshaped weight raises
 `CheckpointMismatchError` naming it, and nothing is assigned. A pytorch_model.bin whose pickle
 names anything but tensor storages raises `UnsafeCheckpointError` naming it, unrun.
+
+The checkpoints stand below the model classes (xlnet_tf.modeling, xlnet_tf.heads): they read
+and write any model handed to them by its variables, and build none.
 """
 
+from xlnet_tf.checkpoints import pretrained
 from xlnet_tf.checkpoints.assign import CheckpointMismatchError, LoadReport
 from xlnet_tf.checkpoints.huggingface import config_from_huggingface, load_huggingface_checkpoint
-from xlnet_tf.checkpoints.naming import original_variable_map
+from xlnet_tf.checkpoints.naming import backbone_of, original_variable_map
 from xlnet_tf.checkpoints.original import load_original_checkpoint, save_original_checkpoint
-from xlnet_tf.checkpoints.own import (load_own_checkpoint, load_pretrained, load_pretrained_head,
+from xlnet_tf.checkpoints.own import (load_own_checkpoint, load_pretrained_head,
                                       save_pretrained)
 from xlnet_tf.checkpoints.pytorch_bin_io import UnsafeCheckpointError
 
@@ -19,7 +24,6 @@ LOADERS = {"own": load_own_checkpoint, "original": load_original_checkpoint,
            "huggingface": load_huggingface_checkpoint}
 
 __all__ = ["LOADERS", "CheckpointMismatchError", "LoadReport", "UnsafeCheckpointError",
-           "config_from_huggingface", "load_huggingface_checkpoint", "load_original_checkpoint",
-           "load_own_checkpoint", "load_pretrained", "load_pretrained_head",
-           "original_variable_map",
-           "save_original_checkpoint", "save_pretrained"]
+           "backbone_of", "config_from_huggingface", "load_huggingface_checkpoint",
+           "load_original_checkpoint", "load_own_checkpoint", "load_pretrained_head",
+           "original_variable_map", "pretrained", "save_original_checkpoint", "save_pretrained"]

@@ -19,8 +19,7 @@ from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.checkpoints.assign import (CheckpointMismatchError, LoadReport,
                                          assign_by_original_name)
 from xlnet_tf.checkpoints.keras_h5_io import read_keras_h5_weights
-from xlnet_tf.modeling.backbone import backbone_of
-from xlnet_tf.checkpoints.naming import BACKBONE_SCOPE, original_variable_map
+from xlnet_tf.checkpoints.naming import BACKBONE_SCOPE, backbone_of, original_variable_map
 from xlnet_tf.checkpoints.pytorch_bin_io import read_pytorch_bin
 from xlnet_tf.checkpoints.safetensors_io import read_safetensors
 from xlnet_tf.config import XLNetConfig
@@ -51,7 +50,7 @@ _PER_LAYER = {  # HF name inside layer.{i}. -> (original name inside layer_{i}/,
 # False).
 STACKED_PER_LAYER = ("r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")
 _HEAD_PREFIXES = ("sequence_summary.", "logits_proj.", "qa_outputs.", "start_logits.",
-                  "end_logits.", "answer_class.")
+                  "end_logits.", "answer_class.", "classifier.")
 
 def config_from_huggingface(values: Dict, source: str = "config.json", **overrides) -> XLNetConfig:
   """XLNetConfig from the fields of a Hugging Face XLNetConfig.

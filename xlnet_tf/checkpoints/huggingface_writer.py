@@ -18,17 +18,16 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from xlnet_tf.modeling import numerics
+from xlnet_tf import numerics
 from xlnet_tf.checkpoints.huggingface import STACKED_PER_LAYER, huggingface_weight_name
-from xlnet_tf.modeling.backbone import backbone_of
-from xlnet_tf.checkpoints.naming import BACKBONE_SCOPE, original_variable_map
+from xlnet_tf.checkpoints.naming import BACKBONE_SCOPE, backbone_of, original_variable_map
 from xlnet_tf.checkpoints.safetensors_io import write_safetensors
 from xlnet_tf.utils.errors import UserInputError, require
 from xlnet_tf.utils.json_files import write_json
 
 HUGGINGFACE_CONFIG_FILE = "config.json"
 HUGGINGFACE_WEIGHTS_FILE = "model.safetensors"
-# The transformers class of each of ours, by class name (checkpoints/ imports no heads).
+# The transformers class of each of ours, by class name (checkpoints sit below the heads).
 HUGGINGFACE_ARCHITECTURES = {
     "XLNetModel": "XLNetModel",
     "XLNetPretrainer": "XLNetLMHeadModel",

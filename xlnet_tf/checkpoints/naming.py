@@ -8,7 +8,6 @@ variable with no transform.
 import re
 from typing import Dict
 
-from xlnet_tf.modeling.backbone import backbone_of
 from xlnet_tf.utils.errors import UserInputError
 
 BACKBONE_SCOPE = "model/transformer/"
@@ -17,6 +16,19 @@ BACKBONE_SCOPE = "model/transformer/"
 TRAINING_STATE = re.compile(
     r"(^|/)(global_step|beta1_power|beta2_power|_CHECKPOINTABLE_OBJECT_GRAPH)$"
     r"|/(adam_m|adam_v|Adam|Adam_1|Momentum|ExponentialMovingAverage)$")
+
+
+def backbone_of(target):
+  """The XLNetModel inside `target`: the model itself, or a head's `.backbone`.
+
+  Known by what it holds (a config and blocks) rather than by class: checkpoints sit below
+  the model classes (xlnet_tf.modeling), which build on them.
+  """
+  for candidate in (target, getattr(target, "backbone", None)):
+    if hasattr(candidate, "config") and hasattr(candidate, "blocks"):
+      return candidate
+  raise TypeError(f"Expected an XLNetModel or a head with a `.backbone` XLNetModel; got "
+                  f"{type(target).__name__}")
 
 
 def original_variable_map(target) -> Dict[str, object]:
@@ -29,7 +41,7 @@ def original_variable_map(target) -> Dict[str, object]:
     raise UserInputError(
         f"XLNetConfig.pos_encoding={model.config.pos_encoding!r}: the original and Hugging Face "
         "checkpoint formats hold XLNet's relative encoding only; save and load this ablation "
-        "model in the own format (checkpoints.save_pretrained / load_pretrained)")
+        "model in the own format (save_pretrained / from_pretrained)")
   names = {
       BACKBONE_SCOPE + "word_embedding/lookup_table": model.word_embedding,
       BACKBONE_SCOPE + "mask_emb/mask_emb": model.mask_emb,

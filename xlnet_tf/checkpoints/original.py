@@ -70,6 +70,14 @@ def load_original_checkpoint(model_or_head, prefix: str) -> LoadReport:
   return assign_by_original_name(model_or_head, shapes, read, source=prefix)
 
 
+def holds_variable(prefix: str, name: str) -> bool:
+  """Whether the TF1 checkpoint at `prefix` holds a variable `name`."""
+  try:
+    return tf.train.load_checkpoint(prefix).has_tensor(name)
+  except tf.errors.OpError as error:
+    raise _damaged(prefix, error) from None
+
+
 def _damaged(prefix: str, error: Exception, variable: str = "") -> UserInputError:
   reason = str(getattr(error, "message", error)).strip()
   reason = reason.splitlines()[0] if reason else type(error).__name__

@@ -1,9 +1,16 @@
-"""XLNetHead: what every task model over an XLNetModel shares (construction, serialization)."""
+"""XLNetHead: what every task model over an XLNetModel shares (construction, serialization,
+pretrained directories)."""
 
+import inspect
+
+from absl import logging
 import keras
 
+from xlnet_tf.checkpoints import own, pretrained
+from xlnet_tf.checkpoints.assign import CheckpointMismatchError
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.modeling.backbone import XLNetModel
+from xlnet_tf.utils.errors import UserInputError
 
 
 class XLNetHead(keras.Model):
@@ -14,12 +21,19 @@ class XLNetHead(keras.Model):
   names) and, where Hugging Face has the head, `huggingface_head_names()`.
   """
 
+  # Constructor arguments that change no weight, which from_pretrained may set differently
+  # from a stored head's (e.g. the beam of answer spans).
+  RUN_TIME_ARGUMENTS = ()
+
   def __init__(self, backbone, **kwargs):
     if isinstance(backbone, (dict, XLNetConfig)):
       backbone = XLNetModel(backbone)
     kwargs.setdefault("name", "model")  # the original's top-level scope
     super().__init__(**kwargs)
     self.backbone = backbone
+    # The XLNetTokenizer save_pretrained writes beside the weights: the backbone's, unless
+    # from_pretrained sets the directory's.
+    self.tokenizer = getattr(backbone, "tokenizer", None)
     # Heads create every weight in __init__. Marked built now, Keras never traces them on
     # placeholders of its default (float) dtype, which token ids cannot take.
     self.built = True
@@ -35,3 +49,84 @@ class XLNetHead(keras.Model):
   def from_config(cls, config):
     config = dict(config)
     return cls(keras.saving.deserialize_keras_object(config.pop("backbone")), **config)
+
+  # ---- pretrained directories --------------------------------------------------------------
+  @classmethod
+  def from_pretrained(cls, path: str, **arguments):
+    """This head from a pretrained directory or Hugging Face hub id, in any layout (see
+    XLNetModel.from_pretrained).
+
+    With the head's own weights when the directory holds this head (own: head.json of this
+    class; Hugging Face: config.json's "architectures" is its transformers class, e.g.
+    XLNetForSequenceClassification with num_labels / id2label); otherwise (a backbone, or a
+    pretrained language model: XLNetPretrainer, transformers' XLNetLMHeadModel) a new head
+    over the loaded backbone, which one logged line says. A directory holding another task's
+    head is an error naming both.
+
+    `arguments`: the head's constructor arguments (num_classes, summary_type, ...) and
+    XLNetConfig run-time options (mem_len, dropout, ...). A stored head's arguments must agree
+    with the ones given (except RUN_TIME_ARGUMENTS). `.tokenizer`: the directory's tokenizer
+    or None; `.labels` (classifier, tagger): labels.json or id2label, or None.
+    """
+    caller = f"{cls.__name__}.from_pretrained"
+    head_arguments, config_overrides = pretrained.split_arguments(cls.__init__, arguments,
+                                                                  caller)
+    place = pretrained.locate(path)
+    config = pretrained.stored_config(place, config_overrides)
+    stored = pretrained.stored_head(place)
+    if stored is not None and stored.class_name == cls.__name__:
+      _check_agreement(cls, stored, head_arguments, place)
+      head = cls(config, **{**stored.arguments, **head_arguments})
+      pretrained.load_head(head, place)
+      labels, thresholds = stored.labels, stored.thresholds
+    elif stored is None or stored.is_pretraining:
+      head = _new_head(cls, config, head_arguments, place, caller)
+      pretrained.load_backbone(head.backbone, place)
+      holds = "a backbone only" if stored is None else stored.described_as
+      logging.warning("%s: holds %s; a new %s over its backbone, its head's weights initialized "
+                      "at random (train them before use)", place.name, holds, cls.__name__)
+      labels = thresholds = None
+    else:
+      raise CheckpointMismatchError(
+          f"{caller}: {place.name} holds {stored.described_as}, not an {cls.__name__}; load it "
+          "with its own class, or its backbone with XLNetModel.from_pretrained")
+    head.tokenizer = pretrained.stored_tokenizer(place, config)
+    if labels is not None:
+      head.labels = labels
+    if thresholds is not None:
+      head.thresholds = thresholds
+    return head
+
+  def save_pretrained(self, directory: str) -> str:
+    """Writes a directory from_pretrained reads back: xlnet_config.json, model.weights.h5,
+    head.json; labels.json (thresholds.json) when `.labels` is set; spiece.model +
+    tokenizer_config.json when `.tokenizer` is. Returns it."""
+    return own.save_pretrained(self, directory)
+
+
+def _check_agreement(cls, stored, given, place) -> None:
+  """The arguments given equal the stored head's (its defaults where it stores none)."""
+  defaults = {name: parameter.default
+              for name, parameter in inspect.signature(cls.__init__).parameters.items()}
+  contradictions = [
+      f"{key}={value!r} against the stored {stored.arguments.get(key, defaults.get(key))!r}"
+      for key, value in sorted(given.items())
+      if key not in cls.RUN_TIME_ARGUMENTS
+      and value != stored.arguments.get(key, defaults.get(key))]
+  if contradictions:
+    raise CheckpointMismatchError(
+        f"{cls.__name__}.from_pretrained: {', '.join(contradictions)}: {place.name} holds "
+        f"{stored.described_as}; leave them out to load it, or build a new head over "
+        "XLNetModel.from_pretrained")
+
+
+def _new_head(cls, config, arguments, place, caller):
+  """A new head of `cls` over a new backbone, its required arguments named when missing."""
+  missing = [name for name, parameter in list(inspect.signature(cls.__init__).parameters.items())
+             [2:] if parameter.default is parameter.empty
+             and parameter.kind not in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL)
+             and name not in arguments]
+  if missing:
+    raise UserInputError(f"{caller}: {place.name} holds no {cls.__name__} to read them from; "
+                         f"a new one needs {', '.join(missing)}")
+  return cls(config, **arguments)

@@ -52,6 +52,7 @@ class XLNetClassifier(XLNetHead):
             "1 for a backbone without memory (XLNetConfig.mem_len 0)", max_segments)
     self.num_classes = num_classes
     self.multi_label = multi_label
+    self.labels = None  # the name of each class, in order (from_pretrained, save_pretrained)
     self.thresholds = [0.5] * num_classes if multi_label else None  # serving's decision
     self.summary_type = summary_type
     self.task_name = task_name
@@ -72,8 +73,9 @@ class XLNetClassifier(XLNetHead):
     segment gets the logits of a [B, T] call on that segment."""
     if len(inputs["input_ids"].shape) == 3:
       return self._long_document_logits(inputs, training)
-    outputs = self.backbone(backbone_inputs(inputs), training=training)
-    return self._logits(outputs["sequence_output"], inputs.get("input_mask"), training)
+    features = backbone_inputs(inputs)
+    outputs = self.backbone(features, training=training)
+    return self._logits(outputs["sequence_output"], features.get("input_mask"), training)
 
   def _logits(self, sequence, input_mask, training):
     pooled = self.summary(sequence, input_mask, training=training)

@@ -72,6 +72,8 @@ class XLNetPretrainer(XLNetHead):
   (2, 1, 1000)
   """
 
+  RUN_TIME_ARGUMENTS = ("objective",)  # the same weights predict in any factorization order
+
   def __init__(self, backbone, objective: str = "perm", next_sentence: bool = False, **kwargs):
     super().__init__(backbone, **kwargs)
     self.lm_objective = objectives.named(objective)

@@ -14,7 +14,7 @@ Face: start_logits.dense, end_logits.{dense_0,LayerNorm,dense_1}, answer_class.{
 import keras
 import tensorflow as tf
 
-from xlnet_tf.modeling import numerics
+from xlnet_tf import numerics
 from xlnet_tf.heads.base import XLNetHead
 from xlnet_tf.modeling.layers.dropout import FastDropout
 from xlnet_tf.modeling.backbone import backbone_inputs
@@ -63,6 +63,7 @@ class XLNetQuestionAnswering(XLNetHead):
   serving_text_inputs = ("question", "context")  # packed context <sep> question <sep> <cls>
   extra_inputs = ("p_mask", "cls_index")  # besides the backbone's
   training_targets = ("start_positions", "end_positions", "is_impossible")
+  RUN_TIME_ARGUMENTS = ("start_n_top", "end_n_top")  # the beam of answer spans
 
   def __init__(self, backbone, start_n_top: int = 5, end_n_top: int = 5, **kwargs):
     super().__init__(backbone, **kwargs)

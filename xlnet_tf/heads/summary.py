@@ -12,7 +12,7 @@ Original variable scope: model/sequnece_summary (sic).
 import keras
 import tensorflow as tf
 
-from xlnet_tf.modeling import numerics
+from xlnet_tf import numerics
 from xlnet_tf.modeling.layers.dropout import FastDropout
 
 SUMMARY_TYPES = ("last", "first", "mean", "attn")

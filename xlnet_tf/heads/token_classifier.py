@@ -51,6 +51,7 @@ class XLNetTokenClassifier(XLNetHead):
     super().__init__(backbone, **kwargs)
     config = self.backbone.config
     self.num_labels = num_labels
+    self.labels = None  # the name of each label, in order (from_pretrained, save_pretrained)
     self.dropout = FastDropout(config.dropout)
     self.logit = keras.layers.Dense(
         num_labels, kernel_initializer=keras.initializers.RandomNormal(stddev=config.init_std),

@@ -23,7 +23,7 @@ runs the backbone over the whole window of tokens at every step instead (`Recomp
 the reference, with the same greedy tokens.
 
 Settings refused rather than silently changed (load the model with overrides instead, as
-run/generate.py does: `checkpoints.load_pretrained(dir, bi_data=False, same_length=False)`):
+run/generate.py does: `XLNetPretrainer.from_pretrained(dir, bi_data=False, same_length=False)`):
 bi_data (the second half of a batch would read positions backwards) and, for 'uni', same_length
 (its mask depends on how many tokens a call feeds, so cached steps would see a different
 context than the reference).

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 # BACKBONE_INPUTS and backbone_inputs stay importable from here (the public API).
 from xlnet_tf.modeling.inputs import (BACKBONE_INPUTS, backbone_inputs, checked_backbone_inputs)  # noqa: F401
+from xlnet_tf.checkpoints import own, pretrained
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.modeling import freezing
 from xlnet_tf.modeling.layers import masks as mask_lib
@@ -31,7 +32,9 @@ class XLNetModel(keras.Model):
     segment_ids    int [B, T], optional. Without it there is no segment term, which equals
                    all-zero segments: a term constant along each attention row cancels in the
                    softmax.
-    input_mask     [B, T], 1 = real token, 0 = padding; optional.
+    input_mask     [B, T], 1 = real token, 0 = padding; optional. Also taken under Hugging
+                   Face's name attention_mask or keras-hub's padding_mask, with the same
+                   polarity (1 = real token); one of the three at most.
     perm_mask      [B, T, T], 1 = position i may not attend position j; optional.
     target_mapping [B, P, T] one-hot rows (zero rows = padded slots); optional, enables the
                    query stream, whose input is `mask_emb` at each prediction.
@@ -100,6 +103,9 @@ class XLNetModel(keras.Model):
     self.output_dropout = FastDropout(config.dropout)
     self.block_seed_generator = keras.random.SeedGenerator(name="block_seed_generator")
     self.frozen_layers = None
+    # The XLNetTokenizer of the pretrained directory the model came from (from_pretrained),
+    # written beside its weights by save_pretrained; None when unknown.
+    self.tokenizer = None
     self.build()
     if frozen_layers is not None:
       self.freeze_layers(frozen_layers)
@@ -250,6 +256,41 @@ class XLNetModel(keras.Model):
     sequence = self(backbone_inputs(features), training=False)["sequence_output"]
     return {"pooled_output": sequence[:, -1], "sequence_output": sequence}
 
+  # ---- pretrained directories --------------------------------------------------------------
+  @classmethod
+  def from_pretrained(cls, path: str, **arguments) -> "XLNetModel":
+    """The backbone of a pretrained directory or Hugging Face hub id, in any layout: own
+    (save_pretrained), Hugging Face (config.json + model.safetensors, pytorch_model.bin or
+    tf_model.h5) or the original's (xlnet_config.json + TF1 checkpoint); from a head's
+    directory, its backbone. `arguments`: this class's constructor arguments
+    (recompute_blocks, fused, frozen_layers) and XLNetConfig run-time options (mem_len,
+    dropout, ...; the architecture comes from the checkpoint). `.tokenizer` is the
+    directory's XLNetTokenizer (spiece.model), or None.
+
+    >>> import tempfile
+    >>> from xlnet_tf import XLNetConfig, XLNetModel
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> _ = XLNetModel(XLNetConfig.preset("tiny")).save_pretrained(folder.name)
+    >>> model = XLNetModel.from_pretrained(folder.name, dropout=0.0)
+    >>> model.config.n_layer, model.config.dropout, model.tokenizer
+    (2, 0.0, None)
+    >>> folder.cleanup()
+    """
+    constructor_arguments, config_overrides = pretrained.split_arguments(
+        cls.__init__, arguments, f"{cls.__name__}.from_pretrained")
+    place = pretrained.locate(path)
+    config = pretrained.stored_config(place, config_overrides)
+    model = cls(config, **constructor_arguments)
+    pretrained.load_backbone(model, place)
+    model.tokenizer = pretrained.stored_tokenizer(place, config)
+    return model
+
+  def save_pretrained(self, directory: str) -> str:
+    """Writes a directory from_pretrained reads back (xlnet_config.json, model.weights.h5, and
+    the tokenizer's spiece.model + tokenizer_config.json when `.tokenizer` is set); returns
+    it."""
+    return own.save_pretrained(self, directory)
+
   # ---- serialization ---------------------------------------------------------------------
   def get_config(self):
     return {"config": self.config.to_dict(), "name": self.name,
@@ -261,17 +302,6 @@ class XLNetModel(keras.Model):
     return cls(XLNetConfig.from_dict(config["config"]), name=config.get("name", "transformer"),
                recompute_blocks=config.get("recompute_blocks", False),
                fused=config.get("fused", True), frozen_layers=config.get("frozen_layers"))
-
-
-def backbone_of(target):
-  """The XLNetModel inside `target` (the model itself, or a head with a `.backbone`)."""
-  if isinstance(target, XLNetModel):
-    return target
-  backbone = getattr(target, "backbone", None)
-  if isinstance(backbone, XLNetModel):
-    return backbone
-  raise TypeError(f"Expected an XLNetModel or a head with a `.backbone` XLNetModel; got "
-                  f"{type(target).__name__}")
 
 
 def _attention_masks(config, inputs, batch_size, length, memory_length,

@@ -26,6 +26,11 @@ from xlnet_tf.utils.errors import is_int, require
 BACKBONE_INPUTS = ("input_ids", "segment_ids", "input_mask", "perm_mask", "target_mapping",
                    "mems", "memory_mask")
 
+# Other libraries' names of input_mask, with its polarity (1 = real token, 0 = padding):
+# Hugging Face's and keras-hub's. (The original's and Hugging Face's own `input_mask` are the
+# other way round, 1 = padding; here `input_mask` is 1 = real token.)
+INPUT_MASK_SYNONYMS = ("attention_mask", "padding_mask")
+
 # How each input's shape reads, for the messages (mems[i]: [B, M, D]).
 _LAYOUTS = {"input_ids": "[B, T]", "segment_ids": "[B, T]", "input_mask": "[B, T]",
             "perm_mask": "[B, T, T]", "target_mapping": "[B, P, T]", "memory_mask": "[B, M]",
@@ -33,8 +38,26 @@ _LAYOUTS = {"input_ids": "[B, T]", "segment_ids": "[B, T]", "input_mask": "[B, T
 
 
 def backbone_inputs(features) -> Dict[str, Any]:
-  """The entries of `features` that XLNetModel takes (labels, p_mask, targets... dropped)."""
+  """The entries of `features` that XLNetModel takes (labels, p_mask, targets... dropped), an
+  attention_mask or padding_mask as input_mask (see `with_input_mask`)."""
+  features = with_input_mask(features)
   return {key: features[key] for key in BACKBONE_INPUTS if key in features}
+
+
+def with_input_mask(features) -> Dict[str, Any]:
+  """`features` with its attention_mask or padding_mask (same polarity: 1 = real token) under
+  the name input_mask; UserInputError when more than one of the three is given."""
+  given = [key for key in ("input_mask",) + INPUT_MASK_SYNONYMS
+           if features.get(key) is not None]
+  require(len(given) <= 1, "XLNetModel: the padding mask",
+          "given once, as input_mask, attention_mask or padding_mask (synonyms, each 1 = real "
+          "token)", " and ".join(given))
+  if not any(key in features for key in INPUT_MASK_SYNONYMS):
+    return features
+  renamed = {key: value for key, value in features.items() if key not in INPUT_MASK_SYNONYMS}
+  if given:
+    renamed["input_mask"] = features[given[0]]
+  return renamed
 
 
 def checked_backbone_inputs(config, inputs, memory_keys_values=None, position_keys=None
@@ -44,6 +67,7 @@ def checked_backbone_inputs(config, inputs, memory_keys_values=None, position_ke
   if not isinstance(inputs, dict):  # a programming error, not a user's input
     raise TypeError("XLNetModel takes a dict of inputs with keys from "
                     f"{BACKBONE_INPUTS}; got {type(inputs).__name__}")
+  inputs = with_input_mask(inputs)
   unknown = sorted(set(inputs) - set(BACKBONE_INPUTS))
   require(not unknown, "XLNetModel: the keys of inputs", f"among {BACKBONE_INPUTS}",
           f"unknown input(s) {unknown}")

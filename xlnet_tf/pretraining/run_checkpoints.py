@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf import checkpoints
-from xlnet_tf.modeling.backbone import backbone_of
+from xlnet_tf.checkpoints.naming import backbone_of
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.utils.json_files import read_json, write_json
 

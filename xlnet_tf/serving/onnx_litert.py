@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.checkpoints.labels import save_labels
-from xlnet_tf.modeling.backbone import backbone_of
+from xlnet_tf.checkpoints.naming import backbone_of
 from xlnet_tf.utils.errors import UserInputError, require
 from xlnet_tf.serving.saved_model import ids_input_signature, ids_serving_function
 from xlnet_tf.modeling.ops import compile as compile_ops

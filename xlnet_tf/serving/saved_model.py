@@ -32,6 +32,7 @@ from xlnet_tf import checkpoints
 from xlnet_tf.checkpoints.labels import LABELS_FILE, save_labels, saved_labels, saved_thresholds
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.heads import registry
 from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
@@ -138,7 +139,7 @@ def _stored_head_arguments(model_dir, head):
   """head.json's constructor arguments, checked to be of the head --head names."""
   path = os.path.join(model_dir, checkpoints.own.HEAD_FILE)
   head_class = EXPORT_HEADS[head]
-  stored_class, arguments = checkpoints.own.read_head_file(model_dir)
+  stored_class, arguments = registry.saved_head(model_dir)
   if stored_class is not head_class:
     raise UserInputError(f"{path}: the head is {stored_class.__name__}, not the "
                          f"{head_class.__name__} of --head={head}")

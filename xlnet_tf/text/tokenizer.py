@@ -9,13 +9,16 @@ so it is a per-id replacement table here, shared with the in-graph tokenizer.
 
 import dataclasses
 import os
+import shutil
 import unicodedata
 from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import sentencepiece as spm
 
+from xlnet_tf.utils import hub
 from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.utils.json_files import read_json_object, write_json
 
 SPIECE_UNDERLINE = "\u2581"
 SPECIAL_PIECES = ("<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>")
@@ -52,6 +55,13 @@ class SpecialIds:
 
   def as_dict(self) -> Dict[str, int]:
     return dataclasses.asdict(self)
+
+
+# A pretrained directory's tokenizer, in every layout (own, Hugging Face, the original): the
+# SentencePiece model, and Hugging Face's tokenizer settings file (do_lower_case,
+# keep_accents), which the own format writes too.
+SENTENCEPIECE_FILE = "spiece.model"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 
 
 # The ids of the original vocabulary (the released spiece.model), which
@@ -139,6 +149,33 @@ class XLNetTokenizer:
     self._needs_replacement = np.zeros(self.vocab_size, bool)
     self._needs_replacement[list(self.replacements)] = True
 
+  @classmethod
+  def from_pretrained(cls, path: str, **settings) -> "XLNetTokenizer":
+    """The tokenizer of a pretrained directory (own, Hugging Face or original layout: its
+    spiece.model) or Hugging Face hub id. Lower-casing and accents as its
+    tokenizer_config.json says (do_lower_case, keep_accents; both off without the file);
+    `settings` (lower, keep_accents) override them."""
+    directory = hub.local_directory(
+        path, lambda files: [name for name in (SENTENCEPIECE_FILE, TOKENIZER_CONFIG_FILE)
+                             if name in files], expected=SENTENCEPIECE_FILE)
+    tokenizer = saved_tokenizer(directory, **settings)
+    if tokenizer is None:
+      raise FileNotFoundError(f"{path}: no {SENTENCEPIECE_FILE} there (the SentencePiece model "
+                              "of a pretrained directory)")
+    return tokenizer
+
+  def save_pretrained(self, directory: str) -> str:
+    """Writes directory/spiece.model (a copy of sp_path) and tokenizer_config.json
+    (do_lower_case, keep_accents, as Hugging Face's XLNetTokenizer reads them)."""
+    os.makedirs(directory, exist_ok=True)
+    target = os.path.join(directory, SENTENCEPIECE_FILE)
+    if not (os.path.exists(target) and os.path.samefile(self.sp_path, target)):
+      shutil.copyfile(self.sp_path, target)
+    write_json(os.path.join(directory, TOKENIZER_CONFIG_FILE),
+               {"tokenizer_class": "XLNetTokenizer", "do_lower_case": self.lower,
+                "keep_accents": self.keep_accents, "remove_space": True})
+    return directory
+
   def _read_special_ids(self) -> SpecialIds:
     found = {}
     for piece in SPECIAL_PIECES:
@@ -208,6 +245,29 @@ class XLNetTokenizer:
 
   def decode(self, ids: Sequence[int]) -> str:
     return self.processor.DecodeIds([int(i) for i in ids])
+
+
+def saved_tokenizer(directory: str, **settings) -> Optional[XLNetTokenizer]:
+  """The tokenizer saved in a pretrained directory (spiece.model, with tokenizer_config.json's
+  do_lower_case and keep_accents); None without spiece.model. `settings` (lower,
+  keep_accents) override the file's."""
+  sp_path = os.path.join(directory, SENTENCEPIECE_FILE)
+  if not os.path.exists(sp_path):
+    return None
+  config_path = os.path.join(directory, TOKENIZER_CONFIG_FILE)
+  stored = read_json_object(config_path) if os.path.exists(config_path) else {}
+  unknown = sorted(set(settings) - {"lower", "keep_accents"})
+  if unknown:
+    raise UserInputError(f"XLNetTokenizer.from_pretrained: unknown setting(s) {unknown}; "
+                         "known: lower, keep_accents")
+  values = {}
+  for setting, key in (("lower", "do_lower_case"), ("keep_accents", "keep_accents")):
+    values[setting] = stored.get(key, False)
+    if not isinstance(values[setting], bool):
+      raise UserInputError(f"{config_path}: {key} must be true or false; got "
+                           f"{values[setting]!r}")
+  values.update(settings)
+  return XLNetTokenizer(sp_path, **values)
 
 
 def _ends_in_digit_comma(piece: str) -> bool:

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf.modeling.backbone import backbone_of
+from xlnet_tf.checkpoints.naming import backbone_of
 from xlnet_tf.modeling.freezing import STACKED_VARIABLES, frozen_row_mask
 from xlnet_tf.training.options import OptimizerOptions
 

@@ -19,7 +19,7 @@ policies; a row with every key masked attends uniformly, as the original's
 import keras
 import tensorflow as tf
 
-from xlnet_tf.modeling import numerics
+from xlnet_tf import numerics
 from xlnet_tf.modeling.layers import masks as mask_lib
 from xlnet_tf.modeling.layers.dropout import FastDropout
 from xlnet_tf.modeling.ops.attention_probabilities import fused_attention_probabilities

@@ -8,7 +8,7 @@ import math
 import keras
 import tensorflow as tf
 
-from xlnet_tf.modeling import numerics
+from xlnet_tf import numerics
 from xlnet_tf.modeling.layers.dropout import FastDropout
 from xlnet_tf.modeling.ops.bias_activation import fused_bias_activation_dropout
 from xlnet_tf.modeling.ops.flat_matmul import flat_matmul

@@ -17,7 +17,7 @@ out, 2x512 410 -> 205 ms; docs/performance.md items 3, 4 and 7).
 
 import tensorflow as tf
 
-from xlnet_tf.modeling import numerics
+from xlnet_tf import numerics
 from xlnet_tf.modeling.ops import random as random_ops
 from xlnet_tf.modeling.ops.compile import compiled_with_gradient
 from xlnet_tf.modeling.ops.relative_shift import (gather_relative_scores, rel_shift,

@@ -1,5 +1,8 @@
 """Conversion between the original TF1, Hugging Face and own checkpoint formats, verified.
 
+Here, above the heads, because converting builds the model a checkpoint holds (the readers and
+writers it uses, xlnet_tf.checkpoints, build none).
+
 A backbone converts between all three. A head (an own-format directory with head.json, e.g. a
 fine-tuning run's best weights) converts to own, original and, where transformers has the same
 head, huggingface; its labels.json travels with it (into config.json's id2label for
@@ -19,14 +22,13 @@ from xlnet_tf.checkpoints.huggingface import (WEIGHT_FILES, config_from_huggingf
 from xlnet_tf.checkpoints.huggingface_writer import (huggingface_architecture,
                                                      save_huggingface_checkpoint)
 from xlnet_tf.checkpoints.labels import save_labels, saved_labels
-from xlnet_tf.modeling.backbone import XLNetModel, backbone_of
-from xlnet_tf.checkpoints.naming import original_variable_map
+from xlnet_tf.checkpoints.naming import backbone_of, original_variable_map
 from xlnet_tf.checkpoints.original import (load_original_checkpoint, resolve_prefix,
                                            save_original_checkpoint)
-from xlnet_tf.checkpoints import own
-from xlnet_tf.checkpoints.own import (CONFIG_FILE, load_own_checkpoint,
-                                      save_pretrained)
+from xlnet_tf.checkpoints.own import CONFIG_FILE, load_own_checkpoint, save_pretrained
 from xlnet_tf.config import XLNetConfig
+from xlnet_tf.heads import registry
+from xlnet_tf.modeling.backbone import XLNetModel
 from xlnet_tf.utils.errors import require
 
 INPUT_FORMATS = ("original", "huggingface", "own")
@@ -38,7 +40,7 @@ def load_any(path: str, input_format: str, config_file: Optional[str] = None):
   """(XLNetModel or head, load summary) from a checkpoint of any supported format; a head from
   an own-format directory with head.json."""
   if input_format == "own":
-    return own.load(path).model, f"Loaded {path} (xlnet_tf format)."
+    return registry.load_saved(path), f"Loaded {path} (xlnet_tf format)."
   if input_format == "huggingface":
     hf_config = read_huggingface_config(path)
     if not hf_config:

@@ -1,0 +1,229 @@
+"""Pretrained directories, recognized by their files: what `XLNetModel.from_pretrained` and
+every head's `from_pretrained` read. Nothing here builds a model (the model classes stand on
+the floors above); they build it from `stored_config` and pass it in.
+
+  own          xlnet_config.json + model.weights.h5 (+ head.json, labels.json, thresholds.json)
+  huggingface  config.json + model.safetensors, pytorch_model.bin or tf_model.h5 (or a
+               sharded index of one); config.json's "architectures" names the head
+  original     xlnet_config.json + a TF1 checkpoint (xlnet_model.ckpt.index / .data-*)
+
+Any of them may hold spiece.model (+ tokenizer_config.json): the tokenizer. A name that is no
+local path is a Hugging Face hub id, fetched through huggingface_hub's cache
+(xlnet_tf.utils.hub).
+"""
+
+import dataclasses
+import inspect
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from xlnet_tf.checkpoints import own
+from xlnet_tf.checkpoints.huggingface import (WEIGHT_FILES, config_from_huggingface,
+                                              load_huggingface_checkpoint)
+from xlnet_tf.checkpoints.huggingface_writer import (HUGGINGFACE_ARCHITECTURES,
+                                                     HUGGINGFACE_CONFIG_FILE)
+from xlnet_tf.checkpoints.labels import (LABELS_FILE, THRESHOLDS_FILE, saved_labels,
+                                         saved_thresholds)
+from xlnet_tf.checkpoints.original import (CHECKPOINT_STATE_FILE, holds_variable,
+                                           load_original_checkpoint, resolve_prefix)
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.text.tokenizer import (SENTENCEPIECE_FILE, TOKENIZER_CONFIG_FILE, XLNetTokenizer,
+                                     check_vocabulary, saved_tokenizer)
+from xlnet_tf.utils import hub
+from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.utils.json_files import read_json_object
+
+OWN, HUGGINGFACE, ORIGINAL = "own", "huggingface", "original"
+EXPECTED = ("xlnet_tf's own files (xlnet_config.json + model.weights.h5), Hugging Face's "
+            "(config.json + model.safetensors, pytorch_model.bin or tf_model.h5) or the "
+            "original's (xlnet_config.json + a TF1 checkpoint xlnet_model.ckpt.index/.data-*)")
+# A pretrained language model: where the fine-tuning of every other head starts.
+PRETRAINING_HEAD = "XLNetPretrainer"
+_LM_BIAS = "model/lm_loss/bias"  # what the original pretraining keeps beside the backbone
+_OURS = {theirs: ours for ours, theirs in HUGGINGFACE_ARCHITECTURES.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Pretrained:
+  """A pretrained directory: the name given (a path or a hub id), where it lies, its layout."""
+  name: str
+  directory: str
+  layout: str
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredHead:
+  """The head whose weights a pretrained directory holds besides the backbone's."""
+  class_name: Optional[str]  # ours; None for a transformers head xlnet_tf has no class for
+  arguments: Dict[str, Any]  # its constructor arguments
+  source: str                # the file that says so
+  described_as: str          # for messages, with the file
+  labels: Optional[List[str]] = None
+  thresholds: Optional[List[float]] = None
+
+  @property
+  def is_pretraining(self) -> bool:
+    return self.class_name == PRETRAINING_HEAD
+
+
+def locate(name: str) -> Pretrained:
+  """The pretrained directory `name` stands for (a local directory or a hub id) and its
+  layout; FileNotFoundError or UserInputError naming `name` and what was expected."""
+  directory = hub.local_directory(name, _files_to_fetch, EXPECTED)
+  return Pretrained(name, directory, layout_of(directory, name))
+
+
+def layout_of(directory: str, name: Optional[str] = None) -> str:
+  """own, huggingface or original, from the files in `directory` (in that order, when it
+  holds more than one)."""
+  files = set(os.listdir(directory))
+  if own.CONFIG_FILE in files and own.WEIGHTS_FILE in files:
+    return OWN
+  if HUGGINGFACE_CONFIG_FILE in files and any(
+      weights in files or weights + ".index.json" in files for weights in WEIGHT_FILES):
+    return HUGGINGFACE
+  if own.CONFIG_FILE in files and (CHECKPOINT_STATE_FILE in files
+                                   or any(file.endswith(".index") for file in files)):
+    return ORIGINAL
+  shown = ", ".join(sorted(files)[:10]) + (", ..." if len(files) > 10 else "") or "nothing"
+  where = directory if name in (None, directory) else f"{name} ({directory})"
+  raise UserInputError(f"{where}: not a pretrained XLNet directory; expected "
+                       f"{EXPECTED}; it holds: {shown}")
+
+
+def _files_to_fetch(files: Sequence[str]) -> List[str]:
+  """Of a hub repository's files, those a pretrained directory is read from: the small ones
+  and one set of weights (the first layout that layout_of would pick)."""
+  present = set(files)
+  wanted = [file for file in (own.CONFIG_FILE, HUGGINGFACE_CONFIG_FILE, own.HEAD_FILE,
+                              LABELS_FILE, THRESHOLDS_FILE, SENTENCEPIECE_FILE,
+                              TOKENIZER_CONFIG_FILE, CHECKPOINT_STATE_FILE) if file in present]
+  if own.CONFIG_FILE in present and own.WEIGHTS_FILE in present:
+    return wanted + [own.WEIGHTS_FILE]
+  for weights in WEIGHT_FILES:
+    if weights in present:
+      return wanted + [weights]
+    if weights + ".index.json" in present:  # model-00001-of-00002.safetensors, ...
+      stem, suffix = os.path.splitext(weights)
+      return wanted + [weights + ".index.json", f"{stem}-*{suffix}"]
+  return wanted + [file[:-len(".index")] + ".*" for file in present if file.endswith(".index")]
+
+
+def split_arguments(constructor, arguments: Dict[str, Any], caller: str
+                    ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+  """(the arguments `constructor` takes by name, the rest: XLNetConfig overrides). A name that
+  is neither is a UserInputError naming `caller` and what it takes."""
+  parameters = list(inspect.signature(constructor).parameters.values())[2:]  # self, config
+  constructor_names = [parameter.name for parameter in parameters
+               if parameter.kind not in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL)]
+  config_names = {field.name for field in dataclasses.fields(XLNetConfig)}
+  unknown = sorted(set(arguments) - set(constructor_names) - config_names)
+  if unknown:
+    raise UserInputError(f"{caller}: unknown keyword argument(s) {unknown}; it takes "
+                         f"{constructor_names} and XLNetConfig's run-time options (mem_len, "
+                         "dropout, ...)")
+  return ({key: value for key, value in arguments.items() if key in constructor_names},
+          {key: value for key, value in arguments.items() if key not in constructor_names})
+
+
+def stored_config(place: Pretrained, config_overrides: Dict[str, Any]) -> XLNetConfig:
+  """The XLNetConfig the directory stores, with `config_overrides` (run-time options only:
+  the architecture comes from the checkpoint)."""
+  if place.layout == HUGGINGFACE:
+    path = os.path.join(place.directory, HUGGINGFACE_CONFIG_FILE)
+    own.check_config_overrides(config_overrides, path)
+    return config_from_huggingface(read_json_object(path), source=path, **config_overrides)
+  return own.stored_config(place.directory, config_overrides)
+
+
+def stored_head(place: Pretrained) -> Optional[StoredHead]:
+  """The head the directory holds, None for a backbone alone."""
+  if place.layout == OWN:
+    return _own_head(place.directory)
+  if place.layout == HUGGINGFACE:
+    return _huggingface_head(place.directory)
+  prefix = resolve_prefix(place.directory)
+  if holds_variable(prefix, _LM_BIAS):
+    return StoredHead(PRETRAINING_HEAD, {}, prefix, f"an {PRETRAINING_HEAD} ({prefix} holds "
+                      f"the original pretraining's {_LM_BIAS})")
+  return None
+
+
+def _own_head(directory: str) -> Optional[StoredHead]:
+  head_file = own.read_head_file(directory)
+  if head_file is None:
+    return None
+  class_name, arguments = head_file
+  labels, thresholds = saved_labels(directory), None
+  count = arguments.get("num_classes", arguments.get("num_labels"))
+  if labels is not None and count is not None and len(labels) != count:
+    raise UserInputError(f"{os.path.join(directory, LABELS_FILE)}: lists {len(labels)} labels, "
+                         f"but the {class_name} in {os.path.join(directory, own.HEAD_FILE)} "
+                         f"has {count} classes")
+  if labels is not None and arguments.get("multi_label"):
+    thresholds = saved_thresholds(directory, labels)
+  path = os.path.join(directory, own.HEAD_FILE)
+  return StoredHead(class_name, arguments, path, f"an {class_name} ({path})", labels, thresholds)
+
+
+def _huggingface_head(directory: str) -> Optional[StoredHead]:
+  """The head config.json's "architectures" names, with the constructor arguments its fields
+  give (num_labels or id2label, summary_type, problem_type, start_n_top / end_n_top)."""
+  path = os.path.join(directory, HUGGINGFACE_CONFIG_FILE)
+  values = read_json_object(path)
+  architectures = values.get("architectures") or ["XLNetModel"]
+  theirs = architectures[0]
+  ours = _OURS.get(theirs)
+  if ours == "XLNetModel":
+    return None
+  if ours is None:
+    return StoredHead(None, {}, path, f"transformers' {theirs} ({path})")
+  id2label = values.get("id2label") or {}
+  count = len(id2label) or values.get("num_labels", 2)
+  arguments, labels = {}, None
+  if ours in ("XLNetClassifier", "XLNetMultipleChoice"):
+    arguments["summary_type"] = values.get("summary_type", "last")
+  if ours == "XLNetClassifier":
+    arguments["num_classes"] = count
+    if values.get("problem_type") == "multi_label_classification":
+      arguments["multi_label"] = True
+  elif ours == "XLNetTokenClassifier":
+    arguments["num_labels"] = count
+  elif ours == "XLNetQuestionAnswering":
+    arguments.update(start_n_top=values.get("start_n_top", 5),
+                     end_n_top=values.get("end_n_top", 5))
+  if id2label and ours in ("XLNetClassifier", "XLNetTokenClassifier"):
+    try:
+      labels = [str(id2label[str(index)]) for index in range(count)]
+    except KeyError:
+      raise UserInputError(f"{path}: id2label must map 0..{count - 1}; got "
+                           f"{sorted(id2label)}") from None
+  return StoredHead(ours, arguments, path, f"transformers' {theirs} ({path})", labels)
+
+
+def load_backbone(model, place: Pretrained) -> None:
+  """The backbone's weights into `model` (an XLNetModel), from a directory holding a
+  backbone or any head; strict (a missing or misshaped weight: CheckpointMismatchError)."""
+  if place.layout == OWN:
+    own.load_own_backbone(model, place.directory)
+  else:
+    load_head(model, place)  # the readers set other heads' weights aside by name
+
+
+def load_head(model_or_head, place: Pretrained) -> None:
+  """All of `model_or_head`'s weights, its head's included; strict."""
+  if place.layout == OWN:
+    own.load_own_checkpoint(model_or_head, place.directory)
+  elif place.layout == HUGGINGFACE:
+    load_huggingface_checkpoint(model_or_head, place.directory)
+  else:
+    load_original_checkpoint(model_or_head, place.directory)
+
+
+def stored_tokenizer(place: Pretrained, config: XLNetConfig) -> Optional[XLNetTokenizer]:
+  """The directory's tokenizer (None without spiece.model), checked to fit the model's
+  vocabulary."""
+  tokenizer = saved_tokenizer(place.directory)
+  if tokenizer is not None:
+    check_vocabulary(tokenizer, config, place.name)
+  return tokenizer

@@ -1,0 +1,68 @@
+"""A local directory for a name that is either a path or a Hugging Face hub id.
+
+A name that is not a local path but reads as a hub repository id ("xlnet/xlnet-base-cased",
+"xlnet-base-cased") is fetched through huggingface_hub's cache (HF_HOME / HF_HUB_CACHE):
+online, only the files the caller picks from the repository's list; offline (HF_HUB_OFFLINE=1,
+or the hub out of reach), the snapshot already cached for its main revision. huggingface_hub
+is an optional dependency (`pip install "xlnet_tf[hub]"`), imported when a hub id is read.
+"""
+
+import os
+import re
+from typing import Callable, List, Sequence
+
+from xlnet_tf.utils.errors import UserInputError
+
+# The hub's repository names: an optional owner, letters, digits, '-', '_' and '.'.
+_HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
+
+
+def is_hub_id(name: str) -> bool:
+  """Whether `name` can be a hub repository id (not a path with more than one folder, not
+  absolute, no '..' or '--' the hub refuses)."""
+  return bool(_HUB_ID.match(name)) and ".." not in name and "--" not in name \
+      and not name.endswith((".", "-"))
+
+
+def local_directory(name: str, choose_files: Callable[[Sequence[str]], List[str]],
+                    expected: str) -> str:
+  """`name` when it is a local directory, else the local snapshot of the hub repository it
+  names, holding the files `choose_files` picks from the repository's file list (patterns as
+  fnmatch reads them). Errors name `name` and say what was `expected` there."""
+  if os.path.isdir(name):
+    return name
+  if os.path.exists(name):
+    raise UserInputError(f"{name}: a file; expected a directory holding {expected}")
+  if not is_hub_id(name):
+    raise FileNotFoundError(f"{name}: no such directory; expected a directory holding "
+                            f"{expected}, or a Hugging Face hub id")
+  return _hub_snapshot(name, choose_files, expected)
+
+
+def _hub_snapshot(repo_id: str, choose_files, expected: str) -> str:
+  try:
+    import huggingface_hub  # optional: only a hub id needs it
+    from huggingface_hub import constants, errors
+  except ImportError:
+    raise FileNotFoundError(
+        f"{repo_id}: no such directory (expected a directory holding {expected}); to read it "
+        "as a Hugging Face hub id, install huggingface_hub (pip install \"xlnet_tf[hub]\")"
+    ) from None
+  if not constants.HF_HUB_OFFLINE:
+    try:
+      files = huggingface_hub.list_repo_files(repo_id)
+    except errors.RepositoryNotFoundError:
+      raise FileNotFoundError(f"{repo_id}: no such directory, and no Hugging Face hub "
+                              f"repository of that id (expected a directory holding "
+                              f"{expected}, or a hub id)") from None
+    except (OSError, errors.OfflineModeIsEnabled):
+      pass  # the hub is out of reach: what the cache holds
+    else:
+      return huggingface_hub.snapshot_download(repo_id, allow_patterns=choose_files(files))
+  try:
+    return huggingface_hub.snapshot_download(repo_id, local_files_only=True)
+  except OSError:  # LocalEntryNotFoundError: nothing cached for it
+    raise FileNotFoundError(
+        f"{repo_id}: no such directory, and no snapshot of that Hugging Face hub id in the "
+        f"cache {constants.HF_HUB_CACHE} (the hub is offline or out of reach); expected a "
+        f"directory holding {expected}, or a hub id") from None
