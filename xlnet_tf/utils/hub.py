@@ -48,6 +48,7 @@ def _hub_snapshot(repo_id: str, choose_files, expected: str) -> str:
         f"{repo_id}: no such directory (expected a directory holding {expected}); to read it "
         "as a Hugging Face hub id, install huggingface_hub (pip install \"xlnet_tf[hub]\")"
     ) from None
+  unreachable = "HF_HUB_OFFLINE is set"
   if not constants.HF_HUB_OFFLINE:
     try:
       files = huggingface_hub.list_repo_files(repo_id)
@@ -55,8 +56,8 @@ def _hub_snapshot(repo_id: str, choose_files, expected: str) -> str:
       raise FileNotFoundError(f"{repo_id}: no such directory, and no Hugging Face hub "
                               f"repository of that id (expected a directory holding "
                               f"{expected}, or a hub id)") from None
-    except (OSError, errors.OfflineModeIsEnabled):
-      pass  # the hub is out of reach: what the cache holds
+    except Exception as error:  # network, server, proxy: whatever it is, the cache may do
+      unreachable = f"the hub is out of reach: {str(error).strip().splitlines()[0]}"
     else:
       return huggingface_hub.snapshot_download(repo_id, allow_patterns=choose_files(files))
   try:
@@ -64,5 +65,5 @@ def _hub_snapshot(repo_id: str, choose_files, expected: str) -> str:
   except OSError:  # LocalEntryNotFoundError: nothing cached for it
     raise FileNotFoundError(
         f"{repo_id}: no such directory, and no snapshot of that Hugging Face hub id in the "
-        f"cache {constants.HF_HUB_CACHE} (the hub is offline or out of reach); expected a "
-        f"directory holding {expected}, or a hub id") from None
+        f"cache {constants.HF_HUB_CACHE} ({unreachable}); expected a directory holding "
+        f"{expected}, or a hub id") from None
