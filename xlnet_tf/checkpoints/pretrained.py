@@ -114,8 +114,8 @@ def split_arguments(constructor, arguments: Dict[str, Any], caller: str
   """(the arguments `constructor` takes by name, the rest: XLNetConfig overrides). A name that
   is neither is a UserInputError naming `caller` and what it takes."""
   parameters = list(inspect.signature(constructor).parameters.values())[2:]  # self, config
-  constructor_names = [parameter.name for parameter in parameters
-               if parameter.kind not in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL)]
+  constructor_names = [parameter.name for parameter in parameters if parameter.kind not in
+                       (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL)]
   config_names = {field.name for field in dataclasses.fields(XLNetConfig)}
   unknown = sorted(set(arguments) - set(constructor_names) - config_names)
   if unknown:

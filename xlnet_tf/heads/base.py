@@ -122,10 +122,10 @@ def _check_agreement(cls, stored, given, place) -> None:
 
 def _new_head(cls, config, arguments, place, caller):
   """A new head of `cls` over a new backbone, its required arguments named when missing."""
-  missing = [name for name, parameter in list(inspect.signature(cls.__init__).parameters.items())
-             [2:] if parameter.default is parameter.empty
-             and parameter.kind not in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL)
-             and name not in arguments]
+  parameters = list(inspect.signature(cls.__init__).parameters.values())[2:]  # self, backbone
+  missing = [parameter.name for parameter in parameters
+             if parameter.default is parameter.empty and parameter.name not in arguments
+             and parameter.kind not in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL)]
   if missing:
     raise UserInputError(f"{caller}: {place.name} holds no {cls.__name__} to read them from; "
                          f"a new one needs {', '.join(missing)}")
