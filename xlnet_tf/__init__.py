@@ -2,7 +2,7 @@
 
   from xlnet_tf import (XLNetConfig, XLNetModel, XLNetPretrainer, XLNetClassifier,
                         XLNetMultipleChoice, XLNetQuestionAnswering, XLNetTokenClassifier,
-                        XLNetTokenizer, checkpoints)
+                        XLNetTokenizer, XLNetPreprocessor, checkpoints)
 
 Names are imported on first use (PEP 562), so `import xlnet_tf` and `xlnet_tf.config` do not
 load TensorFlow until a model, tokenizer or checkpoint function is asked for.
@@ -21,6 +21,7 @@ _EXPORTS = {  # public name -> the module defining it
     "XLNetQuestionAnswering": "xlnet_tf.heads.question_answering",
     "XLNetTokenClassifier": "xlnet_tf.heads.token_classifier",
     "XLNetTokenizer": "xlnet_tf.text.tokenizer",
+    "XLNetPreprocessor": "xlnet_tf.text.preprocessor",
 }
 _SUBPACKAGES = ("benchmarks", "checkpoints", "heads", "inference", "modeling", "objectives",
                 "pretraining", "serving", "studies", "tasks", "text", "training", "utils")

@@ -182,19 +182,6 @@ def ids_input_signature(model, max_seq_length: int):
           tf.TensorSpec(shape, tf.float32, "input_mask")]
 
 
-def _pack_texts(packer, names, strings):
-  """(input_ids, segment_ids, input_mask) of a text signature's strings, by input names."""
-  values = dict(zip(names, strings))
-  if "options" in values:  # each option packed with the text: [B, C] pairs -> [B, C, T]
-    options = values["options"]
-    count = tf.shape(options)[1]
-    flat = packer(tf.repeat(values["text"], count), tf.reshape(options, [-1]))
-    return [tf.reshape(t, tf.stack([-1, count, packer.max_seq_length])) for t in flat]
-  if "question" in values:  # the SQuAD window: context <sep> question <sep> <cls>
-    return packer(values["context"], values["question"])
-  return packer(values["text"], values.get("text_b"))
-
-
 def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
                        max_seq_length: int, version: int = 1, text_pairs: bool = False,
                        lower: bool = False, warmup_requests: int = 3, xla: bool = False,
@@ -245,9 +232,10 @@ def _export(model, sp_path, export_base, model_name, max_seq_length, *, version,
   archive.track(model)
   archive.track(packer)
   archive.add_endpoint("serve_ids", features_from, input_signature=ids_signature)
-  archive.add_endpoint("serving_default",
-                       lambda *strings: features_from(*_pack_texts(packer, text_names, strings)),
-                       input_signature=text_signature)
+  archive.add_endpoint(
+      "serving_default",
+      lambda *strings: features_from(*packer.pack_named(dict(zip(text_names, strings)))),
+      input_signature=text_signature)
   path = os.path.join(export_base, model_name, str(version))
   if os.path.exists(path):
     shutil.rmtree(path)

@@ -7,6 +7,7 @@ lower-casing; then SentencePiece (tensorflow-text) and the digit-comma re-split 
 per-id replacement table. A SavedModel holding it needs `import tensorflow_text` where it loads.
 """
 
+import functools
 import sys
 import unicodedata
 from typing import Iterable
@@ -30,12 +31,14 @@ def _character_class(code_points: Iterable[int]) -> str:
   return "[" + "".join(parts) + "]"
 
 
-def _python_whitespace():
-  return (c for c in range(sys.maxunicode + 1) if chr(c).isspace())
+@functools.lru_cache(maxsize=None)  # a pass over every code point: once per process
+def _python_whitespace() -> str:
+  return _character_class(c for c in range(sys.maxunicode + 1) if chr(c).isspace())
 
 
-def _combining_marks():
-  return (c for c in range(sys.maxunicode + 1) if unicodedata.combining(chr(c)))
+@functools.lru_cache(maxsize=None)
+def _combining_marks() -> str:
+  return _character_class(c for c in range(sys.maxunicode + 1) if unicodedata.combining(chr(c)))
 
 
 class InGraphTokenizer(tf.Module):
@@ -51,10 +54,10 @@ class InGraphTokenizer(tf.Module):
     with open(sp_path, "rb") as handle:
       model_bytes = handle.read()
     self._sentencepiece = tf_text.SentencepieceTokenizer(model=model_bytes, out_type=tf.int32)
-    whitespace = _character_class(_python_whitespace())
+    whitespace = _python_whitespace()
     self._whitespace_run = whitespace + "+"
     self._edge_whitespace = f"^{whitespace}+|{whitespace}+$"
-    self._combining = _character_class(_combining_marks())
+    self._combining = _combining_marks()
     vocab_size = python_tokenizer.vocab_size
     rows = [python_tokenizer.replacements.get(i, [i]) for i in range(vocab_size)]
     self._replacement_values = tf.constant(np.concatenate(rows).astype(np.int32))

@@ -31,6 +31,11 @@ import tensorflow as tf
 from xlnet_tf.utils.errors import require
 
 SEG_A, SEG_B, SEG_CLS, SEG_PAD = 0, 1, 2, 4
+# The text inputs of each head's layout, by the SavedModel signature's names, in the order a
+# tuple of texts gives them (XLNetPreprocessor, the heads' raw strings): single texts or pairs,
+# a text and its options (multiple choice), a question and its context (SQuAD).
+TEXT_INPUT_LAYOUTS = (("text",), ("text", "text_b"), ("text", "options"), ("question", "context"))
+_SORTED_LAYOUTS = {tuple(sorted(names)) for names in TEXT_INPUT_LAYOUTS}
 
 
 def truncate_pair(tokens_a: List[int], tokens_b: List[int], max_length: int) -> None:
@@ -57,6 +62,12 @@ def fold_into_segments(values, num_segments: int, segment_length: int):
   T = segment_length). The one split of long documents: pack_texts (NumPy in, a tensor out)
   and TextPacker (in the graph) both call it."""
   return tf.reshape(values, [-1, num_segments, segment_length])
+
+
+def check_text_inputs(names) -> None:
+  """The names of a call's texts form one of TEXT_INPUT_LAYOUTS (in any order)."""
+  require(tuple(sorted(names)) in _SORTED_LAYOUTS, "the text inputs",
+          f"one of the layouts {list(TEXT_INPUT_LAYOUTS)}", sorted(names))
 
 
 def check_segments(max_segments: int, argument: str = "max_segments") -> None:
@@ -139,7 +150,8 @@ def _left_pad(ragged, length, value):
 
 class TextPacker(tf.Module):
   """Strings -> (input_ids, segment_ids, input_mask) [B, max_seq_length], in the graph;
-  [B, num_segments, max_seq_length] with num_segments > 1 (pack_texts' layout)."""
+  [B, num_segments, max_seq_length] with num_segments > 1 (pack_texts' layout). The one
+  packing of the SavedModel's text signature and of XLNetPreprocessor (text.preprocessor)."""
 
   def __init__(self, tokenizer, max_seq_length: int, num_segments: int = 1):
     super().__init__(name="text_packer")
@@ -182,3 +194,20 @@ class TextPacker(tf.Module):
       return packed
     return tuple(fold_into_segments(value, self.num_segments, self.max_seq_length)
                  for value in packed)
+
+  def pack_named(self, texts: Dict[str, tf.Tensor]):
+    """(input_ids, segment_ids, input_mask) of texts by the SavedModel's text input names
+    (TEXT_INPUT_LAYOUTS): {text[, text_b]} [B]; {text [B], options [B, C]}: each option packed
+    after its text, [B, C, max_seq_length]; {question, context} [B]: the SQuAD window
+    `context <sep> question <sep> <cls>`."""
+    check_text_inputs(texts)
+    if "options" in texts:
+      require(self.num_segments == 1, "options", "packed into one segment (num_segments 1)",
+              self.num_segments)
+      options = texts["options"]
+      count = tf.shape(options)[1]
+      flat = self(tf.repeat(texts["text"], count), tf.reshape(options, [-1]))
+      return tuple(tf.reshape(t, tf.stack([-1, count, self.max_seq_length])) for t in flat)
+    if "question" in texts:
+      return self(texts["context"], texts["question"])
+    return self(texts["text"], texts.get("text_b"))
