@@ -71,6 +71,18 @@ def test_in_tf_data_with_labels_pairs_and_unbatched_elements(preprocessor, token
   assert_packed_as(next(iter(pairs_only)), expected)
 
 
+def test_a_cleared_kernel_cache_leaves_it_working(tokenizer):
+  """tf.random.set_seed clears TensorFlow's kernel cache, and with it the SentencePiece
+  resources kernels own: each graph of the preprocessor makes its own."""
+  preprocessor = XLNetPreprocessor(tokenizer, sequence_length=LENGTH)
+  expected = pack_texts(tokenizer, TEXTS, None, LENGTH)
+  dataset = tf.data.Dataset.from_tensor_slices(TEXTS).batch(len(TEXTS)).map(preprocessor)
+  assert_packed_as(preprocessor(TEXTS), expected)
+  keras.utils.set_random_seed(1)
+  assert_packed_as(preprocessor(TEXTS), expected)
+  assert_packed_as(next(iter(dataset)), expected)
+
+
 def test_options_are_packed_after_their_text(preprocessor, tokenizer):
   options = [["first option", "second", "third, 3,"], ["un", "deux", "trois"]]
   features = preprocessor((TEXTS[:2], options))

@@ -1,7 +1,7 @@
 """The project's own format: a directory with the full config JSON and a Keras weights file
 (and, for a head, head.json: its class and constructor arguments; for a classifier or tagger,
 labels.json; for a multi-label classifier, thresholds.json; with its tokenizer, spiece.model and
-tokenizer_config.json).
+tokenizer_config.json; with a head's preprocessor, also preprocessor.json).
 
 head.json is read here only (`read_head_file`), for loading, conversion and export; which class
 its name stands for is the heads' registry's business (xlnet_tf.heads.registry).
@@ -32,7 +32,8 @@ def save_pretrained(model_or_head, directory: str) -> str:
   """Writes a self-contained directory: `xlnet_config.json` (every config field) and
   `model.weights.h5`; for a head also `head.json`; `labels.json` (and a multi-label head's
   `thresholds.json`) when it carries `labels`; `spiece.model` and `tokenizer_config.json` when
-  it, or its backbone, knows its `tokenizer`. Returns `directory`."""
+  it, or its backbone, knows its `tokenizer`; a head's `preprocessor` writes its own tokenizer
+  there and `preprocessor.json`. Returns `directory`."""
   backbone = backbone_of(model_or_head)
   labels = getattr(model_or_head, "labels", None)
   count = class_count(model_or_head)
@@ -49,8 +50,11 @@ def save_pretrained(model_or_head, directory: str) -> str:
     save_labels(directory, labels)
     if getattr(model_or_head, "multi_label", False):
       save_thresholds(directory, labels, model_or_head.thresholds)
+  preprocessor = getattr(model_or_head, "preprocessor", None)
   tokenizer = getattr(model_or_head, "tokenizer", None) or getattr(backbone, "tokenizer", None)
-  if tokenizer is not None:
+  if preprocessor is not None:  # its tokenizer (what the head reads text with) and settings
+    preprocessor.save_pretrained(directory)
+  elif tokenizer is not None:
     tokenizer.save_pretrained(directory)
   return directory
 

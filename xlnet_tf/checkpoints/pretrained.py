@@ -7,7 +7,8 @@ the floors above); they build it from `stored_config` and pass it in.
                sharded index of one); config.json's "architectures" names the head
   original     xlnet_config.json + a TF1 checkpoint (xlnet_model.ckpt.index / .data-*)
 
-Any of them may hold spiece.model (+ tokenizer_config.json): the tokenizer. A name that is no
+Any of them may hold spiece.model (+ tokenizer_config.json): the tokenizer; and
+preprocessor.json: how a head packs raw strings (XLNetPreprocessor). A name that is no
 local path is a Hugging Face hub id, fetched through huggingface_hub's cache
 (xlnet_tf.utils.hub).
 """
@@ -27,6 +28,7 @@ from xlnet_tf.checkpoints.labels import (LABELS_FILE, THRESHOLDS_FILE, saved_lab
 from xlnet_tf.checkpoints.original import (CHECKPOINT_STATE_FILE, holds_variable,
                                            load_original_checkpoint, resolve_prefix)
 from xlnet_tf.config import XLNetConfig
+from xlnet_tf.text.preprocessor import PREPROCESSOR_FILE, XLNetPreprocessor, saved_preprocessor
 from xlnet_tf.text.tokenizer import (SENTENCEPIECE_FILE, TOKENIZER_CONFIG_FILE, XLNetTokenizer,
                                      check_vocabulary, saved_tokenizer)
 from xlnet_tf.utils import hub
@@ -97,7 +99,8 @@ def _files_to_fetch(files: Sequence[str]) -> List[str]:
   present = set(files)
   wanted = [file for file in (own.CONFIG_FILE, HUGGINGFACE_CONFIG_FILE, own.HEAD_FILE,
                               LABELS_FILE, THRESHOLDS_FILE, SENTENCEPIECE_FILE,
-                              TOKENIZER_CONFIG_FILE, CHECKPOINT_STATE_FILE) if file in present]
+                              TOKENIZER_CONFIG_FILE, PREPROCESSOR_FILE, CHECKPOINT_STATE_FILE)
+            if file in present]
   if own.CONFIG_FILE in present and own.WEIGHTS_FILE in present:
     return wanted + [own.WEIGHTS_FILE]
   for weights in WEIGHT_FILES:
@@ -227,3 +230,10 @@ def stored_tokenizer(place: Pretrained, config: XLNetConfig) -> Optional[XLNetTo
   if tokenizer is not None:
     check_vocabulary(tokenizer, config, place.name)
   return tokenizer
+
+
+def stored_preprocessor(place: Pretrained, tokenizer: Optional[XLNetTokenizer]
+                        ) -> Optional[XLNetPreprocessor]:
+  """The preprocessor the directory's preprocessor.json describes, over its `tokenizer`; None
+  without either."""
+  return None if tokenizer is None else saved_preprocessor(place.directory, tokenizer)

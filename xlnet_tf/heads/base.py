@@ -1,5 +1,5 @@
 """XLNetHead: what every task model over an XLNetModel shares (construction, serialization,
-pretrained directories)."""
+pretrained directories, raw strings through its preprocessor)."""
 
 import inspect
 
@@ -9,8 +9,11 @@ import keras
 from xlnet_tf.checkpoints import own, pretrained
 from xlnet_tf.checkpoints.assign import CheckpointMismatchError
 from xlnet_tf.config import XLNetConfig
+from xlnet_tf.heads import text_inputs
 from xlnet_tf.modeling.backbone import XLNetModel
-from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.text.preprocessor import XLNetPreprocessor
+from xlnet_tf.text.tokenizer import check_vocabulary
+from xlnet_tf.utils.errors import UserInputError, require
 
 
 class XLNetHead(keras.Model):
@@ -38,6 +41,61 @@ class XLNetHead(keras.Model):
     # placeholders of its default (float) dtype, which token ids cannot take.
     self.built = True
 
+  # ---- raw strings --------------------------------------------------------------------------
+  def __setattr__(self, name, value):
+    if name == "preprocessor":  # past Keras' tracking: see the property
+      object.__setattr__(self, name, value)
+    else:
+      super().__setattr__(name, value)
+
+  @property
+  def preprocessor(self):
+    """The XLNetPreprocessor that turns raw strings into this head's inputs in call, fit,
+    evaluate and predict (layouts: xlnet_tf.heads.text_inputs). By default one over
+    `.tokenizer` (sequence_length 128; a long-document classifier's max_segments), or the one
+    a pretrained directory saved; None without a tokenizer. Settable (None: strings refused).
+    Not a sublayer: it has no weights and stays out of weight files and SavedModels."""
+    chosen = self.__dict__.get("_chosen_preprocessor")
+    if chosen is not None:
+      return chosen[0]
+    if self.tokenizer is None:
+      return None
+    default = self.__dict__.get("_default_preprocessor")
+    if default is None or default.tokenizer is not self.tokenizer:
+      default = XLNetPreprocessor(self.tokenizer, num_segments=getattr(self, "max_segments", 1))
+      self.__dict__["_default_preprocessor"] = default
+    return default
+
+  @preprocessor.setter
+  def preprocessor(self, preprocessor):
+    require(preprocessor is None or isinstance(preprocessor, XLNetPreprocessor),
+            f"{type(self).__name__}.preprocessor", "an XLNetPreprocessor or None",
+            type(preprocessor).__name__)
+    if preprocessor is not None:
+      check_vocabulary(preprocessor.tokenizer, self.backbone.config)
+    self.__dict__["_chosen_preprocessor"] = (preprocessor,)
+
+  def __call__(self, *args, **kwargs):
+    if args and text_inputs.is_text(args[0]):
+      args = (text_inputs.packed(self, args[0], "call"), *args[1:])
+    return super().__call__(*args, **kwargs)
+
+  def fit(self, x=None, y=None, *args, **kwargs):
+    """Keras' fit; raw strings in `x` or validation_data go through `.preprocessor`."""
+    if kwargs.get("validation_data") is not None:
+      kwargs["validation_data"] = text_inputs.packed_validation_data(
+          self, kwargs["validation_data"])
+    return super().fit(text_inputs.packed(self, x, "fit"), y, *args, **kwargs)
+
+  def evaluate(self, x=None, y=None, *args, **kwargs):
+    """Keras' evaluate; raw strings in `x` go through `.preprocessor`."""
+    return super().evaluate(text_inputs.packed(self, x, "evaluate"), y, *args, **kwargs)
+
+  def predict(self, x, *args, **kwargs):
+    """Keras' predict; raw strings in `x` go through `.preprocessor`."""
+    return super().predict(text_inputs.packed(self, x, "predict"), *args, **kwargs)
+
+  # ---- serialization ------------------------------------------------------------------------
   def head_config(self) -> dict:
     return {}
 
@@ -66,7 +124,8 @@ class XLNetHead(keras.Model):
     `arguments`: the head's constructor arguments (num_classes, summary_type, ...) and
     XLNetConfig run-time options (mem_len, dropout, ...). A stored head's arguments must agree
     with the ones given (except RUN_TIME_ARGUMENTS). `.tokenizer`: the directory's tokenizer
-    or None; `.labels` (classifier, tagger): labels.json or id2label, or None.
+    or None; `.preprocessor`: over it, as its preprocessor.json says (sequence_length, ...);
+    `.labels` (classifier, tagger): labels.json or id2label, or None.
     """
     caller = f"{cls.__name__}.from_pretrained"
     head_arguments, config_overrides = pretrained.split_arguments(cls.__init__, arguments,
@@ -91,6 +150,9 @@ class XLNetHead(keras.Model):
           f"{caller}: {place.name} holds {stored.described_as}, not an {cls.__name__}; load it "
           "with its own class, or its backbone with XLNetModel.from_pretrained")
     head.tokenizer = pretrained.stored_tokenizer(place, config)
+    preprocessor = pretrained.stored_preprocessor(place, head.tokenizer)
+    if preprocessor is not None:
+      head.preprocessor = preprocessor
     if labels is not None:
       head.labels = labels
     if thresholds is not None:
@@ -100,7 +162,8 @@ class XLNetHead(keras.Model):
   def save_pretrained(self, directory: str) -> str:
     """Writes a directory from_pretrained reads back: xlnet_config.json, model.weights.h5,
     head.json; labels.json (thresholds.json) when `.labels` is set; spiece.model +
-    tokenizer_config.json when `.tokenizer` is. Returns it."""
+    tokenizer_config.json + preprocessor.json when `.preprocessor` is (else spiece.model +
+    tokenizer_config.json when `.tokenizer` is). Returns it."""
     return own.save_pretrained(self, directory)
 
 

@@ -42,18 +42,26 @@ def _combining_marks() -> str:
 
 
 class InGraphTokenizer(tf.Module):
-  """Strings [N] -> ragged ids [N, None] (int32), as `XLNetTokenizer.encode_batch`."""
+  """Strings [N] -> ragged ids [N, None] (int32), as `XLNetTokenizer.encode_batch`.
+
+  The SentencePiece model is a tensorflow-text resource, which belongs to the kernel that
+  created it: TensorFlow drops it when it clears its kernel cache (tf.random.set_seed and
+  keras.utils.set_random_seed do). By default it is created here, once, for a SavedModel to
+  track (loading recreates it). `graph_owned=True` creates it in each graph that tokenizes
+  instead (a tf.function, a tf.data map), so a graph never holds a dropped one: for a tokenizer
+  that lives on in the process (XLNetPreprocessor).
+  """
 
   def __init__(self, sp_path: str, lower: bool = False, keep_accents: bool = False,
-               name: str = "xlnet_tokenizer"):
+               name: str = "xlnet_tokenizer", graph_owned: bool = False):
     super().__init__(name=name)
     python_tokenizer = XLNetTokenizer(sp_path, lower=lower, keep_accents=keep_accents)
     self.lower = lower
     self.keep_accents = keep_accents
     self.special_ids = python_tokenizer.special_ids
     with open(sp_path, "rb") as handle:
-      model_bytes = handle.read()
-    self._sentencepiece = tf_text.SentencepieceTokenizer(model=model_bytes, out_type=tf.int32)
+      self._model_bytes = handle.read()
+    self._sentencepiece = None if graph_owned else self._new_sentencepiece()
     whitespace = _python_whitespace()
     self._whitespace_run = whitespace + "+"
     self._edge_whitespace = f"^{whitespace}+|{whitespace}+$"
@@ -74,9 +82,13 @@ class InGraphTokenizer(tf.Module):
       texts = tf.strings.lower(texts, encoding="utf-8")
     return texts
 
+  def _new_sentencepiece(self):
+    return tf_text.SentencepieceTokenizer(model=self._model_bytes, out_type=tf.int32)
+
   def __call__(self, texts):
     texts = tf.convert_to_tensor(texts, tf.string)
-    ids = self._sentencepiece.tokenize(self.preprocess(texts))  # ragged [N, None]
+    sentencepiece = self._sentencepiece or self._new_sentencepiece()
+    ids = sentencepiece.tokenize(self.preprocess(texts))  # ragged [N, None]
     replacements = tf.RaggedTensor.from_row_lengths(self._replacement_values,
                                                     self._replacement_lengths)
     return tf.gather(replacements, ids).merge_dims(1, 2)  # [N, None]

@@ -132,20 +132,41 @@ def _keep_lengths(length_a, length_b, room):
   return (tf.where(fits, length_a, keep_a), tf.where(fits, length_b, room - keep_a))
 
 
-def _prefix(ragged, keep):
-  mask = tf.ragged.range(ragged.row_lengths()) < keep[:, None]
-  return tf.ragged.boolean_mask(ragged, mask)
+def _packed_positions(ids_a, keep_a, ids_b, keep_b, length: int, sep: int, cls: int, pad: int):
+  """(input_ids, segment_ids, input_mask) [B, length] of `A <sep> [B <sep>] <cls>`, left-padded,
+  from ragged ids [B, None] and the lengths kept of each (ids_b, keep_b None: no B).
+
+  Dense: every output position reads its token by a gather at its offset in the packed row, so
+  the graph holds no ragged validation (each a branch function to build when tf.data or a
+  SavedModel instantiates the graph)."""
+  used = keep_a + 2 if ids_b is None else keep_a + keep_b + 3  # [B]
+  offset = tf.range(length, dtype=tf.int64)[None, :] - (length - used)[:, None]  # [B, T]
+  end_a = keep_a[:, None]  # A's <sep>
+  in_a = tf.logical_and(offset >= 0, offset < end_a)
+  separator = tf.equal(offset, end_a)
+  in_b = tf.zeros_like(in_a)
+  tokens = tf.where(in_a, _gather_at(ids_a, offset), tf.cast(pad, tf.int64))
+  if ids_b is not None:
+    start_b = end_a + 1
+    end_b = start_b + keep_b[:, None]  # B's <sep>
+    in_b = tf.logical_and(offset >= start_b, offset < end_b)
+    tokens = tf.where(in_b, _gather_at(ids_b, offset - start_b), tokens)
+    separator = tf.logical_or(separator, tf.equal(offset, end_b))
+  is_cls = tf.equal(offset, (used - 1)[:, None])
+  tokens = tf.where(separator, tf.cast(sep, tf.int64), tokens)
+  tokens = tf.where(is_cls, tf.cast(cls, tf.int64), tokens)
+  segment_b = tf.logical_or(in_b, tf.logical_and(separator, offset > end_a))
+  segments = tf.where(tf.logical_or(in_a, tf.equal(offset, end_a)), SEG_A,
+                      tf.where(segment_b, SEG_B, tf.where(is_cls, SEG_CLS, SEG_PAD)))
+  return (tf.cast(tokens, tf.int32), tf.cast(segments, tf.int32),
+          tf.cast(offset >= 0, tf.float32))
 
 
-def _left_pad(ragged, length, value):
-  """Ragged [B, None] -> dense [B, length], rows aligned to the right."""
-  rows = ragged.nrows()
-  starts = length - ragged.row_lengths()
-  columns = (tf.ragged.range(ragged.row_lengths()) + starts[:, None]).flat_values
-  row_ids = ragged.value_rowids()
-  dense = tf.fill(tf.stack([rows, tf.cast(length, rows.dtype)]), tf.cast(value, ragged.dtype))
-  return tf.tensor_scatter_nd_update(dense, tf.stack([row_ids, columns], axis=1),
-                                     ragged.flat_values)
+def _gather_at(ragged, positions):
+  """ragged [B, None] read at positions [B, T] (clipped into each row; callers mask)."""
+  dense = tf.pad(ragged.to_tensor(), [[0, 0], [0, 1]])  # >= 1 column, even for empty rows
+  return tf.gather(dense, tf.clip_by_value(positions, 0, tf.shape(dense, tf.int64)[1] - 1),
+                   batch_dims=1)
 
 
 class TextPacker(tf.Module):
@@ -169,26 +190,15 @@ class TextPacker(tf.Module):
 
   def __call__(self, text_a, text_b=None):
     ids_a = self._tokenize(text_a)
-    batch = ids_a.nrows()
-    def column(value):
-      return tf.RaggedTensor.from_row_lengths(tf.fill([batch], tf.cast(value, tf.int64)),
-                                              tf.ones([batch], tf.int64))
     length = self.max_seq_length * self.num_segments
     if text_b is None:
+      ids_b = keep_b = None
       keep_a = tf.minimum(ids_a.row_lengths(), length - 2)
-      a = _prefix(ids_a, keep_a)
-      tokens = tf.concat([a, column(self.sep), column(self.cls)], axis=1)
-      segments = tf.concat([tf.ones_like(a) * SEG_A, column(SEG_A), column(SEG_CLS)], axis=1)
     else:
       ids_b = self._tokenize(text_b)
       keep_a, keep_b = _keep_lengths(ids_a.row_lengths(), ids_b.row_lengths(), length - 3)
-      a, b = _prefix(ids_a, keep_a), _prefix(ids_b, keep_b)
-      tokens = tf.concat([a, column(self.sep), b, column(self.sep), column(self.cls)], axis=1)
-      segments = tf.concat([tf.ones_like(a) * SEG_A, column(SEG_A), tf.ones_like(b) * SEG_B,
-                            column(SEG_B), column(SEG_CLS)], axis=1)
-    input_ids = tf.cast(_left_pad(tokens, length, self.pad), tf.int32)
-    segment_ids = tf.cast(_left_pad(segments, length, SEG_PAD), tf.int32)
-    input_mask = tf.cast(_left_pad(tf.ones_like(tokens), length, 0), tf.float32)
+    input_ids, segment_ids, input_mask = _packed_positions(ids_a, keep_a, ids_b, keep_b, length,
+                                                           self.sep, self.cls, self.pad)
     packed = (input_ids, segment_ids, input_mask)
     if self.num_segments == 1:
       return packed
