@@ -13,7 +13,7 @@ import pytest
 
 import xlnet_tf
 from model_inputs import tiny_config
-from xlnet_tf import XLNetModel, XLNetPretrainer, checkpoints
+from xlnet_tf import XLNetClassifier, XLNetModel, XLNetPretrainer, checkpoints
 from xlnet_tf.pretraining import create_pretraining_data
 from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 
@@ -30,7 +30,7 @@ def all_modules():
 def test_top_level_names():
   expected = {"XLNetConfig", "XLNetModel", "XLNetPretrainer", "XLNetClassifier",
               "XLNetMultipleChoice", "XLNetQuestionAnswering", "XLNetTokenClassifier",
-              "XLNetTokenizer", "checkpoints"}
+              "XLNetTokenizer", "XLNetPreprocessor", "checkpoints"}
   assert set(xlnet_tf.__all__) == expected
   from xlnet_tf import (XLNetClassifier, XLNetMultipleChoice, XLNetPretrainer,  # noqa: F401
                         XLNetQuestionAnswering, XLNetTokenClassifier, XLNetTokenizer)
@@ -84,7 +84,7 @@ def test_readme_snippets_run(tmp_path, sp_model, corpus_files, monkeypatch):
   shutil.copy(sp_model, tmp_path / "pretrain_output" / "data" / "spiece.model")
   monkeypatch.chdir(tmp_path)
   snippets = readme_snippets()
-  assert len(snippets) == 5
+  assert len(snippets) == 6
   namespace = {}
   for snippet in snippets:
     if "model.fit(" in snippet:  # the same call, a few steps instead of a thousand
@@ -96,8 +96,12 @@ def test_readme_snippets_run(tmp_path, sp_model, corpus_files, monkeypatch):
   assert namespace["logits"].shape == (2, 2) and namespace["classifier"].labels == [
       "negative", "positive"]
   assert sorted(os.listdir(tmp_path / "my_classifier")) == [
-      "head.json", "labels.json", "model.weights.h5", "spiece.model", "tokenizer_config.json",
-      "xlnet_config.json"]
+      "head.json", "labels.json", "model.weights.h5", "preprocessor.json", "spiece.model",
+      "tokenizer_config.json", "xlnet_config.json"]
+  # Raw strings: fit, evaluate, predict; the preprocessor saved with the head.
+  assert namespace["scores"].shape == (2, 2)
+  assert np.isfinite(namespace["sentiment"].history.history["loss"][-1])
+  assert XLNetClassifier.from_pretrained("sentiment").preprocessor.sequence_length == 64
   assert np.isfinite(namespace["model"].history.history["loss"][-1])
   assert set(namespace["batch"]) >= {"input_ids", "perm_mask", "target_mapping", "target"}
   assert namespace["filled"].shape == namespace["blanks"].input_ids.shape
