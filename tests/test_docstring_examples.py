@@ -8,13 +8,14 @@ import sys
 import keras
 import pytest
 
-from xlnet_tf import (XLNetClassifier, XLNetModel, XLNetMultipleChoice, XLNetPretrainer,
-                      XLNetQuestionAnswering, XLNetTokenClassifier, XLNetTokenizer)
+from xlnet_tf import (XLNetClassifier, XLNetModel, XLNetMultipleChoice, XLNetPreprocessor,
+                      XLNetPretrainer, XLNetQuestionAnswering, XLNetTokenClassifier,
+                      XLNetTokenizer)
 from xlnet_tf.heads import SequenceSummary
 
 DOCUMENTED = {documented.__name__: documented for documented in (
     XLNetModel, XLNetPretrainer, XLNetClassifier, XLNetMultipleChoice, XLNetQuestionAnswering,
-    XLNetTokenClassifier, SequenceSummary, XLNetTokenizer)}
+    XLNetTokenClassifier, SequenceSummary, XLNetTokenizer, XLNetPreprocessor)}
 
 
 @pytest.mark.parametrize("name", sorted(DOCUMENTED))

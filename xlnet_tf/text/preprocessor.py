@@ -72,12 +72,12 @@ class XLNetPreprocessor(keras.layers.Layer):
   >>> with open(corpus, "w") as text:
   ...   _ = text.write("the cat sat on the mat.\\nthe dog sat on the log.\\n" * 50)
   >>> sp_path = train_sentencepiece([corpus], os.path.join(folder.name, "spiece"), vocab_size=30)
-  >>> preprocessor = XLNetPreprocessor(XLNetTokenizer(sp_path), sequence_length=8)
-  >>> features = preprocessor((["the cat sat.", "a dog"], ["on the mat.", "sat"]))
+  >>> preprocessor = XLNetPreprocessor(XLNetTokenizer(sp_path), sequence_length=12)
+  >>> features = preprocessor((["the cat sat.", "cat"], ["on the mat.", "dog"]))  # A, B
   >>> {key: tuple(value.shape) for key, value in features.items()}
-  {'input_ids': (2, 8), 'segment_ids': (2, 8), 'input_mask': (2, 8)}
-  >>> features["segment_ids"][1].numpy().tolist()  # left padding (4), A, B, <cls> (2)
-  [4, 0, 0, 0, 1, 1, 1, 2]
+  {'input_ids': (2, 12), 'segment_ids': (2, 12), 'input_mask': (2, 12)}
+  >>> features["segment_ids"][1].numpy().tolist()  # padding (4), A <sep>, B <sep>, <cls> (2)
+  [4, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2]
   >>> folder.cleanup()
   """
 
