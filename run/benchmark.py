@@ -64,6 +64,7 @@ The smoke row .ci/run prints (tiny model, 32k vocabulary, seconds; not a pass/fa
       --modes=train --implementations=xlnet_tf --dropout=false --data_copies=0 --rounds=3
 """
 
+import importlib.util
 import itertools
 import json
 import os
@@ -326,8 +327,15 @@ def _import_xlnet_tf_from(source):
 
 
 def available(implementation):
-  probe = {"xlnet_tf": "import tensorflow", "hf_torch": "import transformers, torch",
-           "keras_hub": "import keras_hub; keras_hub.models.XLNetBackbone"}[implementation]
+  """Whether the packages of `implementation` are installed (found, not imported: an import of
+  TensorFlow or PyTorch costs seconds); keras-hub's XLNet is checked in a process of its own."""
+  packages = {"xlnet_tf": ["tensorflow"], "hf_torch": ["transformers", "torch"],
+              "keras_hub": ["keras_hub"]}[implementation]
+  if not all(importlib.util.find_spec(package) for package in packages):
+    return False
+  if implementation != "keras_hub":
+    return True
+  probe = "import keras_hub; keras_hub.models.XLNetBackbone"
   return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
 
 

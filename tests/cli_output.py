@@ -5,19 +5,30 @@ import re
 import subprocess
 import sys
 
+from forked_tools import run_forked
+
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 # absl's log line format: C++ lines name a .cc/.h file, Python lines a .py file.
 _LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ ([\w.]+):\d+\]")
 _OWN_FILES = {name for _, _, names in os.walk(os.path.join(ROOT, "xlnet_tf")) for name in names}
 
 
-def run_tool(script, *arguments, timeout=600, extra_environment=None):
+# Read when an interpreter starts: a forked child cannot take them.
+_START_UP_VARIABLES = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONHOME")
+
+
+def run_tool(script, *arguments, timeout=600, extra_environment=None, fresh_process=False):
   """Runs run/ or data/ `script` with TensorFlow's logging settings left at their defaults
-  (and `extra_environment`'s variables set)."""
+  (and `extra_environment`'s variables set), in a child of the forking server
+  (tests/forked_tools.py); in a new interpreter with `fresh_process` (what a test of the
+  tool's start-up output needs) or when `extra_environment` sets a start-up variable."""
   environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
   environment.update(extra_environment or {})
-  return subprocess.run([sys.executable, os.path.join(ROOT, script), *map(str, arguments)],
-                        capture_output=True, text=True, timeout=timeout, env=environment)
+  argv = [os.path.join(ROOT, script), *map(str, arguments)]
+  if not fresh_process and not set(extra_environment or {}) & set(_START_UP_VARIABLES):
+    return run_forked(argv, env=environment, timeout=timeout)
+  return subprocess.run([sys.executable, *argv], capture_output=True, text=True,
+                        timeout=timeout, env=environment)
 
 
 def tensorflow_log_lines(stderr):

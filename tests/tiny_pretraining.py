@@ -3,12 +3,11 @@ subprocess runner of tests/pretraining/distributed_run.py."""
 
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import tensorflow as tf
 
+from forked_tools import run_forked
 from xlnet_tf import XLNetConfig
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
 from xlnet_tf.pretraining.data.records import load_record_info
@@ -37,8 +36,8 @@ def make_run(data, model_dir, steps, seed=0, model=None, **option_overrides):
 
 def run_distributed(args, env=None):
   """distributed_run.py with `args`; returns the per-step losses it prints."""
-  result = subprocess.run([sys.executable, RUNNER] + [str(a) for a in args], env=env,
-                          capture_output=True, text=True, timeout=600)
+  result = run_forked([RUNNER] + [str(a) for a in args], env=env,
+                          timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   line = [out for out in result.stdout.splitlines() if out.startswith("LOSSES ")][-1]
   return json.loads(line[len("LOSSES "):])

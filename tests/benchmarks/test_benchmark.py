@@ -2,19 +2,20 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+
+from forked_tools import run_forked
 from repository import ROOT
 
 
 
 def _benchmark(output, *flags):
   """Runs run/benchmark.py at the tiny size, float32, xlnet_tf only: its JSON report."""
-  subprocess.run([sys.executable, os.path.join(ROOT, "run", "benchmark.py"), "--sizes=tiny",
-                  "--shapes=2x16", "--dtypes=float32", "--implementations=xlnet_tf",
-                  "--repeats=1", f"--output={output}", *flags], check=True, capture_output=True)
+  result = run_forked([os.path.join(ROOT, "run", "benchmark.py"), "--sizes=tiny",
+                       "--shapes=2x16", "--dtypes=float32", "--implementations=xlnet_tf",
+                       "--repeats=1", f"--output={output}", *flags])
+  assert result.returncode == 0, result.stderr[-3000:]
   return json.loads((output.parent / (output.name + ".json")).read_text())
 
 
@@ -51,10 +52,11 @@ def test_benchmark_measures_and_reports(tmp_path):
 @pytest.mark.slow
 def test_benchmark_times_table7_evaluation_with_memory_and_vanilla(tmp_path):
   output = tmp_path / "table7"
-  subprocess.run([sys.executable, os.path.join(ROOT, "run", "benchmark.py"), "--sizes=tiny",
-                  "--shapes=1x32", "--dtypes=float32", "--implementations=xlnet_tf",
-                  "--modes=lm_eval,lm_eval_vanilla", "--repeats=1", "--nodropout",
-                  "--data_copies=0", f"--output={output}"], check=True, capture_output=True)
+  result = run_forked([os.path.join(ROOT, "run", "benchmark.py"), "--sizes=tiny",
+                       "--shapes=1x32", "--dtypes=float32", "--implementations=xlnet_tf",
+                       "--modes=lm_eval,lm_eval_vanilla", "--repeats=1", "--nodropout",
+                       "--data_copies=0", f"--output={output}"])
+  assert result.returncode == 0, result.stderr[-3000:]
   rows = json.loads((tmp_path / "table7.json").read_text())["results"]
   memory, vanilla = rows
   assert memory["tokens_per_sec"] == pytest.approx(4 * 128 / memory["seconds"])
@@ -64,9 +66,9 @@ def test_benchmark_times_table7_evaluation_with_memory_and_vanilla(tmp_path):
 
 @pytest.mark.slow
 def test_profile_step_lists_op_times():
-  result = subprocess.run([sys.executable, os.path.join(ROOT, "run", "profile_step.py"),
-                           "--size=tiny", "--shape=2x16", "--mode=train", "--top=8"],
-                          check=True, capture_output=True, text=True)
+  result = run_forked([os.path.join(ROOT, "run", "profile_step.py"), "--size=tiny",
+                       "--shape=2x16", "--mode=train", "--top=8"])
+  assert result.returncode == 0, result.stderr[-3000:]
   lines = result.stdout.splitlines()
   assert "s per step" in lines[0]
   rows = [line.split() for line in lines[2:]]

@@ -4,14 +4,13 @@ memory of one step on the whole batch (float32, dropout off)."""
 
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from forked_tools import run_forked
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
 from xlnet_tf.pretraining.data.records import load_record_info
 from xlnet_tf import XLNetConfig
@@ -47,8 +46,7 @@ def test_micro_batches_with_memory_equal_the_whole_batch(small_data, tmp_path):
 
 
 def _weights(args):
-  result = subprocess.run([sys.executable, RUNNER] + [str(a) for a in args], capture_output=True,
-                          text=True, timeout=900)
+  result = run_forked([RUNNER] + [str(a) for a in args], timeout=900)
   assert result.returncode == 0, result.stderr[-3000:]
   with np.load(f"{args[3]}.npz") as weights:
     return {name: weights[name] for name in weights.files}

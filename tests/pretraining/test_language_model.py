@@ -5,14 +5,13 @@ the CLIs (pretrain --objective=clm, evaluate_lm)."""
 import json
 import math
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from forked_tools import run_forked
 from xlnet_tf import XLNetConfig, XLNetModel, XLNetTokenizer, checkpoints
 from xlnet_tf.heads import XLNetPretrainer
 from xlnet_tf.pretraining import lm_evaluation
@@ -179,23 +178,23 @@ def test_clm_run_trains_and_saves_the_lm(corpus_files, sp_model, tmp_path):
 @pytest.mark.slow
 def test_cli_pretrains_a_clm_and_evaluates_it_with_longer_memory(tmp_path):
   out = tmp_path / "out"
-  result = subprocess.run(
-      [sys.executable, os.path.join(RUN, "pretrain.py"), "--objective=clm",
+  result = run_forked(
+      [os.path.join(RUN, "pretrain.py"), "--objective=clm",
        f"--output_dir={out}", "--model_size=tiny", "--vocab_size=500", "--seq_len=16",
        "--bsz_per_host=4", "--train_steps=30", "--eval_batches=2", "--log_steps=10",
        # Transformer-XL's Table 5 switches: Shaw's encoding, the half loss.
        "--pos_encoding=shaw", "--clamp_len=24", "--loss_positions=half"],
-      capture_output=True, text=True, timeout=600)
+      timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "Held-out left-to-right LM loss:" in result.stdout
   saved = json.load(open(out / "model" / "lm" / "xlnet_config.json"))
   assert (saved["pos_encoding"], saved["clamp_len"]) == ("shaw", 24)
   results_path = tmp_path / "lm.json"
-  evaluated = subprocess.run(
-      [sys.executable, os.path.join(RUN, "evaluate_lm.py"), f"--output_dir={out}",
+  evaluated = run_forked(
+      [os.path.join(RUN, "evaluate_lm.py"), f"--output_dir={out}",
        "--eval_tgt_len=16", "--eval_mem_len=0,16,48", "--speed_lengths=32",
        "--speed_tgt_len=16", f"--results_json={results_path}"],
-      capture_output=True, text=True, timeout=600)
+      timeout=600)
   assert evaluated.returncode == 0, evaluated.stderr[-3000:]
   assert "| 48 | 64 |" in evaluated.stdout and "speed-up" in evaluated.stdout
   # Table 5's columns: trained with a memory of 128 (clm's layout) over segments of 16.
@@ -204,25 +203,24 @@ def test_cli_pretrains_a_clm_and_evaluates_it_with_longer_memory(tmp_path):
   best = min(tables["evaluations"], key=lambda row: row["perplexity"])
   assert tables["table5"]["ppl_best"] == best["perplexity"]
   # RECL of a group (the same model twice here: the metric is tests/test_context_length.py's).
-  recl = subprocess.run(
-      [sys.executable, os.path.join(RUN, "evaluate_lm.py"), f"--output_dir={out}",
+  recl = run_forked(
+      [os.path.join(RUN, "evaluate_lm.py"), f"--output_dir={out}",
        f"--models={out},{out / 'model' / 'lm'}", "--recl_lengths=4,8,12", "--recl_tokens=20",
        "--eval_tgt_len=4", f"--recl_png={tmp_path / 'recl.png'}"],
-      capture_output=True, text=True, timeout=600)
+      timeout=600)
   assert recl.returncode == 0, recl.stderr[-3000:]
   assert "RECL (r = 0.1, Delta = 4, 20 tokens):" in recl.stdout
   assert (tmp_path / "recl.png").read_bytes()[:4] == b"\x89PNG"
   for arguments, says in (([f"--models={out}"], "--models: RECL needs a group of at least two"),
                           ([f"--models={out},{out}", "--recl_r=0"], "--recl_r=0.0: must be in")):
-    bad = subprocess.run([sys.executable, os.path.join(RUN, "evaluate_lm.py"),
-                          f"--output_dir={out}", *arguments], capture_output=True, text=True,
-                         timeout=600)
+    bad = run_forked([os.path.join(RUN, "evaluate_lm.py"),
+                          f"--output_dir={out}", *arguments], timeout=600)
     assert bad.returncode == 1 and says in bad.stderr and "Traceback" not in bad.stderr
   assert [row["mem_len"] for row in tables["evaluations"]] == [0, 16, 48]
   assert all(math.isfinite(row["perplexity"]) for row in tables["evaluations"])
   assert len({row["tokens"] for row in tables["evaluations"]}) == 1
-  short = subprocess.run(
-      [sys.executable, os.path.join(RUN, "evaluate_lm.py"), f"--output_dir={out}",
+  short = run_forked(
+      [os.path.join(RUN, "evaluate_lm.py"), f"--output_dir={out}",
        "--eval_tgt_len=100000", "--speed_lengths="],
-      capture_output=True, text=True, timeout=600)
+      timeout=600)
   assert short.returncode != 0 and "eval_tgt_len=100000" in short.stderr

@@ -50,7 +50,7 @@ def test_cli_pretrains_from_raw_text_within_a_time_budget(tmp_path):
       "run/pretrain.py", f"--input_glob={tmp_path}/text/*.txt", f"--output_dir={tmp_path}/out",
       "--objective=mlm", f"--max_minutes={budget_minutes}", "--model_size=tiny",
       "--vocab_size=500", "--seq_len=32", "--reuse_len=16", "--num_predict=5",
-      "--bsz_per_host=4", "--eval_batches=2", "--log_steps=50")
+      "--bsz_per_host=4", "--eval_batches=2", "--log_steps=50", fresh_process=True)
   assert result.returncode == 0, result.stderr[-3000:]
   assert not tensorflow_log_lines(result.stderr)  # only the run's own progress
   out = tmp_path / "out"

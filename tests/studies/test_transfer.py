@@ -2,11 +2,10 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
+from forked_tools import run_forked
 from xlnet_tf.inference import infilling
 from xlnet_tf.pretraining.data import corpus
 from xlnet_tf.studies import transfer
@@ -38,7 +37,7 @@ def test_cli_runs_the_study_end_to_end(tmp_path):
   task_dir = _topic_task(str(tmp_path / "topics"))
   script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "transfer.py")
   out = tmp_path / "study"
-  command = [sys.executable, script, f"--input_glob={tmp_path}/text/*.txt",
+  command = [script, f"--input_glob={tmp_path}/text/*.txt",
              f"--task=topics:{task_dir}", "--variants=perm,mlm_no_memory",
              f"--output_dir={out}", "--model_size=tiny", "--vocab_size=400", "--seq_len=32",
              "--reuse_len=16", "--num_predict=5", "--bsz_per_host=4", "--pretrain_steps=4",
@@ -46,7 +45,7 @@ def test_cli_runs_the_study_end_to_end(tmp_path):
              "--learning_rates=1e-3", "--finetune_steps=2", "--finetune_batch_size=12",
              "--finetune_eval_every=2", "--max_seq_length=24", "--intrinsic_examples=3",
              "--cloze_distractors=1", "--snapshots=2", "--nojit_compile"]
-  result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+  result = run_forked(command, timeout=900)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "ETA" in result.stdout
   results = json.load(open(out / "results.json"))
@@ -77,17 +76,17 @@ def test_cli_runs_the_study_end_to_end(tmp_path):
           (out / "pretraining" / "perm" / "pretrained" / "model.weights.h5").read_bytes())
   assert "| perm | 2 | 0.0 M |" in (out / "results.md").read_text()  # the trend table
   # Run again: everything is kept, nothing retrained.
-  again = subprocess.run(command, capture_output=True, text=True, timeout=900)
+  again = run_forked(command, timeout=900)
   assert again.returncode == 0, again.stderr[-3000:]
   assert again.stdout.count(": kept") == 5
   assert json.load(open(out / "results.json"))["intrinsic"] == results["intrinsic"]
   # The probes of frozen features read the study's backbones, layer by layer.
   probe = os.path.join(os.path.dirname(__file__), "..", "..", "run", "probe_features.py")
   backbone = out / "pretraining" / "perm" / "pretrained"
-  result = subprocess.run([sys.executable, probe, f"--sp_path={out}/data/base/spiece.model",
+  result = run_forked([probe, f"--sp_path={out}/data/base/spiece.model",
                            f"--task_dir={task_dir}", f"--backbones=random,{backbone}",
                            "--max_seq_length=24", "--probe_steps=5"],
-                          capture_output=True, text=True, timeout=600)
+                          timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   lines = [line for line in result.stdout.splitlines() if "dev accuracy" in line]
   assert len(lines) == 4

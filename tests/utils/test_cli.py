@@ -52,12 +52,13 @@ def test_verbose_is_read_from_the_command_line_as_absl_reads_it(argv, verbose):
 
 def test_a_tool_that_loads_tensorflow_prints_only_the_error_unless_verbose(tmp_path):
   missing = tmp_path / "missing"
-  quiet = run_tool("run/pretrain.py", f"--train_data={missing}")
+  quiet = run_tool("run/pretrain.py", f"--train_data={missing}", fresh_process=True)
   assert quiet.returncode == 1
   assert quiet.stderr.splitlines() == [f"error: {missing}: no record info; pretraining data is "
                                        "made by data/create_pretraining_data.py, which writes "
                                        "it beside the files"]
-  verbose = run_tool("run/pretrain.py", f"--train_data={missing}", "--verbose")
+  verbose = run_tool("run/pretrain.py", f"--train_data={missing}", "--verbose",
+                     fresh_process=True)
   assert verbose.returncode == 1
   assert "Traceback" in verbose.stderr and "FileNotFoundError" in verbose.stderr
   assert tensorflow_log_lines(verbose.stderr)  # TensorFlow's import-time lines are back
