@@ -5,6 +5,7 @@ import inspect
 
 from absl import logging
 import keras
+import tensorflow as tf
 
 from xlnet_tf.checkpoints import own, pretrained
 from xlnet_tf.checkpoints.assign import CheckpointMismatchError
@@ -62,7 +63,9 @@ class XLNetHead(keras.Model):
       return None
     default = self.__dict__.get("_default_preprocessor")
     if default is None or default.tokenizer is not self.tokenizer:
-      default = XLNetPreprocessor(self.tokenizer, num_segments=getattr(self, "max_segments", 1))
+      with tf.init_scope():  # eager constants, even when first asked for inside a graph
+        default = XLNetPreprocessor(self.tokenizer,
+                                    num_segments=getattr(self, "max_segments", 1))
       self.__dict__["_default_preprocessor"] = default
     return default
 
