@@ -2,7 +2,7 @@
 
 Where strings come in:
   in memory (a list, NumPy array or tensor of strings, or a tuple of them): packed once,
-    eagerly, into the id arrays Keras then batches as ids (batch_size, shuffle,
+    eagerly, into id tensors that Keras then batches as any ids (batch_size, shuffle,
     validation_split, class_weight act as for ids);
   a tf.data dataset whose features are strings: mapped through the preprocessor in tf.data's
     threads (not in the compiled step), elements `features`, `(features, labels)` or
