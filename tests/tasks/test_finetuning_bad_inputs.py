@@ -323,7 +323,7 @@ def test_classifier_bad_input_is_one_line(cli_files, sp_model, flags, expected, 
   assert not output_dir.exists()
 
 
-# The other fine-tuning CLIs share the optimisation flags (run/common_flags.py): the
+# The other fine-tuning CLIs share the optimisation flags (xlnet_tf/cli/common_flags.py): the
 # accumulation steps are refused before any data file is read.
 OTHER_FINETUNING_CLIS = {
     "run/squad.py": ["--train_file={root}/none.json"],

@@ -1,7 +1,8 @@
 """What every command-line tool in run/ and data/ shares: quiet TensorFlow, one-line user errors.
 
-A tool imports this module before anything that imports TensorFlow, and starts with
-`cli.run(main)` in place of absl's `app.run(main)`. Unless `--verbose` is on the command line:
+A tool (xlnet_tf/cli/) imports this module before anything that imports TensorFlow, and starts
+with `cli.run(main, usage=__doc__)` in place of absl's `app.run(main)`. Unless `--verbose` is on
+the command line:
 
 - TensorFlow's C++ logging is set to silent (TF_CPP_MIN_LOG_LEVEL=3, unless already set; it is
   read once, when TensorFlow loads), and the lines TensorFlow prints while it is imported
@@ -25,6 +26,7 @@ import re
 import sys
 import tempfile
 import warnings
+from typing import Optional
 
 from absl import app
 from absl import flags
@@ -124,8 +126,13 @@ def list_flag(name: str, convert=int, kind: str = "integers") -> list:
     raise app.UsageError(f"--{name}: {values} are not {kind}") from None
 
 
-def run(main) -> None:
-  """absl's app.run(main), with user errors as one line unless --verbose."""
+def run(main, usage: Optional[str] = None) -> None:
+  """absl's app.run(main), with user errors as one line unless --verbose. `usage` (the tool's
+  docstring) is what --help shows: absl reads the __main__ module's, which is a thin run/
+  script's or an installed console script's, not the tool's module."""
+  if usage is not None:
+    sys.modules["__main__"].__doc__ = usage
+
   def main_reporting_user_errors(argv):
     try:
       return main(argv)

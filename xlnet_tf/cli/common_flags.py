@@ -6,7 +6,8 @@ import os
 from absl import app
 from absl import flags
 
-from xlnet_tf import XLNetConfig, XLNetModel
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.modeling.backbone import XLNetModel
 from xlnet_tf.modeling.freezing import check_frozen_layers
 from xlnet_tf.tasks import finetuning
 from xlnet_tf.utils.progress import PROGRESS_MODES

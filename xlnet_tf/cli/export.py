@@ -1,0 +1,96 @@
+"""Exports a fine-tuned head (or the backbone) as a SavedModel for TF Serving.
+
+  python run/export.py --model_dir=out/sst-2/best --head=classifier \
+      --sp_path=spiece.model --export_base=serving --model_name=sst2 --max_seq_length=128
+
+A head's construction (class count, pooling, ...) comes from the head.json the fine-tuning run
+saved beside the weights; the labels.json saved there is copied into the SavedModel's assets
+(predicted_label indexes it). Directories without head.json take --num_classes (default: the
+labels.json count, else 2), --summary_type and --task_name.
+
+--dtype=bfloat16 serves in bfloat16 (float32 outputs), for CPUs with bfloat16 matmuls.
+
+--format=onnx|litert writes `<export_base>/<model_name>/<version>/model.onnx` (or model.tflite)
+instead: the ids signature only (input_ids, segment_ids, input_mask -> the head's outputs; the
+caller tokenizes and packs), with the SentencePiece model and labels.json beside it, checked
+against the Keras model before it is moved there (ONNX needs `pip install 'xlnet_tf[export]'`).
+
+  python run/export.py --model_dir=out/sst-2/best --head=classifier --sp_path=spiece.model \
+      --export_base=serving --model_name=sst2 --format=onnx
+"""
+
+import os
+
+
+from absl import flags
+from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
+import keras
+
+from xlnet_tf.utils.errors import require
+from xlnet_tf.serving.saved_model import EXPORT_HEADS, export_saved_model, load_exportable_model
+from xlnet_tf.serving.onnx_litert import EXPORT_FORMATS, export_file
+from xlnet_tf.text.tokenizer import XLNetTokenizer
+
+flags.DEFINE_string("model_dir", None, "Own-format directory (xlnet_config.json + weights).")
+flags.DEFINE_enum("head", "classifier", sorted(EXPORT_HEADS) + ["backbone"],
+                  "What the weights are.")
+flags.DEFINE_integer("num_classes", None, "Classes of a classifier (labels of a token "
+                     "classifier). Default: head.json's, else the labels in "
+                     "--model_dir/labels.json, else 2.")
+flags.DEFINE_string("summary_type", None, "Pooling of a classifier. Default: head.json's, "
+                    "else last.")
+flags.DEFINE_string("task_name", None, "Task name of a classifier (original names). Default: "
+                    "head.json's, else task.")
+flags.DEFINE_string("sp_path", None, "SentencePiece model (copied into the assets).")
+flags.DEFINE_bool("uncased", False, "Lower-case the text.")
+flags.DEFINE_bool("text_pairs", False, "serving_default takes text and text_b.")
+flags.DEFINE_integer("max_seq_length", 128, "Longest input; longer texts are truncated.")
+flags.DEFINE_string("export_base", "serving", "TF Serving's model base path.")
+flags.DEFINE_string("model_name", "xlnet", "Model name.")
+flags.DEFINE_integer("version", 1, "Model version.")
+flags.DEFINE_bool("xla", False, "Keep the element-wise regions XLA-compiled: faster on CPU; "
+                  "the model server then needs --xla_cpu_compilation_enabled=true.")
+flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
+                  "Compute dtype of the served graph (mixed precision: float32 weights, "
+                  "float32 outputs).")
+flags.DEFINE_enum("format", "savedmodel", EXPORT_FORMATS, "savedmodel: TF Serving's, with "
+                  "the text signatures; onnx / litert: one file of the ids signature.")
+flags.mark_flags_as_required(["model_dir", "sp_path"])
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  if FLAGS.format != "savedmodel":
+    _export_file()
+    return
+  if FLAGS.dtype != "float32":
+    keras.mixed_precision.set_global_policy(f"mixed_{FLAGS.dtype}")
+  model, labels = load_exportable_model(FLAGS.model_dir, FLAGS.head, FLAGS.num_classes,
+                                        FLAGS.summary_type, FLAGS.task_name, FLAGS.sp_path)
+  path = export_saved_model(model, FLAGS.sp_path, FLAGS.export_base, FLAGS.model_name,
+                            FLAGS.max_seq_length, FLAGS.version, FLAGS.text_pairs, FLAGS.uncased,
+                            xla=FLAGS.xla, labels=labels)
+  print(f"Wrote {path}")
+
+
+def _export_file():
+  """--format=onnx|litert: float32 plain ops, the ids signature."""
+  for flag, value, default in (("xla", FLAGS.xla, False), ("dtype", FLAGS.dtype, "float32"),
+                               ("text_pairs", FLAGS.text_pairs, False),
+                               ("uncased", FLAGS.uncased, False)):
+    require(value == default, f"--{flag}", f"{default} with --format={FLAGS.format} (the file "
+            "holds the float32 ids signature, without XLA or a tokenizer)", value)
+  model, labels = load_exportable_model(FLAGS.model_dir, FLAGS.head, FLAGS.num_classes,
+                                        FLAGS.summary_type, FLAGS.task_name, FLAGS.sp_path)
+  sep_id = XLNetTokenizer(FLAGS.sp_path).special_ids.sep
+  directory = os.path.join(FLAGS.export_base, FLAGS.model_name, str(FLAGS.version))
+  path, difference = export_file(model, FLAGS.format, directory, FLAGS.max_seq_length, sep_id,
+                                 sp_path=FLAGS.sp_path, labels=labels)
+  print(f"Wrote {path}; max |difference| from the Keras model on a check batch: "
+        f"{difference:.3g}")
+
+
+def entry():
+  """The console script (setup.cfg) and run/export.py."""
+  cli.run(main, usage=__doc__)
