@@ -103,7 +103,12 @@ def run_forked(argv, env=None, cwd=None, timeout=600):
       _server.stdin.write(json.dumps(request) + "\n")
       _server.stdin.flush()
       pid = json.loads(_server.stdout.readline())["pid"]
-      timer = threading.Timer(timeout, lambda: os.kill(pid, 9))
+      expired = threading.Event()
+
+      def kill():
+        expired.set()
+        os.kill(pid, 9)
+      timer = threading.Timer(timeout, kill)
       timer.start()
       try:
         reply = _server.stdout.readline()
@@ -116,7 +121,7 @@ def run_forked(argv, env=None, cwd=None, timeout=600):
       for name, path in paths.items():
         with open(path, encoding="utf-8", errors="replace") as handle:
           outputs[name] = handle.read()
-  if returncode == -9 and timeout is not None:
+  if expired.is_set():
     raise subprocess.TimeoutExpired(request["argv"], timeout, outputs["stdout"],
                                     outputs["stderr"])
   return subprocess.CompletedProcess([sys.executable, *request["argv"]], returncode,

@@ -3,13 +3,12 @@
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from forked_tools import run_forked
 from tiny_pretraining import RUNNER, make_run, run_distributed
 from xlnet_tf import XLNetModel
 from xlnet_tf.training import run_lock
@@ -48,10 +47,8 @@ def _runner_options(**options):
 def _kill_at_step_4(strategy, cpu_replicas, data, model_dir, **options):
   """A process training 6 steps with dropout (checkpoints every 3, as make_run's) killed with
   SIGKILL right after step 4: resuming repeats step 4 from the checkpoint of step 3."""
-  killed = subprocess.run(
-      [sys.executable, RUNNER, strategy, str(cpu_replicas), data, str(model_dir), "6",
-       "--kill_after=4", *_runner_options(**options)],
-      capture_output=True, text=True, timeout=600)
+  killed = run_forked([RUNNER, strategy, str(cpu_replicas), data, str(model_dir), "6",
+                       "--kill_after=4", *_runner_options(**options)], timeout=600)
   assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
   assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-3")
   assert os.path.exists(os.path.join(model_dir, run_lock.LOCK_FILE))  # left by the dead run
