@@ -41,6 +41,7 @@ USER_ERRORS = (UserInputError, FileNotFoundError, NotADirectoryError, IsADirecto
                app.UsageError)
 
 _VERBOSE_ARGUMENT = re.compile(r"--?(no)?verbose(?:=(.*))?")
+_HELP_ARGUMENT = re.compile(r"--?(help|helpshort|helpfull|helpxml|\?)")
 _LIBRARY_FILE = re.compile(r"[/\\](tensorflow|keras)[/\\]")
 
 
@@ -57,6 +58,12 @@ def verbose_requested(argv) -> bool:
       negated, value = match.groups()
       verbose = not negated and (value is None or value.lower() in ("true", "t", "1"))
   return verbose
+
+
+def help_requested(argv) -> bool:
+  """Whether `argv` asks for absl's help (--help, --helpshort, --helpfull, --helpxml, -?)."""
+  arguments = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+  return any(_HELP_ARGUMENT.fullmatch(argument) for argument in arguments)
 
 
 @contextlib.contextmanager
@@ -127,9 +134,10 @@ def list_flag(name: str, convert=int, kind: str = "integers") -> list:
 
 
 def run(main, usage: Optional[str] = None) -> None:
-  """absl's app.run(main), with user errors as one line unless --verbose. `usage` (the tool's
-  docstring) is what --help shows: absl reads the __main__ module's, which is a thin run/
-  script's or an installed console script's, not the tool's module."""
+  """absl's app.run(main), with user errors as one line unless --verbose, and --help exiting
+  with status 0 (absl's exits with 1, a failure to installers' and CI's checks). `usage` (the
+  tool's docstring) is what --help shows: absl reads the __main__ module's, which is a thin
+  run/ script's or an installed console script's, not the tool's module."""
   if usage is not None:
     sys.modules["__main__"].__doc__ = usage
 
@@ -141,7 +149,12 @@ def run(main, usage: Optional[str] = None) -> None:
         raise
       print(f"error: {error}", file=sys.stderr)
       sys.exit(1)
-  app.run(main_reporting_user_errors)
+  try:
+    app.run(main_reporting_user_errors)
+  except SystemExit as exit:
+    if exit.code == 1 and help_requested(sys.argv):
+      sys.exit(0)
+    raise
 
 
 if not verbose_requested(sys.argv):
