@@ -5,6 +5,7 @@ a NaN or a default."""
 import dataclasses
 import os
 import re
+import shutil
 
 import keras
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 
 from cli_output import run_tool
 from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel, checkpoints
+from xlnet_tf.checkpoints.huggingface_writer import save_huggingface_checkpoint
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.serving.saved_model import load_exportable_model
 from xlnet_tf.utils.json_files import read_json, write_json
@@ -266,6 +268,14 @@ def cli_files(tmp_path_factory, sp_model):
   corrupt.mkdir()
   (corrupt / "xlnet_config.json").write_text((root / "config.json").read_text())
   (corrupt / "model.weights.h5").write_bytes(os.urandom(2000))
+  XLNetConfig.preset("tiny", n_token=vocabulary, n_layer=3).to_json_file(str(root / "deeper.json"))
+  # Hugging Face directories of a tiny backbone: with a cased tokenizer, and without one.
+  backbone = XLNetModel(XLNetConfig.preset("tiny", n_token=vocabulary))
+  for name in ("huggingface", "no_tokenizer"):
+    save_huggingface_checkpoint(backbone, str(root / name))
+  shutil.copy(sp_model, root / "huggingface" / "spiece.model")
+  write_json(str(root / "huggingface" / "tokenizer_config.json"),
+             {"do_lower_case": False, "keep_accents": False})
   return root
 
 
@@ -290,6 +300,21 @@ CLASSIFIER_CASES = [  # (extra flags, the error line after "error: "), {root} = 
      "{root}/unknown_set.csv:3: label '7' does not occur in the training file "
      "{root}/train.csv (labels: ['0', '1'])"),
     (["--multi_label", "--regression"], "--multi_label and --regression exclude each other"),
+    # --init_checkpoint=DIR gives the config, the format and the tokenizer; the flags that
+    # override them may not contradict it ("--flag=" clears the flags every case passes).
+    (["--model_config=", "--sp_path=", "--init_checkpoint={root}/huggingface",
+      "--init_checkpoint_format=original"], "--init_checkpoint_format=original contradicts "
+     "--init_checkpoint={root}/huggingface: it holds huggingface files"),
+    (["--model_config=", "--sp_path=", "--init_checkpoint={root}/huggingface", "--uncased"],
+     "--uncased contradicts {root}/huggingface/tokenizer_config.json (of "
+     "--init_checkpoint={root}/huggingface): do_lower_case is false"),
+    (["--model_config={root}/deeper.json", "--sp_path=", "--init_checkpoint={root}/huggingface"],
+     "--model_config={root}/deeper.json contradicts --init_checkpoint={root}/huggingface's "
+     "architecture: n_layer 3 against 2"),
+    (["--model_config=", "--sp_path=", "--init_checkpoint={root}/no_tokenizer"],
+     "--sp_path is required: --init_checkpoint={root}/no_tokenizer holds no spiece.model"),
+    (["--model_config=", "--init_checkpoint={root}/none"], "{root}/none: "),
+    (["--model_config="], "--model_config is required without an --init_checkpoint directory"),
     (["--label_delimiter=,"], "--label_delimiter needs --multi_label"),
     (["--multi_label", "--label_delimiter="], "--label_delimiter='': must be the separator"),
     (["--max_segments=0"], "--max_segments must be at least 1 (segments of --max_seq_length"),
@@ -321,6 +346,19 @@ def test_classifier_bad_input_is_one_line(cli_files, sp_model, flags, expected, 
   lines = result.stderr.splitlines()
   assert len(lines) == 1 and lines[0].startswith("error: " + expected.format(**values)), lines
   assert not output_dir.exists()
+
+
+def test_classifier_fine_tunes_from_a_huggingface_directory_alone(cli_files, tmp_path):
+  """--init_checkpoint=DIR with no --sp_path, --model_config or --init_checkpoint_format: the
+  config, format and tokenizer are the directory's."""
+  output_dir = tmp_path / "out"
+  result = run_tool("run/classifier.py", f"--init_checkpoint={cli_files}/huggingface",
+                    "--task_name=generic", f"--train_file={cli_files}/train.csv", "--do_train",
+                    "--max_seq_length=16", "--train_batch_size=2", "--train_steps=2",
+                    f"--output_dir={output_dir}")
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert f"Backbone from {cli_files}/huggingface" in result.stderr
+  assert (output_dir / "train_history.json").exists()
 
 
 # The other fine-tuning CLIs share the optimisation flags (xlnet_tf/cli/common_flags.py): the

@@ -1,8 +1,7 @@
 """Fine-tunes XLNet for sequence classification or regression (GLUE or your own files).
 
-  python run/classifier.py --task_name=sts-b --data_dir=glue/STS-B --sp_path=spiece.model \
-      --model_config=xlnet_config.json --init_checkpoint=xlnet_model.ckpt \
-      --init_checkpoint_format=original --max_seq_length=128 --train_batch_size=32 \
+  python run/classifier.py --task_name=sts-b --data_dir=glue/STS-B \
+      --init_checkpoint=xlnet_cased_L-24_H-1024_A-16 --max_seq_length=128 --train_batch_size=32 \
       --train_steps=1200 --learning_rate=5e-5 --warmup_steps=120 --output_dir=out/sts-b \
       --do_train --do_eval --do_predict
 
@@ -70,20 +69,16 @@ flags.DEFINE_integer("mem_len", 0, "Memory (positions) each segment reads of the
                      "last segment attend to every earlier one). "
                      "Without --do_train: the training run's (best/xlnet_config.json).")
 common_flags.define_finetuning_flags()
-flags.mark_flags_as_required(["task_name", "sp_path", "output_dir"])
+flags.mark_flags_as_required(["task_name", "output_dir"])
 FLAGS = flags.FLAGS
 
 
 def main(argv):
   del argv
-  config_path = FLAGS.model_config or (os.path.join(FLAGS.init_checkpoint, "xlnet_config.json")
-                                       if FLAGS.init_checkpoint else None)
-  if not config_path:
-    raise app.UsageError("--model_config (or an own-format --init_checkpoint) is required")
   if FLAGS["label_delimiter"].present and not FLAGS.multi_label:
     raise app.UsageError("--label_delimiter needs --multi_label (it separates a row's labels)")
-  strategy, tokenizer, config, options = common_flags.finetuning_setup(
-      config_path, dropout=FLAGS.dropout, dropatt=FLAGS.dropatt)
+  strategy, tokenizer, config, options, pretrained = common_flags.finetuning_setup(
+      dropout=FLAGS.dropout, dropatt=FLAGS.dropatt)
   best_dir = common_flags.best_dir()
   segments = long_documents.run_settings(
       *[FLAGS[name].value if FLAGS[name].present else None for name in ("max_segments",
@@ -105,7 +100,7 @@ def main(argv):
           f"{', '.join(task.labels)}")
   with strategy.scope():
     model = classification.build_classifier(config, task, FLAGS.summary_type,
-                                            FLAGS.init_checkpoint, FLAGS.init_checkpoint_format,
+                                            pretrained.checkpoint, pretrained.checkpoint_format,
                                             segments.max_segments)
     common_flags.apply_memory_flags(model.backbone)
     if FLAGS.do_train:

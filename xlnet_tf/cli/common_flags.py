@@ -6,12 +6,11 @@ import os
 from absl import app
 from absl import flags
 
-from xlnet_tf.config import XLNetConfig
+from xlnet_tf.cli.pretrained_flags import PretrainedModel, pretrained_model
 from xlnet_tf.modeling.backbone import XLNetModel
 from xlnet_tf.modeling.freezing import check_frozen_layers
 from xlnet_tf.tasks import finetuning
 from xlnet_tf.utils.progress import PROGRESS_MODES
-from xlnet_tf.text.tokenizer import XLNetTokenizer, check_vocabulary
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.training.distributed_steps import check_accumulation
 from xlnet_tf.training.options import DTYPES, RuntimeOptions
@@ -42,12 +41,18 @@ def runtime_options() -> RuntimeOptions:
 def define_finetuning_flags(max_seq_length=128, train_batch_size=32, train_steps=1000,
                             learning_rate=2e-5, warmup_steps=0, lr_layer_decay_rate=1.0):
   """Model, checkpoint, optimisation and what-to-do flags; defaults per task."""
-  flags.DEFINE_string("sp_path", None, "SentencePiece model.")
-  flags.DEFINE_bool("uncased", False, "Lower-case the text (uncased models).")
-  flags.DEFINE_string("model_config", None, "xlnet_config.json (original keys accepted).")
-  flags.DEFINE_string("init_checkpoint", None, "Pretrained weights of the backbone.")
+  flags.DEFINE_string("init_checkpoint", None, "The pretrained model: a directory (xlnet_tf's, "
+                      "Hugging Face's or the original's; or a TF1 checkpoint prefix) or a "
+                      "Hugging Face hub id. Its config, format and tokenizer (spiece.model, "
+                      "tokenizer_config.json) are read from it; the four flags below override "
+                      "them, and may not contradict it.")
+  flags.DEFINE_string("sp_path", None, "SentencePiece model (default: --init_checkpoint's).")
+  flags.DEFINE_bool("uncased", False, "Lower-case the text (default: as --init_checkpoint's "
+                    "tokenizer_config.json says).")
+  flags.DEFINE_string("model_config", None, "xlnet_config.json (original keys accepted; "
+                      "default: --init_checkpoint's config).")
   flags.DEFINE_enum("init_checkpoint_format", "own", ["own", "original", "huggingface"],
-                    "Format of --init_checkpoint.")
+                    "Format of --init_checkpoint (default: what its files are).")
   flags.DEFINE_integer("max_seq_length", max_seq_length, "Tokens per sequence.")
   flags.DEFINE_integer("train_batch_size", train_batch_size, "Batch size (global: over all "
                        "replicas and micro-batches).")
@@ -78,13 +83,11 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, train_steps
                     "Every mode but none prints one line per dev evaluation.")
 
 
-def pretrained_backbone(config):
-  """An XLNetModel, loaded from --init_checkpoint when given."""
-  values = flags.FLAGS
+def pretrained_backbone(config, model: PretrainedModel):
+  """An XLNetModel of `config`, loaded from `model`'s checkpoint when there is one."""
   backbone = XLNetModel(config)
-  if values.init_checkpoint:
-    finetuning.load_pretrained_weights(backbone, values.init_checkpoint,
-                                       values.init_checkpoint_format)
+  if model.checkpoint:
+    finetuning.load_pretrained_weights(backbone, model.checkpoint, model.checkpoint_format)
   return apply_memory_flags(backbone)
 
 
@@ -96,34 +99,33 @@ def apply_memory_flags(backbone):
   return backbone
 
 
-def finetuning_setup(config_path=None, examples_per_row=1, **config_overrides):
-  """(strategy, tokenizer, backbone config, options) of a fine-tuning run.
+def finetuning_setup(examples_per_row=1, **config_overrides):
+  """(strategy, tokenizer, backbone config, options, the pretrained model) of a fine-tuning run.
 
   Every flag a run could not use is refused first, before anything is read or written: no
   --do_* flag, the optimisation flags (FinetuningOptions), a --max_seq_length too long for the
   batch (`examples_per_row`: sequences per example, e.g. a multiple-choice question's
   options), a SentencePiece model larger than the config's vocabulary.
-  `config_path` (default --model_config) and `config_overrides` give the backbone config.
+  The backbone config is --init_checkpoint's or --model_config's (pretrained_flags), with
+  `config_overrides`.
   """
   values = flags.FLAGS
   if not (values.do_train or values.do_eval or values.do_predict):
     raise app.UsageError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
   runtime = runtime_options()
   options = finetuning_options(runtime)
-  config_path = config_path or values.model_config
-  config = XLNetConfig.from_json_file(config_path, **config_overrides).for_finetuning()
+  model = pretrained_model(**config_overrides)
+  config = model.config.for_finetuning()
   if values.freeze_layers is not None:
     check_frozen_layers(values.freeze_layers, config.n_layer, "--freeze_layers")
   finetuning.check_sequence_length(
       config, values.max_seq_length,
       values.train_batch_size // values.gradient_accumulation_steps * examples_per_row)
-  tokenizer = XLNetTokenizer(values.sp_path, lower=values.uncased)
-  check_vocabulary(tokenizer, config, config_path)
   strategy = runtime.start()
   check_accumulation(options.gradient_accumulation_steps, options.batch_size,
                      strategy.num_replicas_in_sync)
   # --output_dir is made by what writes there first: a run that fails before leaves nothing.
-  return strategy, tokenizer, config, options
+  return strategy, model.tokenizer, config, options, model
 
 
 def require_files(file_of_action) -> None:

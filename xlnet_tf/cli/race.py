@@ -1,7 +1,6 @@
 """Fine-tunes XLNet on RACE (multiple-choice reading comprehension).
 
-  python run/race.py --data_dir=RACE --sp_path=spiece.model --model_config=xlnet_config.json \
-      --init_checkpoint=xlnet_model.ckpt --init_checkpoint_format=original \
+  python run/race.py --data_dir=RACE --init_checkpoint=xlnet_cased_L-24_H-1024_A-16 \
       --max_seq_length=512 --output_dir=out/race --do_train --do_eval
 """
 
@@ -23,7 +22,7 @@ from xlnet_tf.cli import common_flags
 flags.DEFINE_string("data_dir", None, "RACE directory: {train,dev,test}/{middle,high}/*.txt.")
 common_flags.define_finetuning_flags(max_seq_length=512, train_batch_size=8, train_steps=12000,
                                     learning_rate=2e-5, warmup_steps=1000)
-flags.mark_flags_as_required(["data_dir", "sp_path", "model_config", "output_dir"])
+flags.mark_flags_as_required(["data_dir", "output_dir"])
 FLAGS = flags.FLAGS
 
 
@@ -37,11 +36,12 @@ def load(tokenizer, split):
 
 def main(argv):
   del argv
-  strategy, tokenizer, config, options = common_flags.finetuning_setup(examples_per_row=4)
+  strategy, tokenizer, config, options, pretrained = common_flags.finetuning_setup(
+      examples_per_row=4)
   best_dir = common_flags.best_dir()
   dev = load(tokenizer, "dev")[1] if FLAGS.do_eval or FLAGS.do_train else None
   with strategy.scope():
-    model = XLNetMultipleChoice(common_flags.pretrained_backbone(config))
+    model = XLNetMultipleChoice(common_flags.pretrained_backbone(config, pretrained))
     evaluate = lambda: race_accuracy(finetuning.predict(model, dev, FLAGS.train_batch_size), dev)
     if FLAGS.do_train:
       _, train = load(tokenizer, "train")

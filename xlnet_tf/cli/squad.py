@@ -1,9 +1,8 @@
 """Fine-tunes XLNet on SQuAD 1.1 / 2.0 and writes predictions the official script reads.
 
   python run/squad.py --train_file=train-v2.0.json --predict_file=dev-v2.0.json \
-      --sp_path=spiece.model --model_config=xlnet_config.json \
-      --init_checkpoint=xlnet_model.ckpt --init_checkpoint_format=original \
-      --max_seq_length=512 --output_dir=out/squad --do_train --do_predict
+      --init_checkpoint=xlnet_cased_L-24_H-1024_A-16 --max_seq_length=512 \
+      --output_dir=out/squad --do_train --do_predict
 """
 
 import os
@@ -32,7 +31,7 @@ flags.DEFINE_float("null_score_threshold", None, "SQuAD 2.0: answer '' above thi
 common_flags.define_finetuning_flags(max_seq_length=512, train_batch_size=48, train_steps=8000,
                                     learning_rate=3e-5, warmup_steps=1000,
                                     lr_layer_decay_rate=0.75)
-flags.mark_flags_as_required(["sp_path", "model_config", "output_dir"])
+flags.mark_flags_as_required(["output_dir"])
 FLAGS = flags.FLAGS
 
 
@@ -55,13 +54,13 @@ def main(argv):
   del argv
   common_flags.require_files({"do_train": "train_file", "do_eval": "predict_file",
                               "do_predict": "predict_file"})
-  strategy, tokenizer, config, options = common_flags.finetuning_setup()
+  strategy, tokenizer, config, options, pretrained = common_flags.finetuning_setup()
   best_dir = common_flags.best_dir()
   predict_data = (features_for(tokenizer, FLAGS.predict_file, training=False)
                   if FLAGS.predict_file else None)
   with strategy.scope():
-    model = XLNetQuestionAnswering(common_flags.pretrained_backbone(config), FLAGS.start_n_top,
-                                   FLAGS.end_n_top)
+    model = XLNetQuestionAnswering(common_flags.pretrained_backbone(config, pretrained),
+                                   FLAGS.start_n_top, FLAGS.end_n_top)
     if FLAGS.do_train:
       _, arrays, _ = features_for(tokenizer, FLAGS.train_file, training=True)
       evaluate = None

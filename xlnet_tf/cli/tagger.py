@@ -1,8 +1,7 @@
 """Fine-tunes XLNet for token tagging on CoNLL-format files (e.g. CoNLL-2003 NER).
 
   python run/tagger.py --train_file=conll/eng.train --dev_file=conll/eng.testa \
-      --test_file=conll/eng.testb --sp_path=spiece.model --model_config=xlnet_config.json \
-      --init_checkpoint=xlnet_model.ckpt --init_checkpoint_format=original \
+      --test_file=conll/eng.testb --init_checkpoint=xlnet_cased_L-24_H-1024_A-16 \
       --output_dir=out/ner --do_train --do_eval --do_predict
 """
 
@@ -26,7 +25,7 @@ flags.DEFINE_string("dev_file", None, "CoNLL evaluation file.")
 flags.DEFINE_string("test_file", None, "CoNLL file to tag.")
 flags.DEFINE_integer("tag_column", -1, "Column of the tag (CoNLL-2003 NER: the last).")
 common_flags.define_finetuning_flags(learning_rate=3e-5)
-flags.mark_flags_as_required(["sp_path", "model_config", "output_dir"])
+flags.mark_flags_as_required(["output_dir"])
 FLAGS = flags.FLAGS
 
 
@@ -34,7 +33,7 @@ def main(argv):
   del argv
   common_flags.require_files({"do_train": "train_file", "do_eval": "dev_file",
                               "do_predict": "test_file"})
-  strategy, tokenizer, config, options = common_flags.finetuning_setup()
+  strategy, tokenizer, config, options, pretrained = common_flags.finetuning_setup()
   best_dir = common_flags.best_dir()
   data = {}
   for split, path in (("train", FLAGS.train_file), ("dev", FLAGS.dev_file),
@@ -53,7 +52,8 @@ def main(argv):
                                             report))
     print(f"{split}: {report.summary()}")
   with strategy.scope():
-    model = XLNetTokenClassifier(common_flags.pretrained_backbone(config), len(labels))
+    model = XLNetTokenClassifier(common_flags.pretrained_backbone(config, pretrained),
+                                 len(labels))
     run(model, data, labels, options)
 
 
