@@ -2,10 +2,6 @@ import os
 import shutil
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# XLA's CPU code generated without LLVM's optimizations: the same kernels and numbers, about
-# a seventh less CPU for a suite that compiles hundreds of tiny programs and runs each a few
-# times (the tools the tests start inherit it; benchmarks run outside the suite keep -O2).
-os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
