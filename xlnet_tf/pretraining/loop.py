@@ -33,7 +33,6 @@ import tempfile
 import time
 from typing import Dict, Optional, Union
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -44,6 +43,7 @@ from xlnet_tf.pretraining.data.records import (explain_data_loss, load_record_in
                                                pretraining_dataset)
 from xlnet_tf.heads.pretrainer import XLNetPretrainer
 from xlnet_tf.utils.json_files import write_json
+from xlnet_tf.utils.progress import print_line
 from xlnet_tf.modeling.backbone import XLNetModel
 from xlnet_tf.training import loss_scale as loss_scale_lib
 from xlnet_tf.training import run_lock
@@ -241,7 +241,7 @@ class PretrainingRun:
     # same traced function, the same shapes), so they cost what its later batches did.
     self.evaluation_seconds = (finished - started if batches == 1 else
                                (finished - first_done) * batches / (batches - 1))
-    logging.info("Held-out evaluation: %d batches in %.1f s", batches, finished - started)
+    print_line(f"Held-out evaluation: {batches} batches in {finished - started:.1f} s")
     loss = totals[0] / max(totals[1], 1.0)
     result = {"loss": loss, "perplexity": math.exp(min(loss, 50.0)), "targets": totals[1]}
     if self.options.next_sentence:
