@@ -204,23 +204,24 @@ def _huggingface_head(directory: str) -> Optional[StoredHead]:
   return StoredHead(ours, arguments, path, f"transformers' {theirs} ({path})", labels)
 
 
-def load_backbone(model, place: Pretrained) -> None:
+def load_backbone(model, place: Pretrained):
   """The backbone's weights into `model` (an XLNetModel), from a directory holding a
-  backbone or any head; strict (a missing or misshaped weight: CheckpointMismatchError)."""
+  backbone or any head; strict (a missing or misshaped weight: CheckpointMismatchError).
+  Returns the reader's LoadReport (None for the own format)."""
   if place.layout == OWN:
-    own.load_own_backbone(model, place.directory)
-  else:
-    load_head(model, place)  # the readers set other heads' weights aside by name
+    return own.load_own_backbone(model, place.directory)
+  return load_head(model, place)  # the readers set other heads' weights aside by name
 
 
-def load_head(model_or_head, place: Pretrained) -> None:
-  """All of `model_or_head`'s weights, its head's included; strict."""
+def load_head(model_or_head, place: Pretrained):
+  """All of `model_or_head`'s weights, its head's included; strict. Returns the reader's
+  LoadReport (None for the own format)."""
   if place.layout == OWN:
-    own.load_own_checkpoint(model_or_head, place.directory)
-  elif place.layout == HUGGINGFACE:
-    load_huggingface_checkpoint(model_or_head, place.directory)
-  else:
-    load_original_checkpoint(model_or_head, place.directory)
+    return own.load_own_checkpoint(model_or_head, place.directory)
+  if place.layout == HUGGINGFACE:
+    return load_huggingface_checkpoint(model_or_head, place.directory)
+  # place.directory: the directory, or a TF1 checkpoint prefix in it (resolve_prefix reads both)
+  return load_original_checkpoint(model_or_head, place.directory)
 
 
 def stored_tokenizer(place: Pretrained, config: XLNetConfig) -> Optional[XLNetTokenizer]:

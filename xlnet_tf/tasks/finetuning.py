@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf import checkpoints
+from xlnet_tf.checkpoints import pretrained
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.modeling.backbone import backbone_inputs
 from xlnet_tf.utils.progress import ProgressDisplay, check_progress_mode, numeric_scores
@@ -243,10 +244,12 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
 
 
 def load_pretrained_weights(backbone, path: str, checkpoint_format: str = "own"):
-  """Loads a pretrained checkpoint (--init_checkpoint) into `backbone`; returns the loader's
-  report. A damaged file is a user error naming it, not a reader's traceback."""
+  """Loads a pretrained checkpoint (--init_checkpoint: a directory of `checkpoint_format`
+  holding a backbone or any head, or an original checkpoint prefix) into `backbone`, as
+  XLNetModel.from_pretrained does; returns the loader's report. A damaged file is a user error
+  naming it, not a reader's traceback."""
   try:
-    return checkpoints.LOADERS[checkpoint_format](backbone, path)
+    return pretrained.load_backbone(backbone, pretrained.Pretrained(path, path, checkpoint_format))
   except (UserInputError, FileNotFoundError):
     raise
   except (OSError, ValueError) as error:  # h5py, safetensors, TensorFlow's checkpoint reader
