@@ -106,6 +106,9 @@ flags.DEFINE_enum("jit_compile", "auto", ["auto", "true", "false"],
 flags.DEFINE_bool("keras_optimizer", False, "Train rows: Keras' own AdamW, the whole step "
                   "(forward, backward and update) in one XLA function, as a user writes it; "
                   "default: the project's optimizer and step as run/pretrain.py runs them.")
+flags.DEFINE_enum("torch_device", "cpu", ["cpu", "cuda"], "Where the PyTorch peer runs: cuda "
+                  "times Hugging Face on the GPU (and the dense matmul rate there, for its MFU); "
+                  "xlnet_tf's rows run where TensorFlow puts them.")
 flags.DEFINE_string("output", None, "Write OUTPUT.json and OUTPUT.md.")
 flags.DEFINE_string("baseline", None, "A git revision: also time xlnet_tf as it was there, "
                     "taking turns with this revision, and print the ratio.")
@@ -139,39 +142,53 @@ def run_hf_torch(spec):
                                     n_head=s["n_head"], d_inner=s["d_inner"],
                                     ff_activation="gelu_new")
   batch, seq_len = spec["batch"], spec["seq_len"]
+  device = spec.get("device", "cpu")
   ids, perm_mask, target_mapping = random_inputs(batch, seq_len, vocab=vocab)
-  ids = torch.tensor(ids, dtype=torch.long)
+  ids = torch.tensor(ids, dtype=torch.long, device=device)
   common = dict(input_ids=ids, token_type_ids=torch.zeros_like(ids),
-                attention_mask=torch.ones(batch, seq_len))
-  autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=spec["dtype"] == "bfloat16")
+                attention_mask=torch.ones(batch, seq_len, device=device))
+  autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=spec["dtype"] == "bfloat16")
   if spec["mode"] == "generate":  # its defaults: the hidden states of past tokens as 'mems'
-    model = transformers.XLNetLMHeadModel(config).eval()
+    model = transformers.XLNetLMHeadModel(config).to(device).eval()
 
     def run():
       with torch.no_grad(), autocast:
         model.generate(ids, max_new_tokens=spec["new_tokens"], min_new_tokens=spec["new_tokens"],
                        do_sample=False, pad_token_id=5, eos_token_id=None)
   elif spec["mode"] == "forward":
-    model = transformers.XLNetModel(config).eval()
+    model = transformers.XLNetModel(config).to(device).eval()
 
     def run():
       with torch.no_grad(), autocast:
         model(**common)
   else:
-    model = transformers.XLNetLMHeadModel(config).train()
+    model = transformers.XLNetLMHeadModel(config).to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6)
-    target_mapping_t = torch.tensor(target_mapping)
+    perm_mask = torch.tensor(perm_mask, device=device)
+    target_mapping_t = torch.tensor(target_mapping, device=device)
     labels = torch.gather(ids, 1, target_mapping_t.argmax(-1))
 
     def run():
       with autocast:
-        loss = model(**common, perm_mask=torch.tensor(perm_mask),
+        loss = model(**common, perm_mask=perm_mask,
                      target_mapping=target_mapping_t, labels=labels).loss
       loss.backward()
       torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
       optimizer.step()
       optimizer.zero_grad()
+  if device == "cuda":
+    return _time(_synchronized(run), spec, device_memory=torch.cuda.max_memory_allocated)
   return _time(run, spec)
+
+
+def _synchronized(run):
+  """`run` timed to the end of its GPU work (kernels launch asynchronously)."""
+  import torch
+
+  def run_and_wait():
+    run()
+    torch.cuda.synchronize()
+  return run_and_wait
 
 
 def run_keras_hub(spec):
@@ -229,6 +246,11 @@ def run_data_stage(spec):
 
 
 def run_matmul(spec):
+  if spec.get("device") == "cuda":  # the rate the GPU rows' MFU is taken against
+    import torch
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=getattr(torch, spec["dtype"]))
+    return _time(_synchronized(lambda: a @ a), spec, flops=2 * n ** 3)
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
   import tensorflow as tf
   n = 2048
@@ -253,7 +275,7 @@ def run_dropout(spec):
   return result
 
 
-def _time(run, spec, flops=None):
+def _time(run, spec, flops=None, device_memory=None):
   run()  # warm-up: tracing and compilation
   times = []
   for _ in range(spec["repeats"]):
@@ -265,6 +287,8 @@ def _time(run, spec, flops=None):
                 peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20)
   if flops:
     result["gflops"] = flops / seconds / 1e9
+  if device_memory:
+    result["peak_device_gb"] = device_memory() / 2 ** 30
   return result
 
 
@@ -419,14 +443,15 @@ def _measure_all(implementations, baseline, dropout, data_stage):
           row["jit"] = FLAGS.jit_compile == "true"
         if FLAGS.keras_optimizer and mode == "train":
           row["keras_optimizer"] = True
-        specs.extend(dict(row, implementation=implementation) for implementation in
-                     implementations if implementation in MODES[mode])
+        specs.extend(dict(row, implementation=implementation, **_device(implementation))
+                     for implementation in implementations if implementation in MODES[mode])
         if baseline and "xlnet_tf" in implementations and "xlnet_tf" in MODES[mode]:
           specs.append(dict(row, implementation="xlnet_tf", **baseline))
   matmul, best = {}, [None] * len(specs)
   for _ in range(FLAGS.rounds):
     for dtype in FLAGS.dtypes:
-      rate = measure({"implementation": "matmul", "dtype": dtype, "repeats": 5}).get("gflops")
+      rate = measure({"implementation": "matmul", "dtype": dtype, "repeats": 5,
+                      **_device("hf_torch")}).get("gflops")
       if rate is not None and not rate <= matmul.get(dtype, 0.0):  # the best round's rate
         matmul[dtype] = rate
     for index, spec in enumerate(specs):
@@ -444,6 +469,12 @@ def _measure_all(implementations, baseline, dropout, data_stage):
                             f"python run/benchmark.py {' '.join(sys.argv[1:])}", dropout,
                             data_stage))
   _draw_chart(results)
+
+
+def _device(implementation):
+  """The spec's device field: only the PyTorch peer moves, with --torch_device=cuda."""
+  on_gpu = implementation == "hf_torch" and FLAGS.torch_device == "cuda"
+  return {"device": "cuda"} if on_gpu else {}
 
 
 def _draw_chart(results):

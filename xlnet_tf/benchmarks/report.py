@@ -104,7 +104,8 @@ def _size(result):
 
 
 def _label(result):
-  return result["implementation"] + (f" @ {result['revision']}" if "revision" in result else "")
+  return (result["implementation"] + (f" ({result['device']})" if "device" in result else "")
+          + (f" @ {result['revision']}" if "revision" in result else ""))
 
 
 def baseline_markdown(results):
@@ -150,7 +151,9 @@ def markdown(results, matmul):
                  f"{mfu} | {r['peak_rss_gb']:.2f} |")
   rates = ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in matmul.items())
   served = any(r["mode"].startswith("serve") for r in results)
-  lines.append(f"\nDense matmul (2048x2048, TensorFlow, best round): {rates}. MFU = model "
+  matmul_kind = ("8192x8192, PyTorch on the GPU" if any(r.get("device") == "cuda" for r in results)
+                 else "2048x2048, TensorFlow")
+  lines.append(f"\nDense matmul ({matmul_kind}, best round): {rates}. MFU = model "
                "matmul FLOPs / time / that rate at the run's precision."
                + (" serve: the exported SavedModel's serve_ids signature (xlnet_tf.serving; "
                   "serve_xla: exported with xla=True), against the peers' forward."
