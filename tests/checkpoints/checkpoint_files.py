@@ -3,11 +3,12 @@
 Shapes follow the original modeling.py; the TF1 file is written by a tf.compat.v1 Saver in a
 graph, the Hugging Face files by the `safetensors` package with HF's parameter names, as
 torch.save's zip + pickle (built opcode by opcode, no torch) and as Keras 2's HDF5 layout of
-HF's TF models (with h5py).
+HF's TF models (with h5py); a hub repository as huggingface_hub's cache holds it.
 """
 
 import json
 import os
+import shutil
 import struct
 from typing import NamedTuple
 import zipfile
@@ -19,6 +20,7 @@ from model_inputs import factorization_perm_mask, padded_pair_batch, target_mapp
 from xlnet_reference import xlnet_forward
 
 T = "model/transformer/"
+HUB_COMMIT = "0123456789abcdef0123456789abcdef01234567"
 LENGTH = 8
 
 
@@ -392,3 +394,18 @@ def write_sharded(directory, file_name, tensors, write_shard, num_shards=2):
     weight_map.update({name: shard_name for name in part})
   with open(os.path.join(directory, file_name + ".index.json"), "w") as handle:
     json.dump({"metadata": {}, "weight_map": weight_map}, handle)
+
+
+def write_hub_cache(cache, repo_id, files):
+  """The cache as huggingface_hub lays it out: blobs named by their hash, the revision's
+  snapshot linking to them, refs/main naming the revision."""
+  repository = cache / ("models--" + repo_id.replace("/", "--"))
+  snapshot = repository / "snapshots" / HUB_COMMIT
+  (repository / "blobs").mkdir(parents=True)
+  snapshot.mkdir(parents=True)
+  for index, path in enumerate(files):
+    blob = repository / "blobs" / f"{index:040x}"
+    shutil.copyfile(path, blob)
+    os.symlink(os.path.relpath(blob, snapshot), snapshot / os.path.basename(path))
+  (repository / "refs").mkdir()
+  (repository / "refs" / "main").write_text(HUB_COMMIT)

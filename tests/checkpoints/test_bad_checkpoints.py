@@ -287,8 +287,32 @@ def test_conversion_into_an_existing_directory_replaces_its_files(tmp_path):
   np.testing.assert_array_equal(reloaded.word_embedding.numpy(), model.word_embedding.numpy())
 
 
+def directory_of_no_known_layout(tmp_path):
+  (tmp_path / "bert").mkdir()
+  (tmp_path / "bert" / "bert_config.json").write_text('{"hidden_size": 32}')
+  (tmp_path / "bert" / "vocab.txt").write_text("[PAD]\n[UNK]\n")
+  return str(tmp_path / "bert"), [f"--input={tmp_path / 'bert'}"]
+
+
+def input_format_contradicting_the_files(tmp_path):
+  """An own directory given as huggingface (refused before its weights are read)."""
+  (tmp_path / "own").mkdir()
+  CONFIG.to_json_file(str(tmp_path / "own" / "xlnet_config.json"))
+  (tmp_path / "own" / "model.weights.h5").write_bytes(b"")
+  return (f"--input_format=huggingface contradicts --input={tmp_path / 'own'}",
+          [f"--input={tmp_path / 'own'}", "--input_format=huggingface"])
+
+
 CLI_CASES = {
     # case: (builder giving (file to name, convert_checkpoint.py flags), message after the name)
+    # --input: any layout or a hub id, its format what its files are (--input_format agreeing).
+    "--input that does not exist": (
+        lambda tmp_path: (str(tmp_path / "none"), [f"--input={tmp_path / 'none'}"]),
+        "no such directory; expected a directory holding"),
+    "--input of no known layout": (directory_of_no_known_layout,
+                                   "not a pretrained XLNet directory; expected"),
+    "--input_format contradicting --input": (input_format_contradicting_the_files,
+                                             "it holds own files"),
     "own model.weights.h5 cut short": (
         lambda tmp_path: (own_weights_cut_short(tmp_path)[0],
                           [f"--input={tmp_path / 'own'}", "--input_format=own"]),

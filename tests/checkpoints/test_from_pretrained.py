@@ -11,8 +11,8 @@ import keras
 import numpy as np
 import pytest
 
-from checkpoint_files import (huggingface_tf_weights, write_keras_h5, write_pytorch_bin,
-                              write_sharded)
+from checkpoint_files import (huggingface_tf_weights, write_hub_cache, write_keras_h5,
+                              write_pytorch_bin, write_sharded)
 from model_inputs import padded_pair_batch, tiny_config
 from xlnet_reference import randomize_weights
 from xlnet_tf import (XLNetClassifier, XLNetModel, XLNetMultipleChoice, XLNetPretrainer,
@@ -282,24 +282,6 @@ def test_original_directory(tmp_path, sp_path, batch):
 
 
 # ---- a hub id, read offline from huggingface_hub's cache --------------------------------------
-
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
-
-
-def write_hub_cache(cache, repo_id, files):
-  """The cache as huggingface_hub lays it out: blobs named by their hash, the revision's
-  snapshot linking to them, refs/main naming the revision."""
-  repository = cache / ("models--" + repo_id.replace("/", "--"))
-  snapshot = repository / "snapshots" / COMMIT
-  (repository / "blobs").mkdir(parents=True)
-  snapshot.mkdir(parents=True)
-  for index, path in enumerate(files):
-    blob = repository / "blobs" / f"{index:040x}"
-    shutil.copyfile(path, blob)
-    os.symlink(os.path.relpath(blob, snapshot), snapshot / os.path.basename(path))
-  (repository / "refs").mkdir()
-  (repository / "refs" / "main").write_text(COMMIT)
-
 
 @pytest.fixture
 def offline_hub_cache(tmp_path, monkeypatch):

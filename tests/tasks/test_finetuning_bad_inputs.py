@@ -1,6 +1,6 @@
 """Bad input to fine-tuning and export: a counted skip with file:line, or one `error: ` line
 naming the file, line or flag, exit status 1 and nothing left behind; never a made-up label,
-a NaN or a default."""
+a NaN or a default. The model flags of every other tool: tests/cli/test_model_flags.py."""
 
 import dataclasses
 import os
@@ -274,8 +274,18 @@ def cli_files(tmp_path_factory, sp_model):
   for name in ("huggingface", "no_tokenizer"):
     save_huggingface_checkpoint(backbone, str(root / name))
   shutil.copy(sp_model, root / "huggingface" / "spiece.model")
+  save_huggingface_checkpoint(XLNetClassifier(backbone, num_classes=2),
+                              str(root / "huggingface_classifier"))
   write_json(str(root / "huggingface" / "tokenizer_config.json"),
              {"do_lower_case": False, "keep_accents": False})
+  # Directories refused before any weight is read: of no known layout (a BERT model's files),
+  # and an own one whose n_token is smaller than the SentencePiece model.
+  (root / "bert").mkdir()
+  write_json(str(root / "bert" / "bert_config.json"), {"hidden_size": 32})
+  (root / "bert" / "vocab.txt").write_text("[PAD]\n[UNK]\n")
+  (root / "small_own").mkdir()
+  shutil.copy(root / "small.json", root / "small_own" / "xlnet_config.json")
+  (root / "small_own" / "model.weights.h5").write_bytes(b"")
   return root
 
 
@@ -313,7 +323,9 @@ CLASSIFIER_CASES = [  # (extra flags, the error line after "error: "), {root} = 
      "architecture: n_layer 3 against 2"),
     (["--model_config=", "--sp_path=", "--init_checkpoint={root}/no_tokenizer"],
      "--sp_path is required: --init_checkpoint={root}/no_tokenizer holds no spiece.model"),
-    (["--model_config=", "--init_checkpoint={root}/none"], "{root}/none: "),
+    (["--model_config=", "--init_checkpoint={root}/none"], "{root}/none: no such directory"),
+    (["--model_config=", "--init_checkpoint={root}/bert"],
+     "{root}/bert: not a pretrained XLNet directory; expected"),
     (["--model_config="], "--model_config is required without an --init_checkpoint directory"),
     (["--label_delimiter=,"], "--label_delimiter needs --multi_label"),
     (["--multi_label", "--label_delimiter="], "--label_delimiter='': must be the separator"),
@@ -385,16 +397,32 @@ def test_other_finetuning_clis_refuse_accumulation_steps_not_dividing_the_batch(
   assert not output_dir.exists()
 
 
-def test_export_cli_refuses_a_vocabulary_larger_than_the_model(cli_files, three_class_dir,
-                                                               sp_model, tmp_path):
-  small_model = tmp_path / "small"
-  small_model.mkdir()
-  (small_model / "xlnet_config.json").write_text((cli_files / "small.json").read_text())
-  result = run_tool("run/export.py", f"--model_dir={small_model}", f"--sp_path={sp_model}",
-                    f"--export_base={tmp_path}/serving")
-  assert result.returncode == 1
+EXPORT_CASES = [  # (flags, the error line after "error: "), {root} = the files
+    (["--model_dir={root}/small_own", "--sp_path={sp}"], "{sp}: {pieces} SentencePiece pieces, "
+     "but the model's n_token is 100 ({root}/small_own/xlnet_config.json)"),
+    # --model_dir takes any layout or a hub id, its tokenizer with it (xlnet_tf/cli/
+    # pretrained_flags.py); --sp_path and --uncased override it, and may not contradict it.
+    (["--model_dir={root}/none"], "{root}/none: no such directory; expected a directory holding"),
+    (["--model_dir={root}/bert"], "{root}/bert: not a pretrained XLNet directory; expected"),
+    (["--model_dir={root}/huggingface", "--uncased"], "--uncased contradicts "
+     "{root}/huggingface/tokenizer_config.json (of --model_dir={root}/huggingface): "
+     "do_lower_case is false"),
+    (["--model_dir={root}/no_tokenizer"],
+     "--sp_path is required: --model_dir={root}/no_tokenizer holds no spiece.model"),
+    (["--model_dir={root}/huggingface"],
+     "--model_dir={root}/huggingface holds a backbone only, not an XLNetClassifier"),
+    (["--model_dir={root}/huggingface_classifier", "--sp_path={sp}", "--head=regression"],
+     "--model_dir={root}/huggingface_classifier: 2 classes make a classifier head, not "
+     "--head=regression"),
+]
+
+
+@pytest.mark.parametrize("flags, expected", EXPORT_CASES)
+def test_export_cli_bad_input_is_one_line(cli_files, sp_model, flags, expected, tmp_path):
+  values = dict(root=cli_files, sp=sp_model, pieces=XLNetTokenizer(sp_model).vocab_size)
+  result = run_tool("run/export.py", f"--export_base={tmp_path}/serving",
+                    *[flag.format(**values) for flag in flags])
+  assert result.returncode == 1, result.stderr[-2000:]
   lines = result.stderr.splitlines()
-  assert len(lines) == 1 and lines[0].startswith(
-      f"error: {sp_model}: {XLNetTokenizer(sp_model).vocab_size} SentencePiece pieces, but the "
-      f"model's n_token is 100 ({small_model}/xlnet_config.json)"), lines
+  assert len(lines) == 1 and lines[0].startswith("error: " + expected.format(**values)), lines
   assert not (tmp_path / "serving").exists()

@@ -12,10 +12,14 @@ output is written beside --output and moved there only once reloading it gave id
 outputs, so a failed run leaves no partial directory; a damaged input file ends the run with
 one line naming it.
 
-  python run/convert_checkpoint.py --input=xlnet_cased_L-12_H-768_A-12/xlnet_model.ckpt \
-      --input_format=original --output=converted/ --output_format=own
-  python run/convert_checkpoint.py --input=out/sst-2/best --input_format=own \
-      --output=sst2-hf/ --output_format=huggingface
+--input is a directory in any of the three layouts, or a Hugging Face hub id (fetched through
+huggingface_hub's cache); its format is what its files are (--input_format, when given, must
+say the same).
+
+  python run/convert_checkpoint.py --input=xlnet_cased_L-12_H-768_A-12 --output=converted/
+  python run/convert_checkpoint.py --input=out/sst-2/best --output=sst2-hf/ \
+      --output_format=huggingface
+  python run/convert_checkpoint.py --input=xlnet/xlnet-base-cased --output=base/
 """
 
 from absl import flags
@@ -23,10 +27,13 @@ from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cl
 
 from xlnet_tf.serving.conversion import INPUT_FORMATS, OUTPUT_FORMATS, convert_checkpoint
 
+from xlnet_tf.cli import pretrained_flags
+
 flags.DEFINE_string("input", None, "Checkpoint prefix or directory (original), HF directory "
-                    "(config.json + model.safetensors, pytorch_model.bin or tf_model.h5), or "
-                    "own-format directory.")
-flags.DEFINE_enum("input_format", "original", INPUT_FORMATS, "Format of --input.")
+                    "(config.json + model.safetensors, pytorch_model.bin or tf_model.h5), "
+                    "own-format directory, or a Hugging Face hub id.")
+flags.DEFINE_enum("input_format", None, INPUT_FORMATS, "Format of --input (default: what its "
+                  "files are).")
 flags.DEFINE_string("config_file", None, "xlnet_config.json for an original checkpoint "
                     "(default: beside the checkpoint).")
 flags.DEFINE_string("output", None, "Output directory.")
@@ -37,8 +44,10 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  print(convert_checkpoint(FLAGS.input, FLAGS.input_format, FLAGS.output, FLAGS.output_format,
-                           FLAGS.config_file))
+  place = pretrained_flags.located(FLAGS.input)
+  input_format = pretrained_flags.checked_format(place, "input", "input_format")
+  print(convert_checkpoint(pretrained_flags.checkpoint_path(place), input_format, FLAGS.output,
+                           FLAGS.output_format, FLAGS.config_file))
 
 
 def entry():

@@ -27,8 +27,6 @@ from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cl
 
 import numpy as np
 
-from xlnet_tf import checkpoints
-from xlnet_tf.heads.pretrainer import XLNetPretrainer
 from xlnet_tf.utils import plots
 from xlnet_tf.utils.json_files import write_json
 from xlnet_tf.pretraining import context_length, lm_evaluation
@@ -36,7 +34,6 @@ from xlnet_tf.pretraining.data import default_data
 from xlnet_tf.pretraining.loop import LM_DIR
 from xlnet_tf.pretraining.data.records import RECORD_INFO_FILE, load_record_info
 from xlnet_tf.studies.evaluation_speed import evaluation_speed
-from xlnet_tf.text.tokenizer import XLNetTokenizer, check_vocabulary
 
 from xlnet_tf.cli import lm_flags
 
@@ -55,8 +52,8 @@ flags.DEFINE_string("results_json", None, "Also write the tables here.")
 flags.DEFINE_integer("train_attention_length", None, "The attention length the model was "
                      "trained with, for PPL init (default: its mem_len plus the training "
                      "data's seq_len, --output_dir/data/train/record_info.json).")
-flags.DEFINE_list("models", None, "RECL of this group of LMs (directories with an LM head, or "
-                  "run/pretrain.py output directories), instead of the memory table.")
+flags.DEFINE_list("models", None, "RECL of this group of LMs (each as --model_dir takes it, or "
+                  "a run/pretrain.py output directory), instead of the memory table.")
 flags.DEFINE_list("recl_lengths", ["32", "64", "96", "128", "160", "192", "224", "256"],
                   "Evenly spaced context lengths of RECL (the step is the paper's Delta).")
 flags.DEFINE_float("recl_r", 0.1, "RECL compares the top r share of the hardest tokens.")
@@ -75,17 +72,11 @@ def _lengths(flag_name):
   return values
 
 
-def _lm_directory(path):
-  """An LM head directory, or run/pretrain.py's output directory holding one."""
+def _lm_place(path):
+  """An LM (a directory or hub id, as --model_dir takes it), or run/pretrain.py's output
+  directory holding one."""
   inside = os.path.join(path, "model", LM_DIR)
-  return inside if os.path.isdir(inside) else path
-
-
-def _loaded_lm(model_dir, tokenizer):
-  model = checkpoints.load_pretrained_head(model_dir, XLNetPretrainer)
-  check_vocabulary(tokenizer, model.backbone.config,
-                   os.path.join(model_dir, checkpoints.own.CONFIG_FILE))
-  return model
+  return lm_flags.lm_place(inside if os.path.isdir(inside) else path)
 
 
 def train_attention_length(model) -> Optional[int]:
@@ -104,7 +95,8 @@ def relative_effective_context(ids, tokenizer):
                          f"{FLAGS.models}")
   if not 0 < FLAGS.recl_r <= 1:
     raise app.UsageError(f"--recl_r={FLAGS.recl_r}: must be in (0, 1]")
-  models = {path: _loaded_lm(_lm_directory(path), tokenizer) for path in FLAGS.models}
+  models = {path: lm_flags.language_model(_lm_place(path), tokenizer, "models")
+            for path in FLAGS.models}
   lengths = _lengths("recl_lengths")
   losses = context_length.group_token_losses(models, ids, lengths, FLAGS.recl_tokens,
                                              FLAGS.eval_tgt_len)
@@ -129,18 +121,19 @@ def main(argv):
   del argv
   if FLAGS.recl_png:
     plots.check_matplotlib("--recl_png")
-  model_dir, sp_path = lm_flags.lm_paths()
   pattern = FLAGS.input_glob or os.path.join(FLAGS.output_dir, "data", "corpus", "valid-*.txt")
   paths = sorted(glob.glob(pattern))
   if not paths:
     raise app.UsageError(f"--input_glob={pattern!r} matches no file")
   memory_lengths, speed_lengths = _lengths("eval_mem_len"), _lengths("speed_lengths")
-  tokenizer = XLNetTokenizer(sp_path)
+  # The tokenizer: --sp_path, else the LM's (RECL: the first model's), else the run's.
+  place = _lm_place(FLAGS.models[0]) if FLAGS.models else lm_flags.lm_place()
+  tokenizer = lm_flags.lm_tokenizer(place, "models" if FLAGS.models else "model_dir")
   ids, characters = lm_evaluation.text_stream(default_data.read_text_files(paths), tokenizer)
   if FLAGS.models:
     relative_effective_context(ids, tokenizer)
     return
-  model = _loaded_lm(model_dir, tokenizer)
+  model = lm_flags.language_model(place, tokenizer)
   print(f"Held-out text: {len(paths)} file(s), {len(ids):,} tokens, {characters:,} characters;"
         f" segments of {FLAGS.eval_tgt_len} tokens, {FLAGS.eval_batch_size} stream(s).")
   print("| memory | attention length | loss | perplexity | bits/char | seconds |")
@@ -170,7 +163,7 @@ def main(argv):
       print(f"| {row.attention_length} | {row.memory_seconds_per_token * 1e3:.3f} | "
             f"{row.vanilla_seconds_per_token * 1e3:.2f} | {row.speedup:.0f}x |")
   if FLAGS.results_json:
-    write_json(FLAGS.results_json, {"model_dir": model_dir, "inputs": paths,
+    write_json(FLAGS.results_json, {"model_dir": place.name, "inputs": paths,
                                     "evaluations": evaluations, "table5": columns,
                                     "speed": speed})
 

@@ -8,6 +8,14 @@ saved beside the weights; the labels.json saved there is copied into the SavedMo
 (predicted_label indexes it). Directories without head.json take --num_classes (default: the
 labels.json count, else 2), --summary_type and --task_name.
 
+--model_dir may also be a Hugging Face directory or hub id holding the head --head names
+(config.json's "architectures", e.g. XLNetForSequenceClassification; its id2label the labels),
+or any pretrained directory for --head=backbone. The SentencePiece model and lower-casing are
+the directory's (spiece.model, tokenizer_config.json) unless --sp_path / --uncased say
+otherwise:
+
+  python run/export.py --model_dir=OWNER/xlnet-sst2 --export_base=serving --model_name=sst2
+
 --dtype=bfloat16 serves in bfloat16 (float32 outputs), for CPUs with bfloat16 matmuls.
 
 --format=onnx|litert writes `<export_base>/<model_name>/<version>/model.onnx` (or model.tflite)
@@ -21,17 +29,24 @@ against the Keras model before it is moved there (ONNX needs `pip install 'xlnet
 
 import os
 
-
 from absl import flags
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 import keras
 
-from xlnet_tf.utils.errors import require
-from xlnet_tf.serving.saved_model import EXPORT_HEADS, export_saved_model, load_exportable_model
+from xlnet_tf.checkpoints import pretrained
+from xlnet_tf.heads.classifier import XLNetClassifier
+from xlnet_tf.modeling.backbone import XLNetModel
+from xlnet_tf.serving.saved_model import (CLASS_COUNT, EXPORT_HEADS, POOLING_ARGUMENTS,
+                                          export_saved_model, load_exportable_model)
 from xlnet_tf.serving.onnx_litert import EXPORT_FORMATS, export_file
-from xlnet_tf.text.tokenizer import XLNetTokenizer
+from xlnet_tf.text.tokenizer import check_vocabulary
+from xlnet_tf.utils.errors import UserInputError, require
 
-flags.DEFINE_string("model_dir", None, "Own-format directory (xlnet_config.json + weights).")
+from xlnet_tf.cli import pretrained_flags
+
+flags.DEFINE_string("model_dir", None, "The model: an own-format directory (xlnet_config.json "
+                    "+ weights, e.g. a fine-tuning run's best/), a Hugging Face directory or "
+                    "hub id, or (--head=backbone) any pretrained directory.")
 flags.DEFINE_enum("head", "classifier", sorted(EXPORT_HEADS) + ["backbone"],
                   "What the weights are.")
 flags.DEFINE_integer("num_classes", None, "Classes of a classifier (labels of a token "
@@ -41,8 +56,10 @@ flags.DEFINE_string("summary_type", None, "Pooling of a classifier. Default: hea
                     "else last.")
 flags.DEFINE_string("task_name", None, "Task name of a classifier (original names). Default: "
                     "head.json's, else task.")
-flags.DEFINE_string("sp_path", None, "SentencePiece model (copied into the assets).")
-flags.DEFINE_bool("uncased", False, "Lower-case the text.")
+flags.DEFINE_string("sp_path", None, "SentencePiece model (copied into the assets; default: "
+                    "--model_dir's spiece.model).")
+flags.DEFINE_bool("uncased", False, "Lower-case the text (default: as --model_dir's "
+                  "tokenizer_config.json says).")
 flags.DEFINE_bool("text_pairs", False, "serving_default takes text and text_b.")
 flags.DEFINE_integer("max_seq_length", 128, "Longest input; longer texts are truncated.")
 flags.DEFINE_string("export_base", "serving", "TF Serving's model base path.")
@@ -55,7 +72,7 @@ flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
                   "float32 outputs).")
 flags.DEFINE_enum("format", "savedmodel", EXPORT_FORMATS, "savedmodel: TF Serving's, with "
                   "the text signatures; onnx / litert: one file of the ids signature.")
-flags.mark_flags_as_required(["model_dir", "sp_path"])
+flags.mark_flags_as_required(["model_dir"])
 FLAGS = flags.FLAGS
 
 
@@ -66,12 +83,42 @@ def main(argv):
     return
   if FLAGS.dtype != "float32":
     keras.mixed_precision.set_global_policy(f"mixed_{FLAGS.dtype}")
-  model, labels = load_exportable_model(FLAGS.model_dir, FLAGS.head, FLAGS.num_classes,
-                                        FLAGS.summary_type, FLAGS.task_name, FLAGS.sp_path)
-  path = export_saved_model(model, FLAGS.sp_path, FLAGS.export_base, FLAGS.model_name,
-                            FLAGS.max_seq_length, FLAGS.version, FLAGS.text_pairs, FLAGS.uncased,
-                            xla=FLAGS.xla, labels=labels)
+  model, labels, tokenizer = _exportable_model()
+  path = export_saved_model(model, tokenizer.sp_path, FLAGS.export_base, FLAGS.model_name,
+                            FLAGS.max_seq_length, FLAGS.version, FLAGS.text_pairs,
+                            tokenizer.lower, xla=FLAGS.xla, labels=labels)
   print(f"Wrote {path}")
+
+
+def _exportable_model():
+  """(model, labels or None, tokenizer) from --model_dir: an own-format directory as the
+  fine-tuning runs write it, or a Hugging Face or original one (a hub id too)."""
+  place = pretrained_flags.located(FLAGS.model_dir)
+  tokenizer = pretrained_flags.tokenizer(place, "model_dir")
+  if place.layout == pretrained.OWN:
+    return load_exportable_model(place.directory, FLAGS.head, FLAGS.num_classes,
+                                 FLAGS.summary_type, FLAGS.task_name,
+                                 tokenizer.sp_path) + (tokenizer,)
+  # Served as fine-tuned: no dropout, no memory (XLNetConfig.for_finetuning).
+  options = dict(dropout=0.0, dropatt=0.0, mem_len=0, reuse_len=0, bi_data=False)
+  check_vocabulary(tokenizer, pretrained.stored_config(place, options),
+                   f"--model_dir={place.name}")
+  if FLAGS.head == "backbone":
+    return XLNetModel.from_pretrained(place.directory, **options), None, tokenizer
+  given = {name: value for name, value in (("summary_type", FLAGS.summary_type),
+                                           ("task_name", FLAGS.task_name))
+           if value is not None and name in POOLING_ARGUMENTS.get(FLAGS.head, ())}
+  if FLAGS.num_classes is not None and FLAGS.head in CLASS_COUNT:
+    given[CLASS_COUNT[FLAGS.head]] = FLAGS.num_classes
+  model = pretrained_flags.stored_head(place, EXPORT_HEADS[FLAGS.head], "model_dir",
+                                       **given, **options)
+  if isinstance(model, XLNetClassifier) and (model.num_classes == 1) != (FLAGS.head ==
+                                                                         "regression"):
+    raise UserInputError(f"--model_dir={place.name}: {model.num_classes} classes make a "
+                         f"{'regression' if model.num_classes == 1 else 'classifier'} head, "
+                         f"not --head={FLAGS.head}")
+  labels = model.labels if FLAGS.head in ("classifier", "token_classifier") else None
+  return model, labels, tokenizer
 
 
 def _export_file():
@@ -81,12 +128,11 @@ def _export_file():
                                ("uncased", FLAGS.uncased, False)):
     require(value == default, f"--{flag}", f"{default} with --format={FLAGS.format} (the file "
             "holds the float32 ids signature, without XLA or a tokenizer)", value)
-  model, labels = load_exportable_model(FLAGS.model_dir, FLAGS.head, FLAGS.num_classes,
-                                        FLAGS.summary_type, FLAGS.task_name, FLAGS.sp_path)
-  sep_id = XLNetTokenizer(FLAGS.sp_path).special_ids.sep
+  model, labels, tokenizer = _exportable_model()
   directory = os.path.join(FLAGS.export_base, FLAGS.model_name, str(FLAGS.version))
-  path, difference = export_file(model, FLAGS.format, directory, FLAGS.max_seq_length, sep_id,
-                                 sp_path=FLAGS.sp_path, labels=labels)
+  path, difference = export_file(model, FLAGS.format, directory, FLAGS.max_seq_length,
+                                 tokenizer.special_ids.sep, sp_path=tokenizer.sp_path,
+                                 labels=labels)
   print(f"Wrote {path}; max |difference| from the Keras model on a check batch: "
         f"{difference:.3g}")
 

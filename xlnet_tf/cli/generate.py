@@ -1,24 +1,23 @@
-"""Continues prompts with a language model trained by run/pretrain.py (the LM head it saves
-under model/lm): greedy by default, or sampled with --temperature, --top_k, --top_p.
+"""Continues prompts with a language model: one trained by run/pretrain.py (the LM head it saves
+under model/lm), or --model_dir=DIR_OR_HUB_ID in any layout (transformers' XLNetLMHeadModel,
+the original pretraining's checkpoint; its tokenizer comes with it): greedy by default, or
+sampled with --temperature, --top_k, --top_p.
 
   python run/pretrain.py --objective=clm      # -> pretrain_output_clm/
   python run/generate.py --prompt="The built-in function" --max_new_tokens=40
+  python run/generate.py --model_dir=xlnet/xlnet-base-cased --prompt="The built-in function"
 
 Prompts of different lengths run as one left-padded batch; a key/value cache makes each new
 token one step over the context (--nouse_cache recomputes everything, the reference).
 """
 
-import os
 import time
 
 from absl import app
 from absl import flags
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
-from xlnet_tf import checkpoints
-from xlnet_tf.heads.pretrainer import XLNetPretrainer
 from xlnet_tf.inference import generation
-from xlnet_tf.text.tokenizer import XLNetTokenizer, check_vocabulary
 
 from xlnet_tf.cli import lm_flags
 
@@ -38,8 +37,8 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  model_dir, sp_path = lm_flags.lm_paths()
-  tokenizer = XLNetTokenizer(sp_path)
+  place = lm_flags.lm_place()
+  tokenizer = lm_flags.lm_tokenizer(place)
   special = tokenizer.special_ids
   prompts = []
   for index, text in enumerate(FLAGS.prompt):
@@ -48,10 +47,7 @@ def main(argv):
       raise app.UsageError(f"--prompt number {index + 1} ({text!r}) has no tokens")
     prompts.append(ids)
   # Generation reads left to right only: bi_data and same_length are training settings.
-  model = checkpoints.load_pretrained_head(model_dir, XLNetPretrainer, bi_data=False,
-                                           same_length=False)
-  check_vocabulary(tokenizer, model.backbone.config,
-                   os.path.join(model_dir, checkpoints.own.CONFIG_FILE))
+  model = lm_flags.language_model(place, tokenizer, bi_data=False, same_length=False)
   input_ids, input_mask = generation.left_padded(prompts, special.pad)
   stop_ids = (special.eos, special.eod) if FLAGS.stop_at_end else ()
   start = time.perf_counter()

@@ -1,5 +1,6 @@
 """Fills the blanks of texts with a language model trained by run/pretrain.py (the LM head it
-saves under model/lm), in any order, or ranks candidates for a blank.
+saves under model/lm; or --model_dir=DIR_OR_HUB_ID in any layout, e.g. transformers'
+XLNetLMHeadModel, its tokenizer coming with it), in any order, or ranks candidates for a blank.
 
   python run/pretrain.py                                  # -> pretrain_output/ (perm)
   python run/infill.py --text="The <mask> <mask> returns the length of an object."
@@ -20,12 +21,9 @@ from absl import app
 from absl import flags
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
-from xlnet_tf import checkpoints
-from xlnet_tf.heads.pretrainer import XLNetPretrainer
 from xlnet_tf.inference import infilling
 from xlnet_tf.utils.json_files import write_json
 from xlnet_tf.studies import infilling_evaluation
-from xlnet_tf.text.tokenizer import XLNetTokenizer, check_vocabulary
 
 from xlnet_tf.cli import lm_flags
 
@@ -68,12 +66,9 @@ def main(argv):
   del argv
   if FLAGS.blank_pieces < 1:
     raise app.UsageError(f"--blank_pieces must be at least 1; got {FLAGS.blank_pieces}")
-  model_dir, sp_path = lm_flags.lm_paths()
-  tokenizer = XLNetTokenizer(sp_path)
-  model = checkpoints.load_pretrained_head(model_dir, XLNetPretrainer, bi_data=False,
-                                           same_length=False)
-  check_vocabulary(tokenizer, model.backbone.config,
-                   os.path.join(model_dir, checkpoints.own.CONFIG_FILE))
+  place = lm_flags.lm_place()
+  tokenizer = lm_flags.lm_tokenizer(place)
+  model = lm_flags.language_model(place, tokenizer, bi_data=False, same_length=False)
   if FLAGS.evaluate:
     evaluate(model, tokenizer)
     return

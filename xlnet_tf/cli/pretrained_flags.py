@@ -2,7 +2,12 @@
 tokenizer (spiece.model, lower-casing) come from the pretrained directory, in any layout that
 XLNetModel.from_pretrained reads (own, Hugging Face, original; a hub id is fetched). The flags
 --model_config, --init_checkpoint_format, --sp_path and --uncased remain as overrides; one that
-contradicts the directory is a user error naming both."""
+contradicts the directory is a user error naming both.
+
+The tools that start from a model under another flag (run/generate.py's --model_dir,
+run/convert_checkpoint.py's --input and --input_format, ...) read it with the same functions
+(`located`, `checked_format`, `tokenizer`, `checkpoint_path`, `stored_head`), naming their own
+flags."""
 
 import dataclasses
 import os
@@ -11,6 +16,7 @@ from typing import Optional
 from absl import flags
 
 from xlnet_tf.checkpoints import pretrained
+from xlnet_tf.checkpoints.original import CHECKPOINT_STATE_FILE
 from xlnet_tf.config import ARCHITECTURE_KEYS, XLNetConfig
 from xlnet_tf.text.tokenizer import (TOKENIZER_CONFIG_FILE, XLNetTokenizer, check_vocabulary,
                                      saved_tokenizer)
@@ -28,21 +34,50 @@ class PretrainedModel:
   tokenizer: XLNetTokenizer
 
 
-def _located(name: str) -> pretrained.Pretrained:
-  """--init_checkpoint's directory and layout; a TF1 checkpoint prefix (xlnet_model.ckpt, as
-  the original scripts take it) stands for an original directory."""
+def located(name: str) -> pretrained.Pretrained:
+  """The directory a model flag names (a path or a hub id) and its layout. A TF1 checkpoint
+  prefix (xlnet_model.ckpt, as the original scripts take it), or a directory holding a TF1
+  checkpoint without xlnet_config.json (its config given by a flag), stands for an original
+  directory."""
   if not os.path.isdir(name) and os.path.exists(name + ".index"):
     return pretrained.Pretrained(name, os.path.dirname(name) or ".", pretrained.ORIGINAL)
-  return pretrained.locate(name)
+  try:
+    return pretrained.locate(name)
+  except UserInputError:
+    if os.path.isdir(name) and any(file == CHECKPOINT_STATE_FILE or file.endswith(".index")
+                                   for file in os.listdir(name)):
+      return pretrained.Pretrained(name, name, pretrained.ORIGINAL)
+    raise
 
 
-def _checked_format(place: pretrained.Pretrained) -> str:
-  values = flags.FLAGS
-  if values["init_checkpoint_format"].present and values.init_checkpoint_format != place.layout:
-    raise UserInputError(f"--init_checkpoint_format={values.init_checkpoint_format} "
-                         f"contradicts --init_checkpoint={place.name}: it holds "
-                         f"{place.layout} files")
+def checked_format(place: pretrained.Pretrained, model_flag: str = "init_checkpoint",
+                   format_flag: str = "init_checkpoint_format") -> str:
+  """The layout of `place`, the directory --`model_flag` names; --`format_flag`, when given,
+  must say the same."""
+  given = flags.FLAGS[format_flag]
+  if given.present and given.value != place.layout:
+    raise UserInputError(f"--{format_flag}={given.value} contradicts --{model_flag}="
+                         f"{place.name}: it holds {place.layout} files")
   return place.layout
+
+
+def checkpoint_path(place: pretrained.Pretrained) -> str:
+  """What the loaders take for `place`: its directory, or (original) the TF1 checkpoint prefix
+  given; a hub id is its cache's directory."""
+  return place.name if os.path.exists(place.name + ".index") else place.directory
+
+
+def stored_head(place: pretrained.Pretrained, head_class, model_flag: str,
+                expected: Optional[str] = None, **arguments):
+  """The `head_class` the directory --`model_flag` names holds, its head's weights loaded
+  (from_pretrained, with `arguments`); a directory holding a backbone only or another head is
+  a user error naming the flag and what was `expected` (default: the class)."""
+  stored = pretrained.stored_head(place)
+  if stored is None or stored.class_name != head_class.__name__:
+    holds = "a backbone only" if stored is None else stored.described_as
+    raise UserInputError(f"--{model_flag}={place.name} holds {holds}, not "
+                         f"{expected or 'an ' + head_class.__name__}")
+  return head_class.from_pretrained(place.directory, **arguments)
 
 
 def _stored_config(place: Optional[pretrained.Pretrained], config_overrides):
@@ -78,23 +113,27 @@ def _config(place: Optional[pretrained.Pretrained], config_overrides):
   return config, values.model_config
 
 
-def _tokenizer(place: Optional[pretrained.Pretrained]) -> XLNetTokenizer:
-  """--sp_path (with --uncased), or the directory's spiece.model with its tokenizer_config.json
-  (--uncased or --nouncased overriding it, unless the file says otherwise)."""
+def tokenizer(place: Optional[pretrained.Pretrained], model_flag: str = "init_checkpoint",
+              default_sp_path: Optional[str] = None) -> XLNetTokenizer:
+  """--sp_path (with --uncased, where the tool has it), or the directory's spiece.model with its
+  tokenizer_config.json (--uncased or --nouncased overriding it, unless the file says
+  otherwise); `default_sp_path` where the directory holds none."""
   values = flags.FLAGS
+  uncased = values["uncased"] if "uncased" in values else None
   stored = None if values.sp_path or place is None else saved_tokenizer(place.directory)
   if stored is None:
-    if not values.sp_path:
+    sp_path = values.sp_path or default_sp_path
+    if not sp_path:
       raise UserInputError("--sp_path is required" + (
-          f": --init_checkpoint={place.name} holds no spiece.model" if place else ""))
-    return XLNetTokenizer(values.sp_path, lower=values.uncased)
+          f": --{model_flag}={place.name} holds no spiece.model" if place else ""))
+    return XLNetTokenizer(sp_path, lower=uncased is not None and uncased.value)
   settings_file = os.path.join(place.directory, TOKENIZER_CONFIG_FILE)
-  if values["uncased"].present and values.uncased != stored.lower:
+  if uncased is not None and uncased.present and uncased.value != stored.lower:
     if os.path.exists(settings_file):
       raise UserInputError(
-          f"--{'' if values.uncased else 'no'}uncased contradicts {settings_file} (of "
-          f"--init_checkpoint={place.name}): do_lower_case is {str(stored.lower).lower()}")
-    return saved_tokenizer(place.directory, lower=values.uncased)
+          f"--{'' if uncased.value else 'no'}uncased contradicts {settings_file} (of "
+          f"--{model_flag}={place.name}): do_lower_case is {str(stored.lower).lower()}")
+    return saved_tokenizer(place.directory, lower=uncased.value)
   return stored
 
 
@@ -103,12 +142,10 @@ def pretrained_model(**config_overrides) -> PretrainedModel:
   --uncased describe; `config_overrides`: run-time options (dropout, ...). The tokenizer is
   checked to fit the config's vocabulary."""
   values = flags.FLAGS
-  place = _located(values.init_checkpoint) if values.init_checkpoint else None
-  checkpoint_format = _checked_format(place) if place else values.init_checkpoint_format
+  place = located(values.init_checkpoint) if values.init_checkpoint else None
+  checkpoint_format = checked_format(place) if place else values.init_checkpoint_format
   config, config_source = _config(place, config_overrides)
-  tokenizer = _tokenizer(place)
-  check_vocabulary(tokenizer, config, config_source)
-  # The loaders take a directory or (original) a checkpoint prefix; a hub id is its cache.
-  checkpoint = place and (place.name if os.path.exists(place.name + ".index")
-                          else place.directory)
-  return PretrainedModel(config, config_source, checkpoint, checkpoint_format, tokenizer)
+  model_tokenizer = tokenizer(place)
+  check_vocabulary(model_tokenizer, config, config_source)
+  checkpoint = place and checkpoint_path(place)
+  return PretrainedModel(config, config_source, checkpoint, checkpoint_format, model_tokenizer)
