@@ -102,3 +102,19 @@ def test_finetuning_refuses_a_best_dir_in_use(tmp_path, holder):
              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   assert str(raised.value) == _refusal(best_dir, other.pid)
   assert os.listdir(best_dir) == [run_lock.LOCK_FILE]  # nothing written
+
+
+def test_a_remote_directory_takes_no_lock_and_says_so_once(tmp_path, monkeypatch, caplog):
+  """gs:// (ram:// here) has no flock: the run goes on, unlocked, with one warning line per
+  outermost hold, and nothing is made locally (os.makedirs would make a `ram:` folder)."""
+  monkeypatch.chdir(tmp_path)
+  directory = "ram://run-lock/model"
+  with caplog.at_level(logging.WARNING):
+    with run_lock.hold(directory):
+      with run_lock.hold(directory + "/"):  # re-entrant, as a CLI around the library's hold
+        pass
+  lines = [record.getMessage() for record in caplog.records]
+  assert lines == [f"{directory}: a remote directory takes no run lock; make sure no other run "
+                   "writes into it at the same time"]
+  assert os.listdir(tmp_path) == []
+  assert not run_lock._held  # released

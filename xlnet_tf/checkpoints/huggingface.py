@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Tuple
 from absl import logging
 import numpy as np
 
+from xlnet_tf.utils import files as file_system
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.checkpoints.assign import (CheckpointMismatchError, LoadReport,
                                          assign_by_original_name)
@@ -131,15 +132,15 @@ class HuggingfaceWeights:
 
 def huggingface_weight_files(path: str) -> Tuple[List[str], str]:
   """(files to read, the one file or shard index they come from) of a directory or a file."""
-  if os.path.isfile(path):
+  if file_system.isfile(path):
     return [path], path
   found = []
   for file_name in WEIGHT_FILES:
     single = os.path.join(path, file_name)
     shard_index = single + ".index.json"
-    if os.path.exists(single):
+    if file_system.exists(single):
       found.append(([single], single))
-    elif os.path.exists(shard_index):
+    elif file_system.exists(shard_index):
       weight_map = read_json_object(shard_index).get("weight_map")
       if not isinstance(weight_map, dict):
         raise UserInputError(f"{shard_index}: no 'weight_map' object; not a sharded-weights "
@@ -164,19 +165,20 @@ def read_huggingface_weights(path: str) -> HuggingfaceWeights:
                          "directory or its weights file")
   tensors = {}
   for file in files:
-    tensors.update(READERS[suffix](file))
+    with file_system.local_copy(file) as local_file:  # the readers read local files
+      tensors.update(READERS[suffix](local_file))
   return HuggingfaceWeights(*pytorch_names(tensors, source), source)
 
 
 def huggingface_config_path(path: str) -> str:
   """config.json in the directory, or beside the weights file."""
-  return os.path.join(os.path.dirname(path) if os.path.isfile(path) else path, "config.json")
+  return os.path.join(os.path.dirname(path) if file_system.isfile(path) else path, "config.json")
 
 
 def read_huggingface_config(path: str) -> Dict:
   """The config.json values beside the weights ({} when there is none)."""
   config_path = huggingface_config_path(path)
-  if not os.path.exists(config_path):
+  if not file_system.exists(config_path):
     return {}
   return read_json_object(config_path)
 

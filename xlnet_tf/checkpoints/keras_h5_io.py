@@ -12,7 +12,7 @@ names in the root `layer_names`, each a dataset at that path.
 """
 
 import os
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -31,16 +31,17 @@ def _string_list_attribute(node, name: str) -> List[str]:
   return [value.decode("utf8") if isinstance(value, bytes) else str(value) for value in values]
 
 
-def open_hdf5(path: str):
-  """h5py.File(path, "r"), a file h5py cannot open (cut short, not HDF5) a UserInputError."""
+def open_hdf5(path: str, shown: Optional[str] = None):
+  """h5py.File(path, "r") of a local `path`, a file h5py cannot open (cut short, not HDF5) a
+  UserInputError; errors name `shown` (where a local copy came from) if given."""
   import h5py
   try:
     return h5py.File(path, "r")
   except OSError as error:
     if not os.path.exists(path):
-      raise FileNotFoundError(f"{path}: no such file") from None
-    raise UserInputError(f"{path}: not a readable HDF5 file ({error}); damaged or cut short "
-                         "while copying? save or fetch it again") from None
+      raise FileNotFoundError(f"{shown or path}: no such file") from None
+    raise UserInputError(f"{shown or path}: not a readable HDF5 file ({error}); damaged or cut "
+                         "short while copying? save or fetch it again") from None
 
 
 def read_keras_h5_weights(path: str) -> Dict[str, np.ndarray]:

@@ -8,6 +8,7 @@ it back to name the predicted classes.
 import os
 from typing import List, Optional, Sequence
 
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.utils.json_files import read_json, write_json
 
@@ -22,7 +23,7 @@ def save_labels(directory: str, labels: Sequence[str]) -> str:
 def saved_labels(directory: str) -> Optional[List[str]]:
   """The label order saved by `save_labels` in `directory`, or None when there is none."""
   path = os.path.join(directory, LABELS_FILE)
-  if not os.path.exists(path):
+  if not files.exists(path):
     return None
   labels = read_json(path)
   if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
@@ -45,7 +46,7 @@ def saved_thresholds(directory: str, labels: Sequence[str]) -> Optional[List[flo
   """The thresholds `save_thresholds` wrote in `directory`, in the order of `labels`, or None
   when there are none; an error naming the file when they do not match the labels."""
   path = os.path.join(directory, THRESHOLDS_FILE)
-  if not os.path.exists(path):
+  if not files.exists(path):
     return None
   stored = read_json(path)
   if not (isinstance(stored, dict) and sorted(stored) == sorted(labels) and all(

@@ -1,4 +1,5 @@
-"""Original zihangdai/xlnet TF1 checkpoints (`xlnet_model.ckpt`): read and write by name."""
+"""Original zihangdai/xlnet TF1 checkpoints (`xlnet_model.ckpt`): read and write by name, on
+any file system (gs://...: utils.files)."""
 
 import os
 
@@ -6,6 +7,7 @@ import tensorflow as tf
 
 from xlnet_tf.checkpoints.assign import LoadReport, assign_by_original_name
 from xlnet_tf.checkpoints.naming import original_variable_map
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 
 
@@ -14,9 +16,9 @@ CHECKPOINT_STATE_FILE = "checkpoint"
 
 def resolve_prefix(path: str) -> str:
   """A checkpoint prefix, or a directory whose latest checkpoint is wanted."""
-  if os.path.isdir(path):
+  if files.isdir(path):
     return _prefix_in_directory(path)
-  if not os.path.exists(path + ".index"):
+  if not files.exists(path + ".index"):
     raise FileNotFoundError(f"No TF checkpoint at {path!r} (expected {path}.index and "
                             f"{path}.data-*; pass the prefix, e.g. dir/xlnet_model.ckpt)")
   return path
@@ -32,13 +34,13 @@ def _prefix_in_directory(directory: str) -> str:
   state = tf.train.get_checkpoint_state(directory)
   if state is not None and state.model_checkpoint_path:
     prefix = os.path.join(directory, os.path.basename(state.model_checkpoint_path))
-    if not os.path.exists(prefix + ".index"):
+    if not files.exists(prefix + ".index"):
       raise FileNotFoundError(
           f"{os.path.join(directory, CHECKPOINT_STATE_FILE)}: names the checkpoint "
           f"{state.model_checkpoint_path!r}, but {prefix}.index is not there; pass the "
           "checkpoint prefix")
     return prefix
-  candidates = sorted(name[:-len(".index")] for name in os.listdir(directory)
+  candidates = sorted(name[:-len(".index")] for name in files.listdir(directory)
                       if name.endswith(".index"))
   if len(candidates) != 1:
     raise FileNotFoundError(f"{directory}: a directory without a 'checkpoint' file and with "
@@ -92,8 +94,8 @@ def save_original_checkpoint(model_or_head, prefix: str) -> str:
   the original scripts' `init_checkpoint` both find it. Returns the prefix.
   """
   variables = original_variable_map(model_or_head)
-  directory = os.path.dirname(os.path.abspath(prefix))
-  os.makedirs(directory, exist_ok=True)
+  directory = os.path.dirname(files.absolute(prefix))
+  files.makedirs(directory)
   names = sorted(variables)
   tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
                     tensors=[tf.convert_to_tensor(variables[name]) for name in names])
@@ -110,6 +112,6 @@ def _write_checkpoint_state(directory: str, checkpoint_name: str) -> str:
   """
   quoted = checkpoint_name.replace("\\", "\\\\").replace('"', '\\"')
   path = os.path.join(directory, CHECKPOINT_STATE_FILE)
-  with open(path, "w", encoding="utf-8") as handle:
+  with files.open_file(path, "w") as handle:
     handle.write(f'model_checkpoint_path: "{quoted}"\nall_model_checkpoint_paths: "{quoted}"\n')
   return path

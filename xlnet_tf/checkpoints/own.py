@@ -5,6 +5,9 @@ tokenizer_config.json; with a head's preprocessor, also preprocessor.json).
 
 head.json is read here only (`read_head_file`), for loading, conversion and export; which class
 its name stands for is the heads' registry's business (xlnet_tf.heads.registry).
+
+The directory may be remote (gs://...: utils.files): Keras writes the weights file through a
+local temporary copy, and h5py reads one (`files.local_copy`).
 """
 
 import os
@@ -18,6 +21,7 @@ from xlnet_tf.checkpoints.keras_h5_io import open_hdf5
 from xlnet_tf.checkpoints.labels import save_labels, save_thresholds
 from xlnet_tf.checkpoints.naming import backbone_of
 from xlnet_tf.config import ARCHITECTURE_KEYS, XLNetConfig
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError, require
 from xlnet_tf.utils.json_files import read_json_object, write_json
 
@@ -40,7 +44,7 @@ def save_pretrained(model_or_head, directory: str) -> str:
   if labels is not None:
     require(count is not None and len(labels) == count, f"{type(model_or_head).__name__}.labels",
             f"one label per output class ({count})", len(labels))
-  os.makedirs(directory, exist_ok=True)
+  files.makedirs(directory)
   backbone.config.to_json_file(os.path.join(directory, CONFIG_FILE))
   model_or_head.save_weights(os.path.join(directory, WEIGHTS_FILE))
   if hasattr(model_or_head, "head_config"):
@@ -83,7 +87,7 @@ def read_head_file(directory: str) -> Optional[Tuple[str, dict]]:
   """(the head's class name, its constructor arguments) from directory/head.json; None without
   the file (a backbone). Errors name the file."""
   path = os.path.join(directory, HEAD_FILE)
-  if not os.path.exists(path):
+  if not files.exists(path):
     return None
   arguments = read_json_object(path, expected="a JSON object: the head's class and arguments")
   name = arguments.pop("class", None)
@@ -95,7 +99,7 @@ def load_pretrained_head(directory: str, head_class, **config_overrides):
   """A new `head_class` (e.g. XLNetPretrainer) from a directory `save_pretrained` wrote for
   such a head; `config_overrides` set run-time options (mem_len, dropout, ...)."""
   path = os.path.join(directory, HEAD_FILE)
-  if not os.path.exists(path):
+  if not files.exists(path):
     raise FileNotFoundError(f"{path}: missing; {directory} holds no head (a backbone only?). "
                             f"Expected a {head_class.__name__} saved with save_pretrained")
   try:
@@ -118,12 +122,12 @@ def load_own_backbone(model, directory: str) -> None:
   """Loads an XLNetModel's weights from a directory `save_pretrained` wrote for a backbone or
   for any head (the part of the head's weights file that holds its backbone)."""
   weights_path = _checked_weights_file(model, directory)
-  if not os.path.exists(os.path.join(directory, HEAD_FILE)):
+  if not files.exists(os.path.join(directory, HEAD_FILE)):
     _load_weights_strictly(model, weights_path)
     return
-  with tempfile.TemporaryDirectory() as folder:
+  with tempfile.TemporaryDirectory() as folder, files.local_copy(weights_path) as local_path:
     backbone_path = os.path.join(folder, WEIGHTS_FILE)
-    with open_hdf5(weights_path) as source:
+    with open_hdf5(local_path, shown=weights_path) as source:
       if not isinstance(source.get(BACKBONE_GROUP), h5py.Group):
         raise CheckpointMismatchError(f"{weights_path}: no '{BACKBONE_GROUP}' weights, though "
                                       f"{HEAD_FILE} says it holds a head; nothing was loaded")
@@ -138,7 +142,7 @@ def _checked_weights_file(model_or_head, directory: str) -> str:
   config_path = os.path.join(directory, CONFIG_FILE)
   weights_path = os.path.join(directory, WEIGHTS_FILE)
   for path in (config_path, weights_path):
-    if not os.path.exists(path):
+    if not files.exists(path):
       raise FileNotFoundError(f"{path}: missing; an xlnet_tf checkpoint directory holds "
                               f"{CONFIG_FILE} and {WEIGHTS_FILE}")
   stored = XLNetConfig.from_json_file(config_path)
@@ -158,7 +162,13 @@ def _load_weights_strictly(model_or_head, weights_path: str, shown: Optional[str
   Keras assigns layer by layer and raises at the first layer whose weights do not fit, so the
   values from before are put back: a failed load leaves the model as it was.
   """
-  with open_hdf5(weights_path):  # a damaged file fails here, before anything is assigned
+  with files.local_copy(weights_path) as local_path:  # h5py reads local files only
+    _load_local_weights(model_or_head, local_path, shown or weights_path)
+
+
+def _load_local_weights(model_or_head, weights_path: str, shown: str) -> None:
+  """_load_weights_strictly on a local file; errors name `shown`."""
+  with open_hdf5(weights_path, shown=shown):  # a damaged file fails here, before any assignment
     pass
   before = [(variable, variable.numpy()) for variable in model_or_head.weights]  # host copy
   try:
@@ -172,5 +182,5 @@ def _load_weights_strictly(model_or_head, weights_path: str, shown: Optional[str
     detail = lines[1] if len(lines) > 1 and lines[0].startswith("A total of") else \
         (lines[0] if lines else type(error).__name__)
     raise CheckpointMismatchError(
-        f"{shown or weights_path}: does not hold the weights of {type(model_or_head).__name__} "
+        f"{shown}: does not hold the weights of {type(model_or_head).__name__} "
         f"'{model_or_head.name}' ({detail}); nothing was loaded") from None

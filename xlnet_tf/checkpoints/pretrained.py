@@ -10,7 +10,8 @@ the floors above); they build it from `stored_config` and pass it in.
 Any of them may hold spiece.model (+ tokenizer_config.json): the tokenizer; and
 preprocessor.json: how a head packs raw strings (XLNetPreprocessor). A name that is no
 local path is a Hugging Face hub id, fetched through huggingface_hub's cache
-(xlnet_tf.utils.hub).
+(xlnet_tf.utils.hub). A directory may be remote (gs://..., any tf.io.gfile file system:
+utils.files).
 """
 
 import dataclasses
@@ -31,6 +32,7 @@ from xlnet_tf.config import XLNetConfig
 from xlnet_tf.text.preprocessor import PREPROCESSOR_FILE, XLNetPreprocessor, saved_preprocessor
 from xlnet_tf.text.tokenizer import (SENTENCEPIECE_FILE, TOKENIZER_CONFIG_FILE, XLNetTokenizer,
                                      check_vocabulary, saved_tokenizer)
+from xlnet_tf.utils import files as file_system
 from xlnet_tf.utils import hub
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.utils.json_files import read_json_object
@@ -78,7 +80,7 @@ def locate(name: str) -> Pretrained:
 def layout_of(directory: str, name: Optional[str] = None) -> str:
   """own, huggingface or original, from the files in `directory` (in that order, when it
   holds more than one)."""
-  files = set(os.listdir(directory))
+  files = set(file_system.listdir(directory))
   if own.CONFIG_FILE in files and own.WEIGHTS_FILE in files:
     return OWN
   if HUGGINGFACE_CONFIG_FILE in files and any(

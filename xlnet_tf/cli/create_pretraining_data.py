@@ -9,12 +9,12 @@ SentencePiece model is trained on it first.
 """
 
 import functools
-import glob
 import os
 
 from absl import app
 from absl import flags
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
+from xlnet_tf.utils import files
 
 from xlnet_tf.pretraining.data import corpus
 from xlnet_tf import objectives
@@ -64,7 +64,7 @@ def main(argv):
   del argv
   settings = data_config_from_flags(FLAGS.flag_values_dict())  # refused before any work
   if FLAGS.input_glob:
-    input_files = sorted(glob.glob(FLAGS.input_glob))
+    input_files = sorted(files.glob(FLAGS.input_glob))
     if not input_files:
       raise app.UsageError(f"--input_glob={FLAGS.input_glob!r} matches no file")
   else:

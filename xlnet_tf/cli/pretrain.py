@@ -20,7 +20,6 @@ From TFRecords made by data/create_pretraining_data.py:
 
 import contextlib
 import dataclasses
-import glob
 import os
 import time
 
@@ -28,6 +27,7 @@ from absl import app
 from absl import flags
 from absl import logging
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
+from xlnet_tf.utils import files
 
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.config import POS_ENCODINGS
@@ -217,7 +217,7 @@ def prepare_data(run_recipe: recipes.PretrainingRecipeOptions, seed: int):
     return FLAGS.train_data, FLAGS.valid_data
   directory = os.path.join(output_dir(), "data")
   if FLAGS.input_glob:
-    paths = sorted(glob.glob(FLAGS.input_glob))
+    paths = sorted(files.glob(FLAGS.input_glob))
     if not paths:
       raise app.UsageError(f"--input_glob={FLAGS.input_glob!r} matches no file")
     documents = default_data.read_text_files(paths)

@@ -10,6 +10,7 @@ import os
 from absl import app
 from absl import flags
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
+from xlnet_tf.utils import files
 
 from xlnet_tf.checkpoints.labels import LABELS_FILE, save_labels, saved_labels
 from xlnet_tf.heads.token_classifier import XLNetTokenClassifier
@@ -87,8 +88,8 @@ def run(model, data, labels, options):
     sentences, _ = data["test"]
     _, predicted = evaluate(model, data["test"], labels)
     path = os.path.join(FLAGS.output_dir, "test_predictions.conll")
-    os.makedirs(FLAGS.output_dir, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as handle:
+    files.makedirs(FLAGS.output_dir)
+    with files.open_file(path, "w") as handle:
       for sentence, tags in zip(sentences, predicted):
         for word, gold, tag in zip(sentence.words, sentence.tags, tags):
           handle.write(f"{word} {gold} {tag}\n")

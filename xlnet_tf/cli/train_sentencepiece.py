@@ -4,11 +4,11 @@
       --vocab_size=32000
 """
 
-import glob
 
 from absl import app
 from absl import flags
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
+from xlnet_tf.utils import files
 
 from xlnet_tf.text.sentencepiece_training import train_sentencepiece
 from xlnet_tf.text.tokenizer import XLNetTokenizer
@@ -26,10 +26,10 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  files = sorted(glob.glob(FLAGS.input_glob))
-  if not files:
+  paths = sorted(files.glob(FLAGS.input_glob))
+  if not paths:
     raise app.UsageError(f"--input_glob={FLAGS.input_glob!r} matches no file")
-  path = train_sentencepiece(files, FLAGS.model_prefix, FLAGS.vocab_size, FLAGS.uncased,
+  path = train_sentencepiece(paths, FLAGS.model_prefix, FLAGS.vocab_size, FLAGS.uncased,
                              character_coverage=FLAGS.character_coverage,
                              input_sentence_size=FLAGS.input_sentence_size, seed=FLAGS.seed)
   tokenizer = XLNetTokenizer(path, lower=FLAGS.uncased)

@@ -36,6 +36,7 @@ from typing import Dict, Optional, Union
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf import checkpoints
 from xlnet_tf.config import XLNetConfig
@@ -180,7 +181,7 @@ class PretrainingRun:
     self.worker = strategy_lib.worker_index(strategy)
     self.checkpoint_dir = options.model_dir if self.chief else tempfile.mkdtemp()
     self._check_checkpoint_model()  # before anything is built or made
-    os.makedirs(self.checkpoint_dir, exist_ok=True)
+    files.makedirs(self.checkpoint_dir)
     with strategy.scope():
       self.model = XLNetPretrainer(XLNetModel(config, recompute_blocks=options.recompute_blocks),
                                    objective=self.objective, next_sentence=options.next_sentence)

@@ -9,9 +9,10 @@ In the run's directory:
   checkpoint_model.json      the model they are of, so a resume with another model is refused
                              by name rather than by the shapes of the first variable that
                              differs.
+The directory may be remote (gs://...: utils.files); every file goes through tf.io.gfile.
 """
 
-import glob
+import io
 import json
 import os
 import re
@@ -23,6 +24,7 @@ import tensorflow as tf
 
 from xlnet_tf import checkpoints
 from xlnet_tf.checkpoints.naming import backbone_of
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.utils.json_files import read_json, write_json
 
@@ -33,7 +35,7 @@ def check_checkpoint_model(directory: str, model_record: Dict[str, object]) -> N
   """Refuses to resume a model that differs from the checkpoints' in `directory` (one line
   naming both); `model_record` holds "config" (a dict) and the head's other arguments."""
   path = os.path.join(directory, CHECKPOINT_MODEL_FILE)
-  if not os.path.exists(path):
+  if not files.exists(path):
     return
   saved, current = read_json(path), json.loads(json.dumps(model_record))
   saved_config, current_config = saved.get("config", {}), current["config"]
@@ -81,15 +83,17 @@ class RunCheckpoints:
       arrays = {f"layer_{i}": np.concatenate([np.asarray(t, np.float32) for t in replicas])
                 for i, replicas in enumerate(per_replica)}
       temporary = self._mems_path(step) + ".tmp.npz"
-      np.savez(temporary, **arrays)
-      os.replace(temporary, self._mems_path(step))  # complete before the checkpoint exists
+      archive = io.BytesIO()
+      np.savez(archive, **arrays)
+      files.write_bytes(temporary, archive.getvalue())
+      files.move(temporary, self._mems_path(step))  # complete before the checkpoint exists
     model_file = os.path.join(self.directory, CHECKPOINT_MODEL_FILE)
-    os.replace(write_json(model_file + ".tmp", self.model_record), model_file)
+    files.move(write_json(model_file + ".tmp", self.model_record), model_file)
     self.manager.save(checkpoint_number=step)
     kept = {int(re.search(r"-(\d+)$", path).group(1)) for path in self.manager.checkpoints}
-    for path in glob.glob(os.path.join(self.directory, f"mems-*-worker{self.worker}.npz")):
+    for path in files.glob(os.path.join(self.directory, f"mems-*-worker{self.worker}.npz")):
       if int(re.search(r"mems-(\d+)-", os.path.basename(path)).group(1)) not in kept:
-        os.remove(path)
+        files.remove(path)
 
   def restore(self, zero_mems: Callable[[], object], init_checkpoint: Optional[str] = None,
               init_checkpoint_format: str = "own") -> Tuple[int, object]:
@@ -111,10 +115,10 @@ class RunCheckpoints:
     if not self.memory_layers:
       return step, ()
     path = self._mems_path(step)
-    if not os.path.exists(path):
+    if not files.exists(path):
       logging.warning("No memory saved at %s; resuming with zero memory", path)
       return step, zero_mems()
-    with np.load(path) as saved:
+    with np.load(io.BytesIO(files.read_bytes(path))) as saved:
       layers = [saved[f"layer_{i}"] for i in range(self.memory_layers)]
 
     def replica_mems(context):

@@ -12,7 +12,8 @@ backbone -> pooled (last position) and sequence features), optionally
 `serving_features(features, sep_id)` (extra inputs it derives from the packed ids, e.g. the
 QA head's p_mask) and `serving_text_inputs` (the text signature's input names). The
 SavedModel needs only `tensorflow` and `tensorflow_text` (for SentencepieceOp) where it is
-loaded.
+loaded. The export base, the model directory and the SentencePiece model may be remote
+(gs://..., any tf.io.gfile file system: utils.files).
 
 A multi-label classifier (head.json: multi_label) serves logits, probabilities (each label's
 sigmoid), thresholds (the thresholds.json a training run tuned on dev, else 0.5 each) and
@@ -21,7 +22,6 @@ predicted_labels (multi-hot: probability >= threshold).
 
 import contextlib
 import os
-import shutil
 from typing import Optional, Sequence
 
 import keras
@@ -31,6 +31,7 @@ import tensorflow as tf
 from xlnet_tf import checkpoints
 from xlnet_tf.checkpoints.labels import LABELS_FILE, save_labels, saved_labels, saved_thresholds
 from xlnet_tf.config import XLNetConfig
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.heads import registry
 from xlnet_tf.heads.classifier import XLNetClassifier
@@ -100,7 +101,7 @@ def _head_arguments(model_dir, head, given, labels):
   """The head's constructor arguments: head.json's, checked against `given` and labels.json."""
   count_key = CLASS_COUNT.get(head)
   path = os.path.join(model_dir, checkpoints.own.HEAD_FILE)
-  if os.path.exists(path):
+  if files.exists(path):
     arguments = _stored_head_arguments(model_dir, head)
     for key, value in given.items():
       if key in arguments and arguments[key] != value:
@@ -237,12 +238,12 @@ def _export(model, sp_path, export_base, model_name, max_seq_length, *, version,
       lambda *strings: features_from(*packer.pack_named(dict(zip(text_names, strings)))),
       input_signature=text_signature)
   path = os.path.join(export_base, model_name, str(version))
-  if os.path.exists(path):
-    shutil.rmtree(path)
+  if files.exists(path):
+    files.rmtree(path)
   archive.write_out(path, verbose=False)
   assets = os.path.join(path, "assets")
-  os.makedirs(assets, exist_ok=True)
-  shutil.copy(sp_path, os.path.join(assets, os.path.basename(sp_path)))
+  files.makedirs(assets)
+  files.copy(sp_path, os.path.join(assets, os.path.basename(sp_path)))
   if labels is not None:
     save_labels(assets, labels)
   if num_segments > 1:
@@ -290,7 +291,7 @@ def prediction_log(model_name: str, signature: str, inputs) -> bytes:
 def write_warmup_requests(saved_model_dir: str, model_name: str, signature: str, inputs,
                           count: int) -> str:
   directory = os.path.join(saved_model_dir, "assets.extra")
-  os.makedirs(directory, exist_ok=True)
+  files.makedirs(directory)
   path = os.path.join(directory, WARMUP_FILE)
   with tf.io.TFRecordWriter(path) as writer:
     for _ in range(count):

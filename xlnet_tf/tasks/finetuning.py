@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import math
 import os
-import shutil
 from typing import Callable, Dict, Optional, Sequence, TextIO, Union
 
 from absl import logging
@@ -24,6 +23,7 @@ import tensorflow as tf
 
 from xlnet_tf import checkpoints
 from xlnet_tf.checkpoints import pretrained
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.modeling.backbone import backbone_inputs
 from xlnet_tf.utils.progress import ProgressDisplay, check_progress_mode, numeric_scores
@@ -222,7 +222,7 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
   steps = finetuning_steps(strategy, model, options, loss)
   display = ProgressDisplay(options.progress if chief else "none", options.train_steps,
                             every if evaluate is not None else None, progress_stream)
-  new_best_dir = bool(best_dir) and not os.path.exists(best_dir)
+  new_best_dir = bool(best_dir) and not files.exists(best_dir)
   # One run at a time writes best_dir (training.run_lock).
   with run_lock.hold(best_dir) if best_dir else contextlib.nullcontext():
     writer = summaries.scalar_writer(options.summary_dir if chief else None, replace=True)
@@ -234,8 +234,8 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
     except BaseException:
       # No weights of a failed run are left behind (a directory that was there before is the
       # user's); its curves stay: they show how it failed.
-      if new_best_dir and os.path.exists(best_dir):
-        shutil.rmtree(best_dir)
+      if new_best_dir and files.exists(best_dir):
+        files.rmtree(best_dir)
       raise
     finally:
       writer.close()
@@ -261,7 +261,7 @@ def load_pretrained_weights(backbone, path: str, checkpoint_format: str = "own")
 
 def restore_best(model, best_dir: Optional[str]) -> bool:
   """Loads the weights kept in `best_dir` into `model`, if any were saved there."""
-  if not best_dir or not os.path.exists(os.path.join(best_dir, checkpoints.own.WEIGHTS_FILE)):
+  if not best_dir or not files.exists(os.path.join(best_dir, checkpoints.own.WEIGHTS_FILE)):
     return False
   checkpoints.load_own_checkpoint(model, best_dir)
   return True

@@ -6,7 +6,6 @@ The article is truncated first (longest-first), from its end.
 """
 
 import dataclasses
-import glob
 import json
 import os
 from typing import Dict, List, Sequence
@@ -16,6 +15,7 @@ import numpy as np
 from xlnet_tf.tasks.classification import encode_examples
 from xlnet_tf.tasks.classification.readers import TextExample
 from xlnet_tf.text.read_report import ReadReport
+from xlnet_tf.utils import files as file_system
 
 ANSWERS = "ABCD"
 
@@ -37,12 +37,12 @@ def read_race(data_dir: str, split: str, report: ReadReport,
   questions = []
   answers_required = split != "test"
   for level in levels:
-    files = sorted(glob.glob(os.path.join(data_dir, split, level, "*.txt")))
-    if not files:
+    paths = sorted(file_system.glob(os.path.join(data_dir, split, level, "*.txt")))
+    if not paths:
       raise FileNotFoundError(f"{os.path.join(data_dir, split, level)}: no *.txt files")
-    for path in files:
+    for path in paths:
       try:
-        with open(path, encoding="utf-8") as handle:
+        with file_system.open_file(path) as handle:
           record = json.load(handle)
         pairs = list(zip(record["questions"], record["options"]))
         article = record["article"]

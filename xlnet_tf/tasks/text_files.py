@@ -2,6 +2,7 @@
 
 from typing import List
 
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 
 
@@ -12,8 +13,7 @@ def read_utf8_lines(path: str) -> List[str]:
   Split before decoding: a UTF-8 multi-byte character never holds a \\n or \\r byte, so the
   lines are those of the decoded text and the failing one is known.
   """
-  with open(path, "rb") as handle:
-    raw_lines = handle.read().splitlines(keepends=True)
+  raw_lines = files.read_bytes(path).splitlines(keepends=True)
   lines = []
   for number, raw in enumerate(raw_lines, start=1):
     try:

@@ -17,6 +17,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from xlnet_tf.text.tokenizer import XLNetTokenizer
+from xlnet_tf.utils import files
 
 
 def _character_class(code_points: Iterable[int]) -> str:
@@ -59,8 +60,7 @@ class InGraphTokenizer(tf.Module):
     self.lower = lower
     self.keep_accents = keep_accents
     self.special_ids = python_tokenizer.special_ids
-    with open(sp_path, "rb") as handle:
-      self._model_bytes = handle.read()
+    self._model_bytes = files.read_bytes(sp_path)
     self._sentencepiece = None if graph_owned else self._new_sentencepiece()
     whitespace = _python_whitespace()
     self._whitespace_run = whitespace + "+"

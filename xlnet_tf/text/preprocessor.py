@@ -20,6 +20,7 @@ import tensorflow as tf
 from xlnet_tf.text.in_graph_tokenizer import InGraphTokenizer
 from xlnet_tf.text.packing import TextPacker, check_segments, check_text_inputs
 from xlnet_tf.text.tokenizer import XLNetTokenizer
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError, is_int, require
 from xlnet_tf.utils.json_files import read_json_object, write_json
 
@@ -145,7 +146,7 @@ def saved_preprocessor(directory: str, tokenizer: XLNetTokenizer
   """The preprocessor `XLNetPreprocessor.save_pretrained` wrote into `directory`, over
   `tokenizer` (the directory's); None without preprocessor.json. Errors name the file."""
   path = os.path.join(directory, PREPROCESSOR_FILE)
-  if not os.path.exists(path):
+  if not files.exists(path):
     return None
   settings = read_json_object(path)
   unknown = sorted(set(settings) - set(_SETTINGS))

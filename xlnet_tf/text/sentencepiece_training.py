@@ -12,6 +12,7 @@ from typing import Callable, Iterator, List, Sequence
 import sentencepiece as spm
 from absl import logging
 
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.utils.temporary_folders import temporary_folder
 from xlnet_tf.text.tokenizer import preprocess_text
@@ -36,11 +37,13 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
   spaces, which no piece crosses, so that the trainer sees them. The vocabulary limit is soft
   (hard_vocab_limit=False): a text too small for `vocab_size` pieces gets the largest vocabulary
   it supports, and `report` gets a line saying how many pieces it got. The .model and .vocab
-  files appear only when complete (built in a temporary folder beside them).
+  files appear only when complete (built in a temporary folder beside them; for a remote
+  `model_prefix`, gs://...: a local temporary folder, since SentencePiece writes local files,
+  then copied there through utils.files). Input files may be remote too.
   """
   if not input_files:
     raise UserInputError("train_sentencepiece: no input files")
-  directory = os.path.dirname(os.path.abspath(model_prefix))
+  directory = os.path.dirname(files.absolute(model_prefix))
   with temporary_folder(directory, WORK_FOLDER_PREFIX, report) as work_dir:
     text_path = os.path.join(work_dir, "text.txt")
     skipped = _write_training_text(input_files, text_path, uncased, keep_accents)
@@ -67,8 +70,9 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
                            f"vocab_size={vocab_size:,}: {reason}") from None
     _clear_training_paths(work_prefix + ".model")
     pieces = spm.SentencePieceProcessor(model_file=work_prefix + ".model").GetPieceSize()
+    files.makedirs(directory)  # made by temporary_folder when local; a remote one may lack it
     for suffix in (".vocab", ".model"):  # the model last: it is what tools look for
-      os.replace(work_prefix + suffix, model_prefix + suffix)
+      files.move(work_prefix + suffix, model_prefix + suffix)
   model_path = model_prefix + ".model"
   if pieces < vocab_size:
     report(f"{model_path}: {pieces:,} pieces, fewer than the {vocab_size:,} asked (vocab_size): "
@@ -83,7 +87,7 @@ def _write_training_text(input_files: Sequence[str], text_path: str, uncased: bo
   skipped = []
   with open(text_path, "w", encoding="utf-8") as text:
     for path in input_files:
-      with open(path, "rb") as handle:
+      with files.open_file(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
           if b"\0" in raw:
             raise UserInputError(f"{path}:{number}: a NUL byte: not a text file (train on UTF-8 "

@@ -9,14 +9,13 @@ so it is a per-id replacement table here, shared with the in-graph tokenizer.
 
 import dataclasses
 import os
-import shutil
 import unicodedata
 from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import sentencepiece as spm
 
-from xlnet_tf.utils import hub
+from xlnet_tf.utils import files, hub
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.utils.json_files import read_json_object, write_json
 
@@ -73,13 +72,18 @@ STANDARD_SPECIAL_IDS = SpecialIds(unk=0, bos=1, eos=2, cls=3, sep=4, pad=5, mask
 
 
 def load_sentencepiece(path: str) -> spm.SentencePieceProcessor:
+  """The SentencePiece model at `path`; a remote one (gs://...: utils.files) is read from its
+  bytes, as SentencePiece reads local files only."""
   if not path:
     raise UserInputError("A SentencePiece model path is required (--sp_path)")
-  if not os.path.isfile(path):
+  if not files.isfile(path):
     raise FileNotFoundError(f"{path}: SentencePiece model not found")
   processor = spm.SentencePieceProcessor()
   try:
-    processor.Load(path)
+    if files.is_remote(path):
+      processor.LoadFromSerializedProto(files.read_bytes(path))
+    else:
+      processor.Load(path)
   except (OSError, RuntimeError) as error:
     raise UserInputError(f"{path}: not a readable SentencePiece model ({error})") from None
   return processor
@@ -167,10 +171,10 @@ class XLNetTokenizer:
   def save_pretrained(self, directory: str) -> str:
     """Writes directory/spiece.model (a copy of sp_path) and tokenizer_config.json
     (do_lower_case, keep_accents, as Hugging Face's XLNetTokenizer reads them)."""
-    os.makedirs(directory, exist_ok=True)
+    files.makedirs(directory)
     target = os.path.join(directory, SENTENCEPIECE_FILE)
-    if not (os.path.exists(target) and os.path.samefile(self.sp_path, target)):
-      shutil.copyfile(self.sp_path, target)
+    if not _same_file(self.sp_path, target):
+      files.copy(self.sp_path, target)
     write_json(os.path.join(directory, TOKENIZER_CONFIG_FILE),
                {"tokenizer_class": "XLNetTokenizer", "do_lower_case": self.lower,
                 "keep_accents": self.keep_accents, "remove_space": True})
@@ -252,10 +256,10 @@ def saved_tokenizer(directory: str, **settings) -> Optional[XLNetTokenizer]:
   do_lower_case and keep_accents); None without spiece.model. `settings` (lower,
   keep_accents) override the file's."""
   sp_path = os.path.join(directory, SENTENCEPIECE_FILE)
-  if not os.path.exists(sp_path):
+  if not files.exists(sp_path):
     return None
   config_path = os.path.join(directory, TOKENIZER_CONFIG_FILE)
-  stored = read_json_object(config_path) if os.path.exists(config_path) else {}
+  stored = read_json_object(config_path) if files.exists(config_path) else {}
   unknown = sorted(set(settings) - {"lower", "keep_accents"})
   if unknown:
     raise UserInputError(f"XLNetTokenizer.from_pretrained: unknown setting(s) {unknown}; "
@@ -268,6 +272,13 @@ def saved_tokenizer(directory: str, **settings) -> Optional[XLNetTokenizer]:
                            f"{values[setting]!r}")
   values.update(settings)
   return XLNetTokenizer(sp_path, **values)
+
+
+def _same_file(source: str, target: str) -> bool:
+  """Whether `target` is `source` (saving a tokenizer into the directory it was read from)."""
+  if files.is_remote(source) or files.is_remote(target):
+    return source.rstrip("/") == target.rstrip("/")
+  return os.path.exists(target) and os.path.samefile(source, target)
 
 
 def _ends_in_digit_comma(piece: str) -> bool:

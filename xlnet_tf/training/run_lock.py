@@ -14,6 +14,11 @@ to finish wins. `hold(directory)` takes an exclusive lock for the duration of a 
 
 Re-entrant within a process: a CLI holds the lock around the whole command while the library
 call it makes holds it again.
+
+A remote directory (gs://..., any `scheme://`: utils.files) cannot be locked: object stores
+have no flock, and a lock file there could not be released by a killed run. `hold` then takes
+no lock, creates nothing, and logs one line saying so: one run at a time writing into a remote
+directory is the user's responsibility (a TPU pod's job names its own model_dir).
 """
 
 import contextlib
@@ -23,6 +28,7 @@ import socket
 
 from absl import logging
 
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 
 LOCK_FILE = ".run.lock"
@@ -32,14 +38,24 @@ _held = {}  # real path of a directory this process holds -> how many holds are 
 
 @contextlib.contextmanager
 def hold(directory: str):
-  """Holds `directory`'s run lock inside the block (creating the directory if needed)."""
-  key = os.path.realpath(directory)
+  """Holds `directory`'s run lock inside the block (creating the directory if needed); a
+  remote directory is not locked (see the module docstring)."""
+  key = directory.rstrip("/") if files.is_remote(directory) else os.path.realpath(directory)
   if key in _held:
     _held[key] += 1
     try:
       yield
     finally:
       _held[key] -= 1
+    return
+  if files.is_remote(directory):
+    logging.warning("%s: a remote directory takes no run lock; make sure no other run writes "
+                    "into it at the same time", directory)
+    _held[key] = 1
+    try:
+      yield
+    finally:
+      del _held[key]
     return
   created = _missing_directories(directory)
   os.makedirs(directory, exist_ok=True)

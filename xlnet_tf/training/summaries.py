@@ -2,11 +2,12 @@
 the run's event files and the one way a step's values are written (pretraining.summaries adds
 its images to the same writer)."""
 
-import glob
 import os
 from typing import Dict, Optional
 
 import tensorflow as tf
+
+from xlnet_tf.utils import files
 
 SUMMARY_DIR = "train"  # under the run's directory (model_dir, --output_dir): the event files
 
@@ -18,8 +19,8 @@ def scalar_writer(directory: Optional[str], replace: bool = False):
   if not directory:
     return tf.summary.create_noop_writer()
   if replace:
-    for path in glob.glob(os.path.join(directory, "events.out.tfevents.*")):
-      os.remove(path)
+    for path in files.glob(os.path.join(directory, "events.out.tfevents.*")):
+      files.remove(path)
   return tf.summary.create_file_writer(directory)
 
 

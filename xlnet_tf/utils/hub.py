@@ -5,12 +5,13 @@ A name that is not a local path but reads as a hub repository id ("xlnet/xlnet-b
 online, only the files the caller picks from the repository's list; offline (HF_HUB_OFFLINE=1,
 or the hub out of reach), the snapshot already cached for its main revision. huggingface_hub
 is an optional dependency (`pip install "xlnet_tf[hub]"`), imported when a hub id is read.
+A remote directory (gs://..., any `scheme://`: utils.files) is a path, never a hub id.
 """
 
-import os
 import re
 from typing import Callable, List, Sequence
 
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 
 # The hub's repository names: an optional owner, letters, digits, '-', '_' and '.'.
@@ -29,11 +30,11 @@ def local_directory(name: str, choose_files: Callable[[Sequence[str]], List[str]
   """`name` when it is a local directory, else the local snapshot of the hub repository it
   names, holding the files `choose_files` picks from the repository's file list (patterns as
   fnmatch reads them). Errors name `name` and say what was `expected` there."""
-  if os.path.isdir(name):
+  if files.isdir(name):
     return name
-  if os.path.exists(name):
+  if files.exists(name):
     raise UserInputError(f"{name}: a file; expected a directory holding {expected}")
-  if not is_hub_id(name):
+  if files.is_remote(name) or not is_hub_id(name):
     raise FileNotFoundError(f"{name}: no such directory; expected a directory holding "
                             f"{expected}, or a Hugging Face hub id")
   return _hub_snapshot(name, choose_files, expected)

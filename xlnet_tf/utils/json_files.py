@@ -1,9 +1,10 @@
 """Writing JSON files: the one writer every module and CLI uses; and reading a JSON object
-file with its faults as one-line errors naming it."""
+file with its faults as one-line errors naming it. Paths on any file system (utils.files)."""
 
 import json
 import os
 
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 
 
@@ -12,15 +13,15 @@ def write_json(path: str, value, sort_keys: bool = False) -> str:
   and closes the file; returns the path."""
   directory = os.path.dirname(path)
   if directory:
-    os.makedirs(directory, exist_ok=True)
-  with open(path, "w", encoding="utf-8") as handle:
+    files.makedirs(directory)
+  with files.open_file(path, "w") as handle:
     json.dump(value, handle, indent=2, sort_keys=sort_keys, default=float)
     handle.write("\n")
   return path
 
 
 def read_json(path: str):
-  with open(path, encoding="utf-8") as handle:
+  with files.open_file(path) as handle:
     return json.load(handle)
 
 
@@ -28,7 +29,7 @@ def read_json_object(path: str, expected: str = "a JSON object") -> dict:
   """The JSON object in `path`; UserInputError naming the file if it is not one (`expected`
   says what it should hold, for the message)."""
   try:
-    with open(path, encoding="utf-8") as handle:
+    with files.open_file(path) as handle:
       value = json.load(handle)
   except (json.JSONDecodeError, UnicodeDecodeError) as error:
     raise UserInputError(f"{path}: not valid JSON ({error})") from None

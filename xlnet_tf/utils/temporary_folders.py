@@ -6,6 +6,12 @@ a failed or killed run never leaves a partial output under its final name. A kil
 cannot remove its folder: the next run into the same directory removes the folders of
 processes that are no longer running (and says so), and refuses to share the directory with
 one that still is: two runs writing the same outputs would mix them.
+
+A remote parent (gs://..., any `scheme://`: utils.files) gets a local folder in the system's
+temporary directory instead: the tools that build there (SentencePiece, the data stage's
+workers) need local files, and the caller moves each complete output into the parent through
+utils.files (a copy: no longer atomic, but nothing is copied before it is complete). Nothing
+of it is left in the parent, so there is nothing to clear there.
 """
 
 import contextlib
@@ -18,6 +24,7 @@ from typing import Callable, Iterator
 
 from absl import logging
 
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 
 _OWNER = re.compile(r"(\d+)@(.*)-[^-]*")
@@ -64,7 +71,15 @@ def temporary_folder(parent: str, prefix: str,
                      report: Callable[[str], None] = logging.warning) -> Iterator[str]:
   """A new folder `parent/<prefix><pid>@<host>-<random>`, removed when the block ends (also on
   an error), after clearing the stale folders of earlier runs (`clear_stale_folders`). A
-  parent made here and left empty (the block failed) is removed too."""
+  parent made here and left empty (the block failed) is removed too. A remote parent: a local
+  folder in the system's temporary directory (see the module docstring)."""
+  if files.is_remote(parent):
+    path = tempfile.mkdtemp(prefix=f"xlnet_tf{prefix}{os.getpid()}-")
+    try:
+      yield path
+    finally:
+      shutil.rmtree(path, ignore_errors=True)
+    return
   clear_stale_folders(parent, prefix, report)
   made_parent = not os.path.exists(parent)
   os.makedirs(parent, exist_ok=True)

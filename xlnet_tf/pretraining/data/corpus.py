@@ -10,6 +10,8 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
+from xlnet_tf.utils import files
+
 Document = List[str]
 
 
@@ -43,7 +45,7 @@ def read_documents(path: str, stats: ReadStats, byte_range: Optional[Tuple[int, 
   """Documents of one file, or of one of its `document_ranges` (byte_range, first_line: the
   file's documents are those of its ranges in order; the caller then counts the file and its
   emptiness). Lines that are not valid UTF-8 are skipped and counted by line number."""
-  with open(path, "rb") as handle:
+  with files.open_file(path, "rb") as handle:
     if byte_range is None:
       raw = handle.read()
     else:
@@ -89,9 +91,9 @@ def document_ranges(path: str, target_bytes: int) -> List[Tuple[int, int, int]]:
   file's documents: a large file is read in bounded memory, and by several workers. Only the
   lines near each cut are parsed; the rest is scanned for newlines (line numbers) in blocks.
   """
-  size = os.path.getsize(path)
+  size = files.getsize(path)
   ranges, begin, first_line, has_text = [], 0, 1, False
-  with open(path, "rb") as handle:
+  with files.open_file(path, "rb") as handle:
     while begin < size:
       end = _end_of_blank_line_from(handle, begin + target_bytes, size)
       handle.seek(begin)
@@ -145,14 +147,14 @@ def python_docs_documents() -> List[Document]:
 def write_corpus_files(documents: List[Document], directory: str, num_files: int,
                        prefix: str = "corpus") -> List[str]:
   """Writes documents round-robin into `num_files` text files in the original format."""
-  os.makedirs(directory, exist_ok=True)
+  files.makedirs(directory)
   shards: List[List[Document]] = [[] for _ in range(num_files)]
   for index, document in enumerate(documents):
     shards[index % num_files].append(document)
   paths = []
   for index, shard in enumerate(shards):
     path = os.path.join(directory, f"{prefix}-{index:03d}.txt")
-    with open(path, "w", encoding="utf-8") as handle:
+    with files.open_file(path, "w") as handle:
       handle.write("\n\n".join("\n".join(document) for document in shard) + "\n")
     paths.append(path)
   return paths

@@ -8,6 +8,7 @@ embedded default (`prepare_default_pretraining_data`).
 import os
 from typing import Dict, List, Sequence
 
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.pretraining.data import corpus
 from xlnet_tf.pretraining.data.stage import create_pretraining_data
@@ -23,7 +24,7 @@ def read_text_files(paths: Sequence[str]) -> List[corpus.Document]:
     raise UserInputError("No input text files (check --input_glob)")
   documents, stats = [], corpus.ReadStats()
   for path in sorted(paths):
-    if not os.path.isfile(path):
+    if not files.isfile(path):
       raise FileNotFoundError(f"{path}: input file not found")
     documents.extend(corpus.read_documents(path, stats))
   if not documents:
@@ -44,19 +45,19 @@ def prepare_pretraining_data(documents: List[corpus.Document], directory: str,
   train_dir, valid_dir = os.path.join(directory, "train"), os.path.join(directory, "valid")
   sp_path = os.path.join(directory, "spiece.model")
   result = {"train": train_dir, "valid": valid_dir, "sp_path": sp_path, "reports": []}
-  if all(os.path.exists(os.path.join(d, RECORD_INFO_FILE)) for d in (train_dir, valid_dir)):
+  if all(files.exists(os.path.join(d, RECORD_INFO_FILE)) for d in (train_dir, valid_dir)):
     return result
   train_docs, valid_docs = corpus.split_held_out(documents, every=held_out_every)
   corpus_dir = os.path.join(directory, "corpus")
   train_files = corpus.write_corpus_files(train_docs, corpus_dir, num_files=num_files,
                                           prefix="train")
   valid_files = corpus.write_corpus_files(valid_docs, corpus_dir, num_files=1, prefix="valid")
-  if not os.path.exists(sp_path):
+  if not files.exists(sp_path):
     train_sentencepiece(train_files, sp_path[:-len(".model")], vocab_size=vocab_size,
                         uncased=settings.uncased, seed=seed)
-  for files, target, split in ((train_files, train_dir, "train"),
-                               (valid_files, valid_dir, "valid")):
-    summary = create_pretraining_data(files, sp_path, target, settings, seed=seed, split=split)
+  for inputs, target, split in ((train_files, train_dir, "train"),
+                                (valid_files, valid_dir, "valid")):
+    summary = create_pretraining_data(inputs, sp_path, target, settings, seed=seed, split=split)
     result["reports"].append(f"[{split}] " + summary.report())
   return result
 

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 from google.protobuf.message import DecodeError as _ProtoDecodeError
 
+from xlnet_tf.utils import files as file_system
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.utils.json_files import write_json
 from xlnet_tf import objectives
@@ -86,13 +87,13 @@ def load_record_info(path: str) -> Dict[str, Any]:
   first record. Costs a stat per file and one record: a file cut short (even at a record
   boundary), replaced, or described by another record info is an error naming it, before any
   training."""
-  if os.path.isdir(path):
+  if file_system.isdir(path):
     path = os.path.join(path, RECORD_INFO_FILE)
-  if not os.path.exists(path):
+  if not file_system.exists(path):
     raise FileNotFoundError(f"{path}: no record info; pretraining data is made by "
                             "data/create_pretraining_data.py, which writes it beside the files")
   try:
-    with open(path, encoding="utf-8") as handle:
+    with file_system.open_file(path) as handle:
       info = json.load(handle)
   except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
     raise UserInputError(f"{path}: not a valid record info JSON file ({error}); recreate the "
@@ -102,7 +103,7 @@ def load_record_info(path: str) -> Dict[str, Any]:
     raise UserInputError(f"{path}: record format {version} is not {FORMAT_VERSION}; recreate "
                          "the data")
   _check_fields(info, path)
-  info["directory"] = os.path.dirname(os.path.abspath(path))
+  info["directory"] = os.path.dirname(file_system.absolute(path))
   check_record_files(info)
   return info
 
@@ -143,28 +144,28 @@ def _check_fields(info: Dict[str, Any], path: str) -> None:
 def check_record_files(info: Dict[str, Any]) -> None:
   """Every listed file with batches exists and has the size the stage wrote (data written
   before sizes were recorded: not checked), and the first record has the settings' lengths."""
-  files = [os.path.join(info["directory"], entry["name"]) for entry in info["files"]
+  paths = [os.path.join(info["directory"], entry["name"]) for entry in info["files"]
            if entry["num_batch"]]
-  for entry, path in zip([e for e in info["files"] if e["num_batch"]], files):
-    if not os.path.exists(path):
+  for entry, path in zip([e for e in info["files"] if e["num_batch"]], paths):
+    if not file_system.exists(path):
       raise FileNotFoundError(f"{path}: listed in {RECORD_INFO_FILE} but missing")
-    size = os.path.getsize(path)
+    size = file_system.getsize(path)
     if "bytes" in entry and size != entry["bytes"]:
       raise UserInputError(f"{path}: {size:,} bytes, but {RECORD_INFO_FILE} says "
                            f"{entry['bytes']:,} ({entry['num_batch']:,} batches): the file was cut "
                            "short or replaced; recreate the data")
-  if files:
-    _check_first_record(files[0], info)
+  if paths:
+    _check_first_record(paths[0], info)
 
 
 def _read_first_record(path: str) -> bytes:
   """The payload of the file's first TFRecord (length, length CRC, payload, payload CRC)."""
-  with open(path, "rb") as handle:
+  with file_system.open_file(path, "rb") as handle:
     header = handle.read(12)
     if len(header) < 12:
       raise UserInputError(f"{path}: not a TFRecord file (shorter than a record header)")
     (length,) = struct.unpack("<Q", header[:8])
-    payload = handle.read(length) if length <= os.path.getsize(path) else b""
+    payload = handle.read(length) if length <= file_system.getsize(path) else b""
   if len(payload) != length:
     raise UserInputError(f"{path}: not a TFRecord file (its first record's length {length:,} "
                          "exceeds the file)")

@@ -9,6 +9,10 @@ the number of workers:
   2. examples: blocks of consecutive batches of a file's rows, batch t drawing from generators
      seeded with (seed, task, file index, t); the blocks' records are appended in order.
 No process holds a whole file: memory depends on the range and block sizes, not on the corpus.
+
+The inputs, the SentencePiece model and save_dir may be remote (gs://...: utils.files): the
+inputs are read by byte range through tf.io.gfile; the stream and record parts are built in a
+local temporary folder (the workers' files) and the complete outputs copied into save_dir.
 """
 
 import contextlib
@@ -23,6 +27,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import tensorflow as tf
 
+from xlnet_tf.utils import files as file_system
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.pretraining.data.corpus import ReadStats, document_ranges, read_documents
 from xlnet_tf.pretraining.data.examples import ExampleBuilder
@@ -100,7 +105,7 @@ def _tokenizer(sp_path: str, lower: bool) -> XLNetTokenizer:
   """One per process and model file; forked workers inherit the parent's. Keyed by the file's
   modification time too: a model retrained at the same path is loaded again."""
   try:
-    stamp = os.stat(sp_path).st_mtime_ns
+    stamp = file_system.modification_stamp(sp_path)
   except OSError:
     stamp = None  # XLNetTokenizer names the missing file
   return _cached_tokenizer(sp_path, lower, stamp)
@@ -175,8 +180,7 @@ def _parallel_map(workers: int):
 
 
 def _sha256(path: str) -> str:
-  with open(path, "rb") as handle:
-    return hashlib.sha256(handle.read()).hexdigest()
+  return hashlib.sha256(file_system.read_bytes(path)).hexdigest()
 
 
 def create_pretraining_data(input_files: Sequence[str], sp_path: str, save_dir: str,
@@ -200,7 +204,7 @@ def create_pretraining_data(input_files: Sequence[str], sp_path: str, save_dir: 
   if not files:
     raise UserInputError("No input files (check --input_glob)")
   for path in files:
-    if not os.path.isfile(path):
+    if not file_system.isfile(path):
       raise FileNotFoundError(f"{path}: input file not found")
   if not 0 <= task < num_task:
     raise UserInputError(f"task must be in [0, num_task={num_task}); got {task}")
@@ -229,7 +233,7 @@ def create_pretraining_data(input_files: Sequence[str], sp_path: str, save_dir: 
     # Sizes let a reader find a file cut short or replaced without reading it (records.py).
     files_info = [{"name": r.name, "num_batch": r.num_batch, "num_examples": r.num_examples,
                    "bytes": os.path.getsize(path)} for r, path in zip(results, outputs)]
-    tokenizer_info = {"sp_path": os.path.abspath(sp_path), "sp_sha256": _sha256(sp_path),
+    tokenizer_info = {"sp_path": file_system.absolute(sp_path), "sp_sha256": _sha256(sp_path),
                       "vocab_size": tokenizer.vocab_size, "special_ids":
                       tokenizer.special_ids.as_dict(), "ids_dtype": id_dtype(tokenizer.vocab_size)}
     extra = {"split": split, "task": task, "num_task": num_task, "seed": seed,
@@ -246,18 +250,20 @@ def create_pretraining_data(input_files: Sequence[str], sp_path: str, save_dir: 
 def _publish(outputs: Sequence[str], info_path: str, save_dir: str) -> None:
   """Moves the complete outputs into save_dir, the record info last. The old record info goes
   first: until the new one is in place, a reader finds none rather than one that does not
-  describe the files beside it."""
+  describe the files beside it. A remote save_dir (gs://...) gets copies, the work folder
+  being local (temporary_folders)."""
   final_info = os.path.join(save_dir, os.path.basename(info_path))
-  if os.path.exists(final_info):
-    os.remove(final_info)
+  file_system.makedirs(save_dir)
+  if file_system.exists(final_info):
+    file_system.remove(final_info)
   for path in outputs:
-    os.replace(path, os.path.join(save_dir, os.path.basename(path)))
-  os.replace(info_path, final_info)
+    file_system.move(path, os.path.join(save_dir, os.path.basename(path)))
+  file_system.move(info_path, final_info)
 
 
 def _tokenize_files(files, sp_path, settings, work_dir, workers, parallel_map, tracker):
   """Step 1: (the stream parts of each file, the ReadStats of each file)."""
-  total_bytes = sum(os.path.getsize(path) for path in files)
+  total_bytes = sum(file_system.getsize(path) for path in files)
   range_bytes = min(max(total_bytes // (4 * workers), RANGE_BYTES_MIN), RANGE_BYTES_MAX)
   stats = [ReadStats(files=1) for _ in files]
   jobs, owners = [], []

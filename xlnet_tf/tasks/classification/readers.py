@@ -11,6 +11,7 @@ import json
 import os
 from typing import List, Optional, Sequence, Tuple
 
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.tasks.text_files import read_utf8_lines
 from xlnet_tf.text.read_report import ReadReport
@@ -99,13 +100,13 @@ def read_imdb(data_dir: str, split: str, report: ReadReport) -> List[TextExample
   examples = []
   for label in IMDB_LABELS:
     directory = os.path.join(data_dir, folder, label)
-    if not os.path.isdir(directory):
+    if not files.isdir(directory):
       raise FileNotFoundError(f"{directory}: missing (expected aclImdb/{folder}/{label}/*.txt)")
-    for name in sorted(os.listdir(directory)):
+    for name in sorted(files.listdir(directory)):
       if not name.endswith(".txt"):
         continue
       path = os.path.join(directory, name)
-      with open(path, encoding="utf-8", errors="strict") as handle:
+      with files.open_file(path, encoding="utf-8", errors="strict") as handle:
         try:
           text = handle.read().strip().replace("<br />", " ")
         except UnicodeDecodeError:

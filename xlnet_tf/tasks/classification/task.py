@@ -17,6 +17,7 @@ import numpy as np
 
 from xlnet_tf.checkpoints.labels import save_labels, save_thresholds
 from xlnet_tf.config import XLNetConfig
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.modeling.backbone import XLNetModel
@@ -265,9 +266,9 @@ def write_predictions(path: str, task: TaskData, logits: np.ndarray, thresholds=
   """GLUE submission format: `index<TAB>prediction` with the task's label strings; multi-label:
   the labels over their `thresholds`, in the label order, joined by the task's delimiter
   (empty when none is)."""
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  files.makedirs(os.path.dirname(path) or ".")
   chosen = multi_label_predictions(logits, thresholds) if task.multi_label else None
-  with open(path, "w", encoding="utf-8") as handle:
+  with files.open_file(path, "w") as handle:
     handle.write("index\tprediction\n")
     for index, row in enumerate(np.asarray(logits)):
       if task.multi_label:
