@@ -7,6 +7,9 @@ the same ids as the SavedModel's in-graph packing); the SentencePiece model and 
 copied beside the file. The graph is traced with plain ops (`without_xla`): neither format has
 XLA's compiled calls.
 
+The files are built and checked in a staging folder, then moved into place; for a remote
+directory (gs://...: utils.files) the folder is a local temporary one, copied there when done.
+
 - ONNX: tf2onnx (the `[export]` extra), opset 17; checked with ONNX Runtime.
 - LiteRT: TensorFlow's own TFLiteConverter (builtin ops only), converted from a SavedModel of
   the signature: a concrete function converted directly keeps Keras 3's variables as resource
@@ -28,6 +31,7 @@ import tensorflow as tf
 
 from xlnet_tf.checkpoints.labels import save_labels
 from xlnet_tf.checkpoints.naming import backbone_of
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError, require
 from xlnet_tf.serving.saved_model import ids_input_signature, ids_serving_function
 from xlnet_tf.modeling.ops import compile as compile_ops
@@ -152,10 +156,13 @@ def export_file(model, export_format: str, directory: str, max_seq_length: int, 
   require(segments == 1, "--format", "savedmodel for a long-document classifier (the ONNX and "
           "LiteRT files read one segment; its head.json says max_segments="
           f"{segments})", export_format)
-  directory = os.path.abspath(directory)
+  directory = files.absolute(directory)
   parent = os.path.dirname(directory)
-  os.makedirs(parent, exist_ok=True)
-  staging = tempfile.mkdtemp(prefix=f".{os.path.basename(directory)}.partial-", dir=parent)
+  remote = files.is_remote(directory)  # gs://...: staged in the local temporary directory
+  if not remote:
+    os.makedirs(parent, exist_ok=True)
+  staging = tempfile.mkdtemp(prefix=f".{os.path.basename(directory)}.partial-",
+                             dir=None if remote else parent)
   try:
     path = WRITERS[export_format](model, os.path.join(staging, FILE_NAMES[export_format]),
                                   max_seq_length, sep_id)
@@ -164,12 +171,15 @@ def export_file(model, export_format: str, directory: str, max_seq_length: int, 
       raise RuntimeError(f"{export_format} export check failed: outputs differ from the Keras "
                          f"model by {difference} (> {TOLERANCE}); nothing was written")
     if sp_path:
-      shutil.copy(sp_path, os.path.join(staging, os.path.basename(sp_path)))
+      files.copy(sp_path, os.path.join(staging, os.path.basename(sp_path)))
     if labels is not None:
       save_labels(staging, labels)
-    if os.path.exists(directory):
-      shutil.rmtree(directory)
-    os.rename(staging, directory)
+    if files.exists(directory):
+      files.rmtree(directory)
+    if remote:
+      files.copy_tree(staging, directory)
+    else:
+      os.rename(staging, directory)
   finally:
     shutil.rmtree(staging, ignore_errors=True)
   return os.path.join(directory, FILE_NAMES[export_format]), difference
