@@ -20,6 +20,7 @@ from xlnet_tf.checkpoints.original import CHECKPOINT_STATE_FILE
 from xlnet_tf.config import ARCHITECTURE_KEYS, XLNetConfig
 from xlnet_tf.text.tokenizer import (TOKENIZER_CONFIG_FILE, XLNetTokenizer, check_vocabulary,
                                      saved_tokenizer)
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 
 
@@ -39,13 +40,13 @@ def located(name: str) -> pretrained.Pretrained:
   prefix (xlnet_model.ckpt, as the original scripts take it), or a directory holding a TF1
   checkpoint without xlnet_config.json (its config given by a flag), stands for an original
   directory."""
-  if not os.path.isdir(name) and os.path.exists(name + ".index"):
+  if not files.isdir(name) and files.exists(name + ".index"):
     return pretrained.Pretrained(name, os.path.dirname(name) or ".", pretrained.ORIGINAL)
   try:
     return pretrained.locate(name)
   except UserInputError:
-    if os.path.isdir(name) and any(file == CHECKPOINT_STATE_FILE or file.endswith(".index")
-                                   for file in os.listdir(name)):
+    if files.isdir(name) and any(file == CHECKPOINT_STATE_FILE or file.endswith(".index")
+                                 for file in files.listdir(name)):
       return pretrained.Pretrained(name, name, pretrained.ORIGINAL)
     raise
 
@@ -64,7 +65,7 @@ def checked_format(place: pretrained.Pretrained, model_flag: str = "init_checkpo
 def checkpoint_path(place: pretrained.Pretrained) -> str:
   """What the loaders take for `place`: its directory, or (original) the TF1 checkpoint prefix
   given; a hub id is its cache's directory."""
-  return place.name if os.path.exists(place.name + ".index") else place.directory
+  return place.name if files.exists(place.name + ".index") else place.directory
 
 
 def stored_head(place: pretrained.Pretrained, head_class, model_flag: str,
@@ -129,7 +130,7 @@ def tokenizer(place: Optional[pretrained.Pretrained], model_flag: str = "init_ch
     return XLNetTokenizer(sp_path, lower=uncased is not None and uncased.value)
   settings_file = os.path.join(place.directory, TOKENIZER_CONFIG_FILE)
   if uncased is not None and uncased.present and uncased.value != stored.lower:
-    if os.path.exists(settings_file):
+    if files.exists(settings_file):
       raise UserInputError(
           f"--{'' if uncased.value else 'no'}uncased contradicts {settings_file} (of "
           f"--{model_flag}={place.name}): do_lower_case is {str(stored.lower).lower()}")
