@@ -22,6 +22,7 @@ from xlnet_tf.serving import onnx_litert
 from xlnet_tf.checkpoints.labels import save_labels
 from xlnet_tf.serving.saved_model import ids_serving_function
 from xlnet_tf.utils import files
+from xlnet_tf.utils.errors import UserInputError
 
 CONFIG = XLNetConfig.preset("tiny", dropout=0.0, dropatt=0.0)  # n_token 1000: the test vocabulary
 LENGTH = 16
@@ -140,19 +141,30 @@ def test_export_cli_refuses_flags_a_file_cannot_hold(tmp_path, sp_model, classif
 
 def test_a_remote_directory_gets_the_checked_files(tmp_path, monkeypatch, sp_model):
   """export_file into ram:// (as gs://): staged in the local temporary directory, copied when
-  checked (the conversion and its check stand in here: the tests above run them), replacing
-  what was there; nothing is made in the working directory, and the staging folder is gone."""
+  checked, the model file last (the conversion and its check stand in here: the tests above
+  run them); an existing remote version is refused, even with overwrite, and left as it was;
+  nothing is made in the working directory, and the staging folder is gone."""
   monkeypatch.chdir(tmp_path)
   monkeypatch.setattr(onnx_litert.tempfile, "tempdir", str(tmp_path / "temporary"))
   (tmp_path / "temporary").mkdir()
   monkeypatch.setitem(onnx_litert.WRITERS, "litert",
                       lambda model, path, length, sep_id: files.write_bytes(path, b"flatbuffer"))
   monkeypatch.setattr(onnx_litert, "max_difference", lambda *arguments: 0.0)
-  directory = "ram://onnx-litert/serving/1"
-  files.makedirs(directory)
-  files.write_text(f"{directory}/old.txt", "an earlier export")
-  path, _ = onnx_litert.export_file(build("classifier"), "litert", directory, LENGTH, SEP_ID,
+  base = f"ram://onnx-litert-{os.getpid()}/serving"
+  files.makedirs(f"{base}/1")
+  files.write_text(f"{base}/1/old.txt", "an earlier export")
+  for overwrite in (False, True):
+    with pytest.raises(UserInputError, match=rf"^{base}/1: version 1 exists"):
+      onnx_litert.export_file(build("classifier"), "litert", f"{base}/1", LENGTH, SEP_ID,
+                              overwrite=overwrite)
+  assert files.listdir(f"{base}/1") == ["old.txt"]
+  copied = []
+  copy = files.copy
+  monkeypatch.setattr(files, "copy", lambda source, target: copied.append(target) or copy(
+      source, target))
+  path, _ = onnx_litert.export_file(build("classifier"), "litert", f"{base}/2", LENGTH, SEP_ID,
                                     sp_path=sp_model, labels=["a", "b", "c"])
-  assert path == f"{directory}/model.tflite" and files.read_bytes(path) == b"flatbuffer"
-  assert sorted(files.listdir(directory)) == ["labels.json", "model.tflite", "spiece.model"]
+  assert path == f"{base}/2/model.tflite" and files.read_bytes(path) == b"flatbuffer"
+  assert sorted(files.listdir(f"{base}/2")) == ["labels.json", "model.tflite", "spiece.model"]
+  assert copied[-1] == path
   assert os.listdir(tmp_path) == ["temporary"] and os.listdir(tmp_path / "temporary") == []

@@ -4,9 +4,12 @@ tensorflow_text (what TF Serving has), compared with the Keras models."""
 import json
 import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -17,8 +20,10 @@ from xlnet_tf import XLNetConfig, XLNetModel, XLNetPretrainer, XLNetTokenClassif
 from xlnet_tf.tasks.classification import encode_examples
 from xlnet_tf.tasks.classification.readers import TextExample
 from xlnet_tf.text.tokenizer import XLNetTokenizer
+from xlnet_tf.serving import saved_model, version_directories
 from xlnet_tf.serving.saved_model import (LONG_DOCUMENTS_FILE, WARMUP_FILE, export_saved_model,
                                           load_exportable_model)
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
 from repository import README
@@ -364,3 +369,123 @@ def test_long_document_classifier_serves_the_segments_of_the_python_builders(
       "ids": ("serve_ids", {k: features[k].tolist() for k in features})})
   np.testing.assert_allclose(outputs["strings"]["logits"], expected, atol=1e-5)
   np.testing.assert_allclose(outputs["ids"]["logits"], expected, atol=1e-5)
+
+
+# ---- the version directory appears complete or not at all -----------------------------------
+
+# What a finished export holds; a model server polling the base must never find a version
+# directory without any of them.
+COMPLETE = ("saved_model.pb", os.path.join("variables", "variables.index"), "assets",
+            os.path.join("assets.extra", WARMUP_FILE))
+
+
+class BasePoller(threading.Thread):
+  """Lists `<base>/<model>` every 2 ms, as TF Serving's file-system source does, and checks each
+  version directory it finds (an all-digit name) for every file of COMPLETE."""
+
+  def __init__(self, model_dir):
+    super().__init__(daemon=True)
+    self.model_dir, self.names, self.incomplete, self.polls = model_dir, set(), [], 0
+    self.without_version = 0  # polls after a version appeared that found none
+    self._done = threading.Event()
+
+  def run(self):
+    while not self._done.is_set():
+      self.polls += 1
+      try:
+        names = os.listdir(self.model_dir)
+      except FileNotFoundError:
+        names = []
+      self.names.update(names)
+      versions = [name for name in names if name.isdigit()]
+      if not versions and any(name.isdigit() for name in self.names):
+        self.without_version += 1
+      for name in versions:
+        missing = [part for part in COMPLETE
+                   if not os.path.exists(os.path.join(self.model_dir, name, part))]
+        if missing:
+          self.incomplete.append((name, missing))
+      self._done.wait(0.002)
+
+  def stop(self):
+    """Stops after two more polls (those that see the end of the export)."""
+    polls = self.polls
+    while self.polls < polls + 2 and self.is_alive():
+      time.sleep(0.001)
+    self._done.set()
+    self.join()
+
+
+def _exchange_supported(folder):
+  first, second = folder / "first", folder / "second"
+  first.mkdir()
+  second.mkdir()
+  try:
+    return version_directories._exchange(str(first), str(second))
+  finally:
+    shutil.rmtree(first)
+    shutil.rmtree(second)
+
+
+def test_a_version_appears_complete_an_existing_one_is_refused_or_swapped_in(sp_model, tokenizer,
+                                                                           tmp_path):
+  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size)
+  backbone = XLNetModel(config)
+  model_dir = tmp_path / "serving" / "m"
+  # The work folder of a killed export of this version: removed, with a line.
+  stale = model_dir / f".export-1-99999999@{socket.gethostname()}-x"
+  stale.mkdir(parents=True)
+  (stale / "saved_model.pb").write_bytes(b"half")
+  poller = BasePoller(str(model_dir))
+  poller.start()
+  try:
+    path = export_saved_model(backbone, sp_model, str(tmp_path / "serving"), "m", LENGTH)
+  finally:
+    poller.stop()
+  assert path == str(model_dir / "1") and sorted(os.listdir(model_dir)) == ["1"]
+  assert poller.incomplete == [] and "1" in poller.names and poller.polls > 10
+  assert any(name.startswith(".export-1-") and name != stale.name for name in poller.names), (
+      "the poller saw the export's work folder: it watched the whole export")
+
+  # An existing version: one line naming --version, refused before any work, untouched.
+  before = os.stat(model_dir / "1" / "saved_model.pb")
+  with pytest.raises(UserInputError, match=rf"^{model_dir}/1: version 1 exists; export under "
+                     r"another --version \(TF Serving serves the highest\), or pass --overwrite "
+                     "to replace it$"):
+    export_saved_model(backbone, sp_model, str(tmp_path / "serving"), "m", LENGTH)
+  assert os.stat(model_dir / "1" / "saved_model.pb") == before
+  assert sorted(os.listdir(model_dir)) == ["1"]
+
+  # overwrite: the new version swapped in when complete; the old one gone.
+  (model_dir / "1" / "assets" / "old-export").write_text("")
+  swap_in_one_step = _exchange_supported(tmp_path)
+  poller = BasePoller(str(model_dir))
+  poller.start()
+  try:
+    export_saved_model(backbone, sp_model, str(tmp_path / "serving"), "m", LENGTH,
+                       warmup_requests=2, overwrite=True)
+  finally:
+    poller.stop()
+  assert poller.incomplete == [] and poller.polls > 10
+  if swap_in_one_step:
+    assert poller.without_version == 0
+  assert sorted(os.listdir(model_dir)) == ["1"]
+  assert not (model_dir / "1" / "assets" / "old-export").exists()
+  assert tf.data.TFRecordDataset(str(model_dir / "1" / "assets.extra" / WARMUP_FILE)).reduce(
+      0, lambda n, _: n + 1).numpy() == 2
+
+
+def test_an_export_failing_midway_leaves_nothing(sp_model, tokenizer, tmp_path, monkeypatch):
+  """A failure after the SavedModel is written (the warm-up requests): no version, no work
+  folder, and no model or base folder, as the export made them."""
+  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size)
+
+  def failing(*arguments):
+    saved_model.write_warmup_requests.__wrapped__(*arguments)
+    raise OSError(28, "No space left on device")
+
+  failing.__wrapped__ = saved_model.write_warmup_requests
+  monkeypatch.setattr(saved_model, "write_warmup_requests", failing)
+  with pytest.raises(OSError, match="No space left on device"):
+    export_saved_model(XLNetModel(config), sp_model, str(tmp_path / "serving"), "m", LENGTH)
+  assert os.listdir(tmp_path) == []

@@ -18,6 +18,11 @@ otherwise:
 
 --dtype=bfloat16 serves in bfloat16 (float32 outputs), for CPUs with bfloat16 matmuls.
 
+The version directory appears only when complete (written under a dot name beside it, then
+renamed; TF Serving loads only all-digit names). An existing --version is refused; --overwrite
+replaces it (swapped in when complete). On a remote base (gs://) the files are copied in with
+saved_model.pb last, and an existing version is refused even with --overwrite.
+
 --format=onnx|litert writes `<export_base>/<model_name>/<version>/model.onnx` (or model.tflite)
 instead: the ids signature only (input_ids, segment_ids, input_mask -> the head's outputs; the
 caller tokenizes and packs), with the SentencePiece model and labels.json beside it, checked
@@ -27,8 +32,6 @@ against the Keras model before it is moved there (ONNX needs `pip install 'xlnet
       --export_base=serving --model_name=sst2 --format=onnx
 """
 
-import os
-
 from absl import flags
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 import keras
@@ -37,8 +40,10 @@ from xlnet_tf.checkpoints import pretrained
 from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.modeling.backbone import XLNetModel
 from xlnet_tf.serving.saved_model import (CLASS_COUNT, EXPORT_HEADS, POOLING_ARGUMENTS,
-                                          export_saved_model, load_exportable_model)
+                                          export_saved_model, load_exportable_model,
+                                          version_directory)
 from xlnet_tf.serving.onnx_litert import EXPORT_FORMATS, export_file
+from xlnet_tf.serving.version_directories import check_version_free
 from xlnet_tf.text.tokenizer import check_vocabulary
 from xlnet_tf.utils.errors import UserInputError, require
 
@@ -64,7 +69,11 @@ flags.DEFINE_bool("text_pairs", False, "serving_default takes text and text_b.")
 flags.DEFINE_integer("max_seq_length", 128, "Longest input; longer texts are truncated.")
 flags.DEFINE_string("export_base", "serving", "TF Serving's model base path.")
 flags.DEFINE_string("model_name", "xlnet", "Model name.")
-flags.DEFINE_integer("version", 1, "Model version.")
+flags.DEFINE_integer("version", 1, "Model version: the directory <export_base>/<model_name>/"
+                     "<version>/, which appears only when complete. An existing version is "
+                     "refused unless --overwrite.")
+flags.DEFINE_bool("overwrite", False, "Replace an existing --version (local bases: the new "
+                  "directory is swapped in for the old one when complete).")
 flags.DEFINE_bool("xla", False, "Keep the element-wise regions XLA-compiled: faster on CPU; "
                   "the model server then needs --xla_cpu_compilation_enabled=true.")
 flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
@@ -78,6 +87,10 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
+  require(FLAGS.version >= 0, "--version", "a version number >= 0", FLAGS.version)
+  # Before the model is read: an export that could not be placed is refused at once.
+  check_version_free(version_directory(FLAGS.export_base, FLAGS.model_name, FLAGS.version),
+                     FLAGS.overwrite)
   if FLAGS.format != "savedmodel":
     _export_file()
     return
@@ -86,7 +99,8 @@ def main(argv):
   model, labels, tokenizer = _exportable_model()
   path = export_saved_model(model, tokenizer.sp_path, FLAGS.export_base, FLAGS.model_name,
                             FLAGS.max_seq_length, FLAGS.version, FLAGS.text_pairs,
-                            tokenizer.lower, xla=FLAGS.xla, labels=labels)
+                            tokenizer.lower, xla=FLAGS.xla, labels=labels,
+                            overwrite=FLAGS.overwrite)
   print(f"Wrote {path}")
 
 
@@ -129,10 +143,10 @@ def _export_file():
     require(value == default, f"--{flag}", f"{default} with --format={FLAGS.format} (the file "
             "holds the float32 ids signature, without XLA or a tokenizer)", value)
   model, labels, tokenizer = _exportable_model()
-  directory = os.path.join(FLAGS.export_base, FLAGS.model_name, str(FLAGS.version))
+  directory = version_directory(FLAGS.export_base, FLAGS.model_name, FLAGS.version)
   path, difference = export_file(model, FLAGS.format, directory, FLAGS.max_seq_length,
                                  tokenizer.special_ids.sep, sp_path=tokenizer.sp_path,
-                                 labels=labels)
+                                 labels=labels, overwrite=FLAGS.overwrite)
   print(f"Wrote {path}; max |difference| from the Keras model on a check batch: "
         f"{difference:.3g}")
 

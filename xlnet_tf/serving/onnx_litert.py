@@ -7,8 +7,9 @@ the same ids as the SavedModel's in-graph packing); the SentencePiece model and 
 copied beside the file. The graph is traced with plain ops (`without_xla`): neither format has
 XLA's compiled calls.
 
-The files are built and checked in a staging folder, then moved into place; for a remote
-directory (gs://...: utils.files) the folder is a local temporary one, copied there when done.
+The files are built and checked in a work folder beside the version directory, then renamed
+into place; for a remote directory (gs://...: utils.files) the folder is a local temporary one,
+copied there when done, the model file last (version_directories.py).
 
 - ONNX: tf2onnx (the `[export]` extra), opset 17; checked with ONNX Runtime.
 - LiteRT: TensorFlow's own TFLiteConverter (builtin ops only), converted from a SavedModel of
@@ -21,7 +22,6 @@ new axis `x[:, None, :]` (a strided slice with new_axis_mask, not a LiteRT built
 """
 
 import os
-import shutil
 import tempfile
 from typing import Dict, Optional, Sequence
 
@@ -34,6 +34,7 @@ from xlnet_tf.checkpoints.naming import backbone_of
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError, require
 from xlnet_tf.serving.saved_model import ids_input_signature, ids_serving_function
+from xlnet_tf.serving.version_directories import staged_version
 from xlnet_tf.modeling.ops import compile as compile_ops
 
 EXPORT_FORMATS = ("savedmodel", "onnx", "litert")
@@ -145,10 +146,13 @@ def max_difference(model, export_format: str, path: str, max_seq_length: int,
 
 
 def export_file(model, export_format: str, directory: str, max_seq_length: int, sep_id: int,
-                sp_path: Optional[str] = None, labels: Optional[Sequence[str]] = None):
+                sp_path: Optional[str] = None, labels: Optional[Sequence[str]] = None,
+                overwrite: bool = False):
   """Writes `directory/model.onnx` or `directory/model.tflite` (with the SentencePiece model and
-  labels.json beside it), checks it against the Keras model, and only then moves the files into
-  `directory` (replacing what was there). Returns (path, max |difference|)."""
+  labels.json beside it), checks it against the Keras model, and only then moves the folder
+  into place as `directory`, as the SavedModel export does (version_directories.py: an
+  existing `directory` is refused unless `overwrite`; on a remote base the model file is copied
+  last). Returns (path, max |difference|)."""
   if export_format not in WRITERS:
     raise UserInputError(f"export format must be one of {sorted(WRITERS)}; got "
                          f"{export_format!r}")
@@ -157,13 +161,7 @@ def export_file(model, export_format: str, directory: str, max_seq_length: int, 
           "LiteRT files read one segment; its head.json says max_segments="
           f"{segments})", export_format)
   directory = files.absolute(directory)
-  parent = os.path.dirname(directory)
-  remote = files.is_remote(directory)  # gs://...: staged in the local temporary directory
-  if not remote:
-    os.makedirs(parent, exist_ok=True)
-  staging = tempfile.mkdtemp(prefix=f".{os.path.basename(directory)}.partial-",
-                             dir=None if remote else parent)
-  try:
+  with staged_version(directory, overwrite, last=FILE_NAMES[export_format]) as staging:
     path = WRITERS[export_format](model, os.path.join(staging, FILE_NAMES[export_format]),
                                   max_seq_length, sep_id)
     difference = max_difference(model, export_format, path, max_seq_length, sep_id)
@@ -174,12 +172,4 @@ def export_file(model, export_format: str, directory: str, max_seq_length: int, 
       files.copy(sp_path, os.path.join(staging, os.path.basename(sp_path)))
     if labels is not None:
       save_labels(staging, labels)
-    if files.exists(directory):
-      files.rmtree(directory)
-    if remote:
-      files.copy_tree(staging, directory)
-    else:
-      os.rename(staging, directory)
-  finally:
-    shutil.rmtree(staging, ignore_errors=True)
   return os.path.join(directory, FILE_NAMES[export_format]), difference

@@ -44,6 +44,7 @@ from xlnet_tf.modeling.ops import compile as compile_ops
 from xlnet_tf.text.in_graph_tokenizer import InGraphTokenizer
 from xlnet_tf.text.packing import TextPacker
 from xlnet_tf.text.tokenizer import check_vocabulary
+from xlnet_tf.serving.version_directories import check_version_free, staged_version
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 LONG_DOCUMENTS_FILE = "long_documents.json"  # assets of a classifier reading S segments
@@ -186,8 +187,13 @@ def ids_input_signature(model, max_seq_length: int):
 def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
                        max_seq_length: int, version: int = 1, text_pairs: bool = False,
                        lower: bool = False, warmup_requests: int = 3, xla: bool = False,
-                       labels: Optional[Sequence[str]] = None) -> str:
+                       labels: Optional[Sequence[str]] = None, overwrite: bool = False) -> str:
   """Writes `<export_base>/<model_name>/<version>/` and returns that path.
+
+  The version directory appears complete or not at all (version_directories.py: built under a
+  dot name beside it and renamed into place; on a remote base, copied with saved_model.pb
+  last). An existing version is refused (UserInputError naming --version, checked before any
+  work) unless `overwrite`, which swaps the new directory in for it (local bases only).
 
   serving_default takes `text` (and `text_b` with text_pairs); a question-answering model takes
   `question` and `context`, packed `context <sep> question <sep> <cls>` as the SQuAD builder
@@ -212,14 +218,15 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
     raise TypeError(f"Cannot export {type(model).__name__}: it has no serving_outputs() "
                     "(exportable: the backbone, classifier/regression, multiple choice, "
                     "question answering, token tagging)")
+  check_version_free(version_directory(export_base, model_name, version), overwrite)
   with contextlib.nullcontext() if xla else compile_ops.without_xla():
     return _export(model, sp_path, export_base, model_name, max_seq_length, version=version,
                    text_pairs=text_pairs, lower=lower, warmup_requests=warmup_requests,
-                   labels=labels)
+                   labels=labels, overwrite=overwrite)
 
 
 def _export(model, sp_path, export_base, model_name, max_seq_length, *, version, text_pairs,
-            lower, warmup_requests, labels):
+            lower, warmup_requests, labels, overwrite):
   tokenizer = InGraphTokenizer(sp_path, lower=lower)
   num_segments = getattr(model, "max_segments", 1)
   packer = TextPacker(tokenizer, max_seq_length, num_segments)
@@ -237,25 +244,29 @@ def _export(model, sp_path, export_base, model_name, max_seq_length, *, version,
       "serving_default",
       lambda *strings: features_from(*packer.pack_named(dict(zip(text_names, strings)))),
       input_signature=text_signature)
-  path = os.path.join(export_base, model_name, str(version))
-  if files.exists(path):
-    files.rmtree(path)
-  archive.write_out(path, verbose=False)
-  assets = os.path.join(path, "assets")
-  files.makedirs(assets)
-  files.copy(sp_path, os.path.join(assets, os.path.basename(sp_path)))
-  if labels is not None:
-    save_labels(assets, labels)
-  if num_segments > 1:
-    write_json(os.path.join(assets, LONG_DOCUMENTS_FILE),
-               {"max_segments": num_segments, "max_seq_length": max_seq_length,
-                "mem_len": model.backbone.config.mem_len})
-  if warmup_requests:
-    examples = {name: ["A warm-up request for the model server."] * 2 for name in text_names}
-    if "options" in text_names:
-      examples["options"] = [["one option", "another option"]] * 2
-    write_warmup_requests(path, model_name, "serving_default", examples, warmup_requests)
+  path = version_directory(export_base, model_name, version)
+  with staged_version(path, overwrite) as staging:
+    archive.write_out(staging, verbose=False)
+    assets = os.path.join(staging, "assets")
+    files.makedirs(assets)
+    files.copy(sp_path, os.path.join(assets, os.path.basename(sp_path)))
+    if labels is not None:
+      save_labels(assets, labels)
+    if num_segments > 1:
+      write_json(os.path.join(assets, LONG_DOCUMENTS_FILE),
+                 {"max_segments": num_segments, "max_seq_length": max_seq_length,
+                  "mem_len": model.backbone.config.mem_len})
+    if warmup_requests:
+      examples = {name: ["A warm-up request for the model server."] * 2 for name in text_names}
+      if "options" in text_names:
+        examples["options"] = [["one option", "another option"]] * 2
+      write_warmup_requests(staging, model_name, "serving_default", examples, warmup_requests)
   return path
+
+
+def version_directory(export_base: str, model_name: str, version: int) -> str:
+  """`<export_base>/<model_name>/<version>` (absolute when local)."""
+  return files.absolute(os.path.join(export_base, model_name, str(version)))
 
 
 # ---- TF Serving warm-up requests (PredictionLog records), written without the serving apis --

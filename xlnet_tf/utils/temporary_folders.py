@@ -66,6 +66,12 @@ def clear_stale_folders(parent: str, prefix: str,
     report(f"Removed {path}: the temporary folder of an interrupted run")
 
 
+def owner_suffix() -> str:
+  """`<pid>@<host>-`: what a temporary folder's name holds after its prefix, so that
+  `clear_stale_folders` can tell whether the run that made it is still going."""
+  return f"{os.getpid()}@{socket.gethostname()}-"
+
+
 @contextlib.contextmanager
 def temporary_folder(parent: str, prefix: str,
                      report: Callable[[str], None] = logging.warning) -> Iterator[str]:
@@ -83,7 +89,7 @@ def temporary_folder(parent: str, prefix: str,
   clear_stale_folders(parent, prefix, report)
   made_parent = not os.path.exists(parent)
   os.makedirs(parent, exist_ok=True)
-  path = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}@{socket.gethostname()}-", dir=parent)
+  path = tempfile.mkdtemp(prefix=prefix + owner_suffix(), dir=parent)
   try:
     yield path
   finally:
