@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from xlnet_tf import XLNetConfig
+from xlnet_tf.checkpoints.huggingface import config_from_huggingface
 from xlnet_tf.config import ARCHITECTURE_KEYS
 from xlnet_tf.utils.errors import UserInputError
 
@@ -31,6 +32,43 @@ def test_original_config_file_round_trip(tmp_path):
 def test_invalid_values_name_the_field(field, value):
   with pytest.raises(ValueError, match=f"XLNetConfig.{field}"):
     XLNetConfig(**{field: value})
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("d_model", NAN, "XLNetConfig.d_model must be a positive integer up to 2^31 - 1; got nan"),
+    ("n_layer", -3, "XLNetConfig.n_layer must be a positive integer up to 2^31 - 1; got -3"),
+    ("n_token", 2 ** 40, "XLNetConfig.n_token must be a positive integer up to 2^31 - 1; got "
+     "1099511627776"),
+    ("mem_len", 2 ** 31, "XLNetConfig.mem_len must be an integer >= 0 (up to 2^31 - 1); got "
+     "2147483648"),
+    ("dropout", NAN, "XLNetConfig.dropout must be a rate in [0, 1); got nan"),
+    ("dropatt", -INF, "XLNetConfig.dropatt must be a rate in [0, 1); got -inf"),
+    ("init_std", INF, "XLNetConfig.init_std must be a positive finite float; got inf"),
+    ("init_std", NAN, "XLNetConfig.init_std must be a positive finite float; got nan"),
+    ("d_inner", 2_000_000_000, "XLNetConfig.d_inner: each feed-forward kernel (d_model 768 x "
+     "d_inner 2000000000 = 1.5e+12 values) exceeds 2^31 - 1 values, more than one tensor holds; "
+     "check the sizes"),
+    ("n_token", 3_000_000, "XLNetConfig.n_token: the word embedding (n_token 3000000 x d_model "
+     "768 = 2.3e+09 values) exceeds 2^31 - 1 values"),
+])
+def test_values_no_model_can_have_are_refused_naming_the_file(tmp_path, field, value, message):
+  """NaN and Infinity (which Python's json reads), a size out of range, a weight past what one
+  tensor holds: one line naming the file and the field, before any weight is made."""
+  path = tmp_path / "xlnet_config.json"
+  path.write_text(json.dumps({**ORIGINAL_BASE, field: value}))
+  with pytest.raises(UserInputError) as raised:
+    XLNetConfig.from_json_file(str(path))
+  assert str(raised.value).startswith(f"{path}: {message}"), str(raised.value)
+
+
+def test_a_huggingface_config_of_zero_heads_names_the_field():
+  values = {"vocab_size": 100, "n_layer": 2, "d_model": 32, "n_head": 0, "d_inner": 64}
+  with pytest.raises(UserInputError, match=r"^config.json: XLNetConfig.n_head must be a "
+                     r"positive integer up to 2\^31 - 1; got 0$"):
+    config_from_huggingface(values)
 
 
 @pytest.mark.parametrize("values,field,says", [

@@ -13,6 +13,8 @@ keeps the dataclass defaults.
 """
 
 import dataclasses
+import math
+import numbers
 from typing import Any, Dict
 
 from xlnet_tf.utils.errors import UserInputError, is_int, require
@@ -34,8 +36,17 @@ ATTENTION_TYPES = ("bi", "uni")
 # "relative" is XLNet's and Transformer-XL's (the only one the released checkpoints use); the
 # others are for left-to-right LMs (attn_type "uni") only.
 POS_ENCODINGS = ("relative", "shaw", "absolute_sinusoid", "absolute_learned")
+# The largest size, and the most values of one weight: 2^31 - 1, the 32-bit indexing of many
+# TensorFlow kernels.
+LARGEST_SIZE = 2 ** 31 - 1
 INTEGER_FIELDS = ("n_token", "n_layer", "d_model", "n_head", "d_head", "d_inner", "mem_len",
                   "reuse_len", "clamp_len")
+
+
+def _is_real(value) -> bool:
+  """A real number (Python's or NumPy's), not a bool: NaN included (the range checks after it
+  are all false for NaN)."""
+  return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 @dataclasses.dataclass
@@ -99,14 +110,26 @@ class XLNetConfig:
     """Raises UserInputError (a ValueError) naming the first invalid field."""
     for name in ("n_token", "n_layer", "d_model", "n_head", "d_head", "d_inner"):
       value = getattr(self, name)
-      require(is_int(value) and value > 0, f"XLNetConfig.{name}", "a positive integer",
-              repr(value))
+      require(is_int(value) and 0 < value <= LARGEST_SIZE, f"XLNetConfig.{name}",
+              "a positive integer up to 2^31 - 1", repr(value))
     for name in ("mem_len", "reuse_len"):
       value = getattr(self, name)
-      require(is_int(value) and value >= 0, f"XLNetConfig.{name}", "an integer >= 0",
-              repr(value))
-    require(is_int(self.clamp_len) and self.clamp_len >= -1, "XLNetConfig.clamp_len",
-            "an integer >= -1 (-1 = no clamping)", repr(self.clamp_len))
+      require(is_int(value) and 0 <= value <= LARGEST_SIZE, f"XLNetConfig.{name}",
+              "an integer >= 0 (up to 2^31 - 1)", repr(value))
+    require(is_int(self.clamp_len) and -1 <= self.clamp_len <= LARGEST_SIZE,
+            "XLNetConfig.clamp_len", "an integer >= -1 (-1 = no clamping)", repr(self.clamp_len))
+    # Sizes each valid can still make a weight no tensor holds: TensorFlow indexes the
+    # elements of many kernels (gathers, GPU launches) with 32-bit integers.
+    for weight, dimensions in (("the word embedding", ("n_token", "d_model")),
+                               ("each attention projection", ("d_model", "n_head", "d_head")),
+                               ("each feed-forward kernel", ("d_model", "d_inner"))):
+      sizes = {name: int(getattr(self, name)) for name in dimensions}
+      if math.prod(sizes.values()) > LARGEST_SIZE:
+        shape = " x ".join(f"{name} {size}" for name, size in sizes.items())
+        raise UserInputError(
+            f"XLNetConfig.{max(sizes, key=sizes.get)}: {weight} ({shape} = "
+            f"{math.prod(sizes.values()):.2g} values) exceeds 2^31 - 1 values, more than one "
+            "tensor holds; check the sizes")
     require(self.d_model % 2 == 0, "XLNetConfig.d_model",
             "even (the sinusoid encoding concatenates sin and cos halves)", repr(self.d_model))
     for name in ("untie_r", "bi_data", "same_length"):
@@ -118,10 +141,10 @@ class XLNetConfig:
             f"one of {ATTENTION_TYPES}", repr(self.attn_type))
     for name in ("dropout", "dropatt"):
       value = getattr(self, name)
-      require(isinstance(value, (int, float)) and 0.0 <= value < 1.0, f"XLNetConfig.{name}",
+      require(_is_real(value) and 0.0 <= value < 1.0, f"XLNetConfig.{name}",
               "a rate in [0, 1)", repr(value))
-    require(isinstance(self.init_std, (int, float)) and self.init_std > 0,
-            "XLNetConfig.init_std", "a positive float", repr(self.init_std))
+    require(_is_real(self.init_std) and 0 < self.init_std < math.inf, "XLNetConfig.init_std",
+            "a positive finite float", repr(self.init_std))
     require(self.pos_encoding in POS_ENCODINGS, "XLNetConfig.pos_encoding",
             f"one of {POS_ENCODINGS}", repr(self.pos_encoding))
     if self.pos_encoding != "relative":

@@ -91,6 +91,9 @@ LM_CASES = {
         ["--model_dir={root}/small", "--sp_path={sp}"],
         "{sp}: {pieces} SentencePiece pieces, but the model's n_token is 100 "
         "(--model_dir={root}/small)"),
+    "a weights file as --sp_path": (
+        ["--model_dir={root}/lm", "--sp_path={root}/lm/model.safetensors"],
+        "{root}/lm/model.safetensors: not a readable SentencePiece model"),
     "a backbone alone": (["--model_dir={root}/backbone", "--sp_path={sp}"],
                          "--model_dir={root}/backbone holds a backbone only, not a language "
                          "model"),

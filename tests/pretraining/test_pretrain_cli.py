@@ -39,6 +39,10 @@ CASES = {
         ["--loss_positions=half"],
         lambda _: "--loss_positions=half: for --objective=clm only (Transformer-XL's ablations "
                   "of a left-to-right LM)"),
+    # A --model_config of values no model can have: refused before any data are read or made.
+    "a config of NaN": (["--model_config={config}"],
+                        lambda _: "{config}: XLNetConfig.d_model must be a positive integer up to "
+                                  "2^31 - 1; got nan"),
     "a learned table without a size": (
         ["--objective=clm", "--pos_encoding=absolute_learned"],
         lambda _: "--pos_encoding=absolute_learned needs --clamp_len > 0 (the largest distance "
@@ -49,6 +53,10 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_input_is_one_line_and_leaves_nothing(small_data, tmp_path, case):
   flags, expected = CASES[case]
+  config = tmp_path.parent / f"{tmp_path.name}-nan.json"  # outside tmp_path, which stays empty
+  config.write_text('{"n_token": 500, "n_layer": 2, "d_model": NaN, "n_head": 4, "d_head": 8, '
+                    '"d_inner": 64, "ff_activation": "gelu", "untie_r": true}')
+  flags = [flag.format(config=config) for flag in flags]
   model_dir = str(tmp_path / "model")
   locked = "--locked" in flags
   arguments = [f"--train_data={small_data['bi']}", f"--model_dir={model_dir}",
@@ -59,5 +67,6 @@ def test_bad_input_is_one_line_and_leaves_nothing(small_data, tmp_path, case):
   else:
     result = run_tool("run/pretrain.py", *arguments)
   assert result.returncode == 1, result.stderr[-3000:]
-  assert result.stderr.strip().splitlines() == [f"error: {expected(model_dir)}"]
+  assert result.stderr.strip().splitlines() == [
+      f"error: {expected(model_dir).format(config=config)}"]
   assert os.listdir(tmp_path) == []  # no model directory (the test's lock was removed too)

@@ -105,11 +105,13 @@ def classifier_dir(tmp_path_factory):
 
 def test_export_cli_writes_a_litert_file_with_its_vocabulary_and_labels(tmp_path, sp_model,
                                                                         classifier_dir):
+  """Into an export base whose name holds a space and non-ASCII letters."""
+  base = tmp_path / "modèles servis ü"
   result = run_tool("run/export.py", f"--model_dir={classifier_dir}", f"--sp_path={sp_model}",
-                    f"--export_base={tmp_path}", "--model_name=sst", "--format=litert",
+                    f"--export_base={base}", "--model_name=sst", "--format=litert",
                     f"--max_seq_length={LENGTH}")
   assert result.returncode == 0, result.stderr
-  directory = tmp_path / "sst" / "1"
+  directory = base / "sst" / "1"
   assert sorted(os.listdir(directory)) == ["labels.json", "model.tflite",
                                            os.path.basename(sp_model)]
   assert result.stdout.startswith(f"Wrote {directory / 'model.tflite'}; max |difference|")

@@ -2,7 +2,9 @@
 naming the file, line or flag, exit status 1 and nothing left behind; never a made-up label,
 a NaN or a default. The model flags of every other tool: tests/cli/test_model_flags.py."""
 
+import csv
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -23,6 +25,7 @@ from xlnet_tf.tasks.classification.readers import read_generic
 from xlnet_tf.tasks.finetuning import (FinetuningOptions, NonFiniteTrainingError,
                                        check_sequence_length, feature_dataset, finetune)
 from xlnet_tf.tasks.race import read_race
+from xlnet_tf.tasks.squad.features import read_squad
 from xlnet_tf.text.packing import pack_texts
 from xlnet_tf.text.read_report import ReadReport
 from xlnet_tf.text.tokenizer import XLNetTokenizer, check_vocabulary
@@ -142,6 +145,59 @@ def test_the_report_says_what_was_truncated_and_what_was_skipped(sp_model):
   report.skip("no label", "f:4")
   assert report.summary() == ("2 examples; 1 truncated to max_seq_length=8 (the longer text "
                               "cut from its end) (e.g. f:2); skipped 1 (no label, e.g. f:4)")
+
+
+def test_non_finite_regression_labels_are_counted_skips(tmp_path):
+  """A label of nan or inf would make the loss NaN: skipped with its file:line, as a label that
+  is no number is."""
+  path = tmp_path / "train.csv"
+  path.write_text("text,label\na,1.5\nb,nan\nc,inf\nd,-Infinity\ne,x\nf,0.5\n")
+  examples, report = read(path)
+  kept, values = label_ids(examples, None, report, labels_required=True)
+  assert [e.text_a for e in kept] == ["a", "f"] and values.tolist() == [1.5, 0.5]
+  assert report.skipped == {"label 'nan' is not a finite number": [f"{path}:3"],
+                            "label 'inf' is not a finite number": [f"{path}:4"],
+                            "label '-Infinity' is not a finite number": [f"{path}:5"],
+                            "label 'x' is not a number": [f"{path}:6"]}
+
+
+def test_a_field_past_the_csv_modules_limit_is_read_and_truncated_when_tokenized(
+    tmp_path, sp_model):
+  """A document longer than the csv module's default field limit (131,072 characters) is data:
+  read whole (CSV, TSV, GLUE's TSV), then cut to max_seq_length and reported as truncated."""
+  document = "class value " * 12000  # 144,000 characters
+  tokenizer = XLNetTokenizer(sp_model)
+  (tmp_path / "glue").mkdir()
+  limit = csv.field_size_limit()
+  try:
+    for path, text in ((tmp_path / "train.csv", f'text,label\n"{document}",1\nlist name,0\n'),
+                       (tmp_path / "train.tsv", f"text\tlabel\n{document}\t1\nlist name\t0\n"),
+                       (tmp_path / "glue" / "train.tsv",
+                        f"sentence\tlabel\n{document}\t1\nlist name\t0\n")):
+      path.write_text(text)
+      csv.field_size_limit(131072)  # the default, as in a fresh process
+      glue = path.parent.name == "glue"
+      options = classification.TaskDataOptions(
+          "sst-2" if glue else "generic", data_dir=str(path.parent) if glue else None,
+          files={} if glue else {"train": str(path)}, max_seq_length=16)
+      task = classification.load_task(options, tokenizer, splits=["train"])
+      assert task.splits["train"]["label"].tolist() == [1, 0], path
+      assert task.reports["train"].summary().startswith(
+          "2 examples; 1 truncated to max_seq_length=16"), path
+  finally:
+    csv.field_size_limit(limit)
+
+
+@pytest.mark.parametrize("data, error", [
+    ([{"paragraphs": [{"qas": []}]}], "KeyError: 'context'"),
+    ([{"paragraphs": [{"context": "abc", "qas": 3}]}], "TypeError: 'int' object is not iterable"),
+    ([3], "AttributeError: 'int' object has no attribute 'get'")])
+def test_a_squad_file_of_another_layout_names_the_article(tmp_path, data, error):
+  path = tmp_path / "train.json"
+  path.write_text(json.dumps({"data": [{"paragraphs": []}] + data}))
+  with pytest.raises(UserInputError, match=rf"^{path}: data\[1\]: not a SQuAD article "
+                     rf"\({re.escape(error)}\); expected "):
+    read_squad(str(path), ReadReport())
 
 
 def test_non_utf8_names_file_and_line(tmp_path):
@@ -286,6 +342,27 @@ def cli_files(tmp_path_factory, sp_model):
   (root / "small_own").mkdir()
   shutil.copy(root / "small.json", root / "small_own" / "xlnet_config.json")
   (root / "small_own" / "model.weights.h5").write_bytes(b"")
+  # Configs with values no model can have (NaN and Infinity as Python's json writes them).
+  config_text = (root / "config.json").read_text()
+  for name, key, value in (("nan", "d_model", "NaN"), ("zero", "n_layer", "0"),
+                           ("negative", "d_head", "-8"), ("huge", "d_model", "1000000000000"),
+                           ("wide", "d_inner", "2000000000"), ("inf_std", "init_std", "Infinity")):
+    written = re.sub(rf'"{key}": [^,\n]+', f'"{key}": {value}', config_text)
+    assert written != config_text
+    (root / f"{name}.json").write_text(written)
+  (root / "zero_heads").mkdir()  # a Hugging Face config.json of n_head 0 (d_head = d_model / 0)
+  write_json(str(root / "zero_heads" / "config.json"),
+             {**read_json(str(root / "huggingface" / "config.json")), "n_head": 0})
+  (root / "zero_heads" / "model.safetensors").write_bytes(b"")
+  # JSONL lines that are no JSON object, empty files, a binary file.
+  for name, second_line in (("list", "[1, 2]"), ("number", "42"), ("broken", '{"text": "b",')):
+    (root / f"{name}.jsonl").write_text('{"text": "a", "label": "1"}\n' + second_line + "\n")
+  (root / "empty.csv").write_bytes(b"")
+  (root / "header_only.csv").write_text("text,label\n")
+  (root / "blank.jsonl").write_text("\n  \n")
+  (root / "zeros.csv").write_bytes(bytes(3000))
+  # An export base that holds version 1 of the model "xlnet" already.
+  (root / "exported" / "xlnet" / "1").mkdir(parents=True)
   return root
 
 
@@ -342,6 +419,45 @@ CLASSIFIER_CASES = [  # (extra flags, the error line after "error: "), {root} = 
     (["--strategy=mirrored", "--cpu_replicas=2", "--train_batch_size=4",
       "--gradient_accumulation_steps=4"], "--gradient_accumulation_steps=4 must divide the 2 "
      "rows of --train_batch_size=4 for each of 2 replicas"),
+    # Values no model can have, in a config file (xlnet_config.json or Hugging Face's).
+    (["--model_config={root}/nan.json"],
+     "{root}/nan.json: XLNetConfig.d_model must be a positive integer up to 2^31 - 1; got nan"),
+    (["--model_config={root}/zero.json"],
+     "{root}/zero.json: XLNetConfig.n_layer must be a positive integer up to 2^31 - 1; got 0"),
+    (["--model_config={root}/negative.json"],
+     "{root}/negative.json: XLNetConfig.d_head must be a positive integer up to 2^31 - 1; got -8"),
+    (["--model_config={root}/huge.json"], "{root}/huge.json: XLNetConfig.d_model must be a "
+     "positive integer up to 2^31 - 1; got 1000000000000"),
+    (["--model_config={root}/wide.json"], "{root}/wide.json: XLNetConfig.d_inner: each "
+     "feed-forward kernel (d_model 32 x d_inner 2000000000 = 6.4e+10 values) exceeds 2^31 - 1 "
+     "values, more than one tensor holds; check the sizes"),
+    (["--model_config={root}/inf_std.json"], "{root}/inf_std.json: XLNetConfig.init_std must be "
+     "a positive finite float; got inf"),
+    (["--model_config=", "--init_checkpoint={root}/zero_heads"], "{root}/zero_heads/config.json: "
+     "XLNetConfig.n_head must be a positive integer up to 2^31 - 1; got 0"),
+    # JSONL lines that are not JSON objects; files without a data row.
+    (["--train_file={root}/list.jsonl"], "{root}/list.jsonl:2: a JSON array, not an object (one "
+     "JSON object a line is expected"),
+    (["--train_file={root}/number.jsonl"], "{root}/number.jsonl:2: a JSON number, not an object"),
+    (["--train_file={root}/broken.jsonl"], "{root}/broken.jsonl:2: not valid JSON (Expecting "
+     "property name enclosed in double quotes at column 15)"),
+    (["--train_file={root}/empty.csv"], "{root}/empty.csv: empty file (a header line naming the "
+     "columns is expected)"),
+    (["--train_file={root}/header_only.csv"], "{root}/header_only.csv: no rows after the header "
+     "line"),
+    (["--train_file={root}/blank.jsonl"], "{root}/blank.jsonl: empty file (one JSON object a "
+     "line is expected)"),
+    # A file of the wrong kind given to a flag.
+    (["--model_config={sp}"], "{sp}: not a JSON file: byte 0x"),
+    (["--model_config=", "--init_checkpoint={sp}"], "{sp}: a file; expected a directory holding "
+     "xlnet_tf's own files"),
+    (["--sp_path={root}/corrupt/model.weights.h5"], "{root}/corrupt/model.weights.h5: not a "
+     "readable SentencePiece model"),
+    (["--train_file={root}/config.json"], "{root}/config.json: a .json file; a generic task "
+     "reads CSV (.csv), TSV (.tsv) or JSON lines (.jsonl: one JSON object a line)"),
+    (["--train_file={sp}"], "{sp}:"),  # not UTF-8, or a NUL byte: whichever comes first
+    (["--train_file={root}/zeros.csv"], "{root}/zeros.csv:1: a NUL byte (column 1): not a text "
+     "file; give a UTF-8 text file"),
 ]
 
 
@@ -362,14 +478,21 @@ def test_classifier_bad_input_is_one_line(cli_files, sp_model, flags, expected, 
 
 def test_classifier_fine_tunes_from_a_huggingface_directory_alone(cli_files, tmp_path):
   """--init_checkpoint=DIR with no --sp_path, --model_config or --init_checkpoint_format: the
-  config, format and tokenizer are the directory's."""
-  output_dir = tmp_path / "out"
+  config, format and tokenizer are the directory's. The data and the output are in folders
+  whose names hold spaces and non-ASCII letters, and one text is longer than the csv module's
+  default field limit: it is read, and cut at tokenization."""
+  data = tmp_path / "données d'entrée ü"
+  data.mkdir()
+  (data / "train set.csv").write_text(GOOD_ROWS + '"' + "class value " * 12000 + '",0\n')
+  output_dir = tmp_path / "sortie 輸出 1"
   result = run_tool("run/classifier.py", f"--init_checkpoint={cli_files}/huggingface",
-                    "--task_name=generic", f"--train_file={cli_files}/train.csv", "--do_train",
+                    "--task_name=generic", f"--train_file={data}/train set.csv", "--do_train",
                     "--max_seq_length=16", "--train_batch_size=2", "--train_steps=2",
                     f"--output_dir={output_dir}")
   assert result.returncode == 0, result.stderr[-2000:]
   assert f"Backbone from {cli_files}/huggingface" in result.stderr
+  assert (f"generic train: 4 examples; 1 truncated to max_seq_length=16 (the longer text cut "
+          f"from its end) (e.g. {data}/train set.csv:5)") in result.stderr + result.stdout
   assert (output_dir / "train_history.json").exists()
 
 
@@ -414,6 +537,22 @@ EXPORT_CASES = [  # (flags, the error line after "error: "), {root} = the files
     (["--model_dir={root}/huggingface_classifier", "--sp_path={sp}", "--head=regression"],
      "--model_dir={root}/huggingface_classifier: 2 classes make a classifier head, not "
      "--head=regression"),
+    # A version is never removed in place: refused before the model is read (--overwrite
+    # swaps a complete new one in: tests/serving/test_saved_model.py).
+    (["--model_dir={root}/huggingface", "--head=backbone", "--export_base={root}/exported"],
+     "{root}/exported/xlnet/1: version 1 exists; export under another --version (TF Serving "
+     "serves the highest), or pass --overwrite to replace it"),
+    (["--model_dir={root}/huggingface", "--head=backbone", "--export_base={root}/exported",
+      "--format=onnx"], "{root}/exported/xlnet/1: version 1 exists; export under another "
+     "--version"),
+    (["--model_dir={root}/huggingface", "--head=backbone", "--version=-1"],
+     "--version must be a version number >= 0; got -1"),
+    # A file of the wrong kind given to a flag; a config no model can have.
+    (["--model_dir={sp}"], "{sp}: a file; expected a directory holding xlnet_tf's own files"),
+    (["--model_dir={root}/huggingface", "--head=backbone", "--sp_path={root}/config.json"],
+     "{root}/config.json: not a readable SentencePiece model"),
+    (["--model_dir={root}/zero_heads", "--head=backbone", "--sp_path={sp}"],
+     "{root}/zero_heads/config.json: XLNetConfig.n_head must be a positive integer"),
 ]
 
 

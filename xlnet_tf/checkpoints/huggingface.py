@@ -16,7 +16,7 @@ from absl import logging
 import numpy as np
 
 from xlnet_tf.utils import files as file_system
-from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError, is_int
 from xlnet_tf.checkpoints.assign import (CheckpointMismatchError, LoadReport,
                                          assign_by_original_name)
 from xlnet_tf.checkpoints.keras_h5_io import read_keras_h5_weights
@@ -66,9 +66,12 @@ def config_from_huggingface(values: Dict, source: str = "config.json", **overrid
     if activation not in _ACTIVATIONS:
       raise UserInputError(f"{source}: ff_activation {activation!r} is not one of "
                            f"{sorted(_ACTIVATIONS)}")
+    # transformers' default d_head, when both sizes are sizes (else XLNetConfig names the
+    # one that is not).
+    sizes = is_int(n_head) and is_int(d_model) and n_head > 0
     converted = dict(
         n_token=values["vocab_size"], n_layer=values["n_layer"], d_model=d_model,
-        n_head=n_head, d_head=values.get("d_head", d_model // n_head),
+        n_head=n_head, d_head=values.get("d_head", d_model // n_head if sizes else 1),
         d_inner=values["d_inner"], ff_activation=_ACTIVATIONS[activation],
         untie_r=values.get("untie_r", True), attn_type=values.get("attn_type", "bi"),
         bi_data=values.get("bi_data", False), clamp_len=values.get("clamp_len", -1),

@@ -249,6 +249,9 @@ def main(argv):
 def pretrain(strategy, runtime: RuntimeOptions, model_dir: str, started: float) -> None:
   """Makes or finds the data, then trains, evaluates and reports (see the module docstring)."""
   run_recipe = recipe()
+  if FLAGS.model_config:  # its faults are refused before the data are made
+    model_config({"settings": run_recipe.data.to_dict(),
+                  "tokenizer": {"vocab_size": run_recipe.vocab_size}}, run_recipe)
   train_data, valid_data = prepare_data(run_recipe, runtime.seed)
   config = model_config(load_record_info(train_data), run_recipe)
   budget = TimeBudget(FLAGS.max_minutes * 60, started) if FLAGS.max_minutes else None

@@ -8,7 +8,8 @@ from xlnet_tf.utils.errors import UserInputError
 
 def read_utf8_lines(path: str) -> List[str]:
   """The lines of `path`, line ends kept (as `open(path, newline="")` gives them, for the csv
-  module); bytes that are not UTF-8 are an error naming the file and line.
+  module); bytes that are not UTF-8, and a NUL byte (a binary file), are an error naming the
+  file and line.
 
   Split before decoding: a UTF-8 multi-byte character never holds a \\n or \\r byte, so the
   lines are those of the decoded text and the failing one is known.
@@ -16,6 +17,9 @@ def read_utf8_lines(path: str) -> List[str]:
   raw_lines = files.read_bytes(path).splitlines(keepends=True)
   lines = []
   for number, raw in enumerate(raw_lines, start=1):
+    if b"\0" in raw:  # valid UTF-8, but no text file holds one: a binary file given as text
+      raise UserInputError(f"{path}:{number}: a NUL byte (column {raw.index(0) + 1}): not a "
+                           "text file; give a UTF-8 text file")
     try:
       # A byte-order mark (Excel writes one) is not part of the first line's text.
       lines.append(raw.decode("utf-8-sig" if number == 1 else "utf-8"))

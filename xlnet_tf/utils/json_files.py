@@ -31,7 +31,11 @@ def read_json_object(path: str, expected: str = "a JSON object") -> dict:
   try:
     with files.open_file(path) as handle:
       value = json.load(handle)
-  except (json.JSONDecodeError, UnicodeDecodeError) as error:
+  except UnicodeDecodeError as error:  # a binary file (a SentencePiece model, weights, ...)
+    raise UserInputError(f"{path}: not a JSON file: byte 0x{error.object[error.start]:02x} at "
+                         f"offset {error.start} is not UTF-8 text; expected {expected}"
+                         ) from None
+  except json.JSONDecodeError as error:
     raise UserInputError(f"{path}: not valid JSON ({error})") from None
   if not isinstance(value, dict):
     raise UserInputError(f"{path}: expected {expected}")

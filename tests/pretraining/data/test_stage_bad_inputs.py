@@ -360,7 +360,14 @@ def _too_few_pieces_for_the_characters(tmp_path):
   return path, f"error: SentencePiece cannot train on ['{path}'] with vocab_size=100: Vocabulary"
 
 
-@pytest.mark.parametrize("make_input", [_binary_file, _too_few_pieces_for_the_characters])
+def _empty_file(tmp_path):
+  path = tmp_path / "empty.txt"
+  path.write_bytes(b"")
+  return path, f"error: train_sentencepiece: the input files ['{path}'] hold no text"
+
+
+@pytest.mark.parametrize("make_input", [_binary_file, _too_few_pieces_for_the_characters,
+                                        _empty_file])
 def test_train_sentencepiece_cli_bad_input(tmp_path, make_input):
   source, expected = make_input(tmp_path)
   line = one_error_line(run_tool("data/train_sentencepiece.py", f"--input_glob={source}",
@@ -398,19 +405,31 @@ def test_create_pretraining_data_cli_refuses_bad_settings_before_any_work(text_f
   assert not (tmp_path / "out").exists()
 
 
-# (flag, the line it gives): refused before a SentencePiece model or a folder is made.
+# (flags, the line they give; {tmp}: the test's folder, holding an empty empty.txt; {sp}: a
+# SentencePiece model): refused before a SentencePiece model or a folder is made.
 STAGE_FLAG_CASES = [
     ("--max_word_pieces=-1", "error: PretrainingDataConfig.max_word_pieces must be an integer >= 0 "
      "(0: no limit); got -1"),
     ("--max_word_pieces=-3", "error: PretrainingDataConfig.max_word_pieces must be an integer >= 0 "
      "(0: no limit); got -3"),
+    # An empty corpus: no SentencePiece model trained on it, or no example made with one given.
+    ("--input_glob={tmp}/empty.txt", "error: train_sentencepiece: the input files "
+     "['{tmp}/empty.txt'] hold no text"),
+    ("--input_glob={tmp}/empty.txt --sp_path={sp}", "error: {tmp}/empty.txt: no example could be "
+     "written (empty file: 1); 1 files, 0 tokens; bsz_per_host=4 rows of seq_len=32 need more "
+     "text"),
+    # A file of the wrong kind as the SentencePiece model.
+    ("--sp_path={tmp}/empty.txt", "error: {tmp}/empty.txt: not a readable SentencePiece model"),
 ]
 
 
 @pytest.mark.parametrize("flag, expected", STAGE_FLAG_CASES, ids=[c[0] for c in STAGE_FLAG_CASES])
-def test_create_pretraining_data_cli_bad_flags(text_file, tmp_path, flag, expected):
+def test_create_pretraining_data_cli_bad_flags(text_file, sp_model, tmp_path, flag, expected):
+  (tmp_path / "empty.txt").write_bytes(b"")
+  flags = flag.format(tmp=tmp_path, sp=sp_model).split(" ")
   line = one_error_line(run_tool("data/create_pretraining_data.py", f"--input_glob={text_file}",
                                  f"--save_dir={tmp_path / 'out'}", "--seq_len=32",
-                                 "--bsz_per_host=4", "--vocab_size=100", flag))
-  assert line == expected
+                                 "--reuse_len=16", "--num_predict=6", "--bsz_per_host=4",
+                                 "--vocab_size=100", *flags))
+  assert line.startswith(expected.format(tmp=tmp_path))
   assert not (tmp_path / "out").exists()

@@ -226,8 +226,9 @@ def create_pretraining_data(input_files: Sequence[str], sp_path: str, save_dir: 
       stats.merge(result.stats)
     if sum(r.num_batch for r in results) == 0:
       detail = "; ".join(f"{k}: {v}" for k, v in stats.skipped.items()) or "inputs too short"
-      raise UserInputError(f"No example could be written ({detail}). {stats.files} files, "
-                           f"{sum(r.tokens_read for r in results)} tokens; bsz_per_host="
+      named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+      raise UserInputError(f"{named}: no example could be written ({detail}); {stats.files} "
+                           f"files, {sum(r.tokens_read for r in results)} tokens; bsz_per_host="
                            f"{settings.bsz_per_host} rows of seq_len={settings.seq_len} need "
                            "more text")
     # Sizes let a reader find a file cut short or replaced without reading it (records.py).

@@ -3,6 +3,7 @@ saved beside an earlier run's model, checkpoints.labels), and each example's lab
 (multi-label) its label set as a multi-hot row.
 """
 
+import math
 import os
 from typing import List, Optional, Sequence, Tuple
 
@@ -40,7 +41,8 @@ def training_labels(examples: Sequence[TextExample], path: str,
 def label_ids(examples: Sequence[TextExample], labels: Optional[Sequence[str]],
               report: ReadReport, label_origin: Optional[str] = None,
               labels_required: bool = False) -> Tuple[List[TextExample], np.ndarray]:
-  """Label indices; regression labels (labels None) must parse as floats. A label outside
+  """Label indices; regression labels (labels None) must parse as finite floats (else a counted
+  skip: a NaN or infinite target makes the loss NaN). A label outside
   `labels` is a counted skip, or an error when the set was inferred from data (`label_origin`
   says from where, e.g. the training file): the model could never predict it. An example
   without a label is a counted skip when `labels_required` (training, evaluation), else kept
@@ -54,10 +56,15 @@ def label_ids(examples: Sequence[TextExample], labels: Optional[Sequence[str]],
       values.append(-1 if labels is not None else np.nan)
     elif labels is None:
       try:
-        values.append(float(example.label))
-        kept.append(example)
+        value = float(example.label)
       except ValueError:
         report.skip(f"label {example.label!r} is not a number", example.where)
+        continue
+      if not math.isfinite(value):  # "nan", "inf": a loss no step can use
+        report.skip(f"label {example.label!r} is not a finite number", example.where)
+        continue
+      values.append(value)
+      kept.append(example)
     elif example.label in labels:
       values.append(labels.index(example.label))
       kept.append(example)

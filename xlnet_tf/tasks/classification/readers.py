@@ -67,6 +67,7 @@ def read_glue(task: str, data_dir: str, split: str, report: ReadReport) -> List[
   text_a = glue_task.text_a if labeled else glue_task.test_text_a
   text_b = glue_task.text_b if labeled else glue_task.test_text_b
   examples = []
+  allow_long_fields()
   rows = csv.reader(read_utf8_lines(path), delimiter="\t", quotechar=None)
   for number, row in enumerate(rows, start=1):
     where = f"{path}:{number}"
@@ -148,6 +149,10 @@ def find_text_columns(names: Sequence[str], where: str,
                        "text_columns (--text_columns=a[,b])")
 
 
+_JSON_KINDS = {list: "a JSON array", int: "a JSON number", float: "a JSON number",
+               str: "a JSON string", bool: "a JSON true/false", type(None): "JSON null"}
+
+
 def read_generic(path: str, report: ReadReport, text_columns: Optional[Sequence[str]] = None
                  ) -> List[TextExample]:
   """CSV/TSV with a header, or JSONL: the text column(s) (find_text_columns) and `label`
@@ -157,6 +162,9 @@ def read_generic(path: str, report: ReadReport, text_columns: Optional[Sequence[
   A CSV/TSV row with more or fewer fields than the header is a counted skip (file:line of the
   row's first line); broken quoting (a quote never closed, text after a closing quote) is an
   error naming the line where the row starts, as a quote left open swallows the rows after it.
+  A field may be of any length (a long document; allow_long_fields). A JSONL line that is not
+  a JSON object, a file without a data row, and a .json file (a whole JSON document) are
+  errors naming the file (and line).
   """
   if text_columns is not None and not 1 <= len(text_columns) <= 2:
     raise UserInputError(f"text_columns names one or two columns (text_a[,text_b]); got "
@@ -169,17 +177,26 @@ def read_generic(path: str, report: ReadReport, text_columns: Optional[Sequence[
     examples.append(TextExample(str(record[text_a]), None if second in (None, "") else str(second),
                                 label_text(record.get(LABEL_COLUMN)), where))
 
+  if path.endswith(".json"):
+    raise UserInputError(f"{path}: a .json file; a generic task reads CSV (.csv), TSV (.tsv) or "
+                         "JSON lines (.jsonl: one JSON object a line)")
   if path.endswith(".jsonl"):
-    for number, line in enumerate(read_utf8_lines(path), start=1):
+    lines = read_utf8_lines(path)
+    if not any(line.strip() for line in lines):
+      raise UserInputError(f"{path}: empty file (one JSON object a line is expected)")
+    for number, line in enumerate(lines, start=1):
       where = f"{path}:{number}"
       if not line.strip():
         continue
       try:
         record = json.loads(line)
       except json.JSONDecodeError as error:
-        raise UserInputError(f"{where}: not valid JSON ({error.msg})") from None
+        raise UserInputError(f"{where}: not valid JSON ({error.msg} at column {error.pos + 1})"
+                             ) from None
       if not isinstance(record, dict):
-        raise UserInputError(f"{where}: a JSON object is expected")
+        raise UserInputError(f"{where}: {_JSON_KINDS.get(type(record), 'a JSON value')}, not an "
+                             'object (one JSON object a line is expected, e.g. {"text": "...", '
+                             '"label": "..."})')
       add(record, find_text_columns(list(record), where, text_columns), where)
   else:
     rows = _csv_rows(path, "\t" if path.endswith(".tsv") else ",", report)
@@ -191,11 +208,24 @@ def read_generic(path: str, report: ReadReport, text_columns: Optional[Sequence[
   return examples
 
 
+def allow_long_fields() -> None:
+  """Lets the csv module read a field of any length (its default limit is 131,072 characters):
+  a long document is data, cut to max_seq_length when it is tokenized (and reported as
+  truncated), not a malformed file."""
+  if csv.field_size_limit() < _LONGEST_FIELD:
+    csv.field_size_limit(_LONGEST_FIELD)
+
+
+_LONGEST_FIELD = 2 ** 31 - 1  # the largest a C long holds everywhere (csv keeps a C long)
+
+
 def _csv_rows(path: str, delimiter: str, report: ReadReport):
   """The header of a CSV/TSV file, then (fields, "file:line") of each data row; blank lines
-  are no rows, rows with another field count than the header are skipped (see read_generic)."""
+  are no rows, rows with another field count than the header are skipped (see read_generic).
+  A file with no data row is an error naming it."""
+  allow_long_fields()
   reader = csv.reader(read_utf8_lines(path), delimiter=delimiter, strict=True)
-  header, start = None, 1
+  header, start, rows = None, 1, 0
   try:
     for row in reader:
       first, last = start, reader.line_num
@@ -206,8 +236,10 @@ def _csv_rows(path: str, delimiter: str, report: ReadReport):
         header = row
         yield header
       elif len(row) == len(header):
+        rows += 1
         yield row, f"{path}:{first}"
       else:
+        rows += 1
         spans = f"; one quoted field runs over lines {first}-{last}" if last > first else ""
         report.skip(f"fields not as in the header{spans}", f"{path}:{first}")
   except csv.Error as error:
@@ -219,3 +251,5 @@ def _csv_rows(path: str, delimiter: str, report: ReadReport):
                          ) from None
   if header is None:
     raise UserInputError(f"{path}: empty file (a header line naming the columns is expected)")
+  if not rows:
+    raise UserInputError(f"{path}: no rows after the header line")

@@ -40,21 +40,33 @@ def read_squad(path: str, report: ReadReport) -> List[SquadExample]:
     raise UserInputError(f"{path}: not a SQuAD JSON file ({error})") from None
   examples = []
   for article_index, article in enumerate(data):
-    for paragraph_index, paragraph in enumerate(article.get("paragraphs", [])):
-      context = paragraph["context"]
-      for qa in paragraph["qas"]:
-        where = f"{path}: data[{article_index}].paragraphs[{paragraph_index}] id {qa['id']}"
-        impossible = bool(qa.get("is_impossible", False))
-        answers = [] if impossible else qa.get("answers", [])
-        valid = [a for a in answers
-                 if context[a["answer_start"]:a["answer_start"] + len(a["text"])] == a["text"]]
-        if answers and not valid:
-          report.skip("answer text not found at answer_start in its context", where)
-          continue
-        examples.append(SquadExample(qa["id"], qa["question"], context, valid, impossible,
-                                     where))
+    place = f"{path}: data[{article_index}]"
+    try:
+      _read_article(article, place, examples, report)
+    except (KeyError, TypeError, AttributeError, IndexError) as error:
+      # A field missing or of another type (a paragraph without "context", a number as "qas"):
+      # not the SQuAD layout, in the article named.
+      raise UserInputError(f"{place}: not a SQuAD article ({type(error).__name__}: {error}); "
+                           "expected {\"paragraphs\": [{\"context\": ..., \"qas\": [{\"id\", "
+                           "\"question\", \"answers\": [{\"text\", \"answer_start\"}]}]}]}"
+                           ) from None
   report.read += len(examples)
   return examples
+
+
+def _read_article(article, place: str, examples: List[SquadExample], report: ReadReport):
+  for paragraph_index, paragraph in enumerate(article.get("paragraphs", [])):
+    context = paragraph["context"]
+    for qa in paragraph["qas"]:
+      where = f"{place}.paragraphs[{paragraph_index}] id {qa['id']}"
+      impossible = bool(qa.get("is_impossible", False))
+      answers = [] if impossible else qa.get("answers", [])
+      valid = [a for a in answers
+               if context[a["answer_start"]:a["answer_start"] + len(a["text"])] == a["text"]]
+      if answers and not valid:
+        report.skip("answer text not found at answer_start in its context", where)
+        continue
+      examples.append(SquadExample(qa["id"], qa["question"], context, valid, impossible, where))
 
 
 @dataclasses.dataclass
