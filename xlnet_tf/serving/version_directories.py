@@ -128,7 +128,7 @@ def _exchange(first: str, second: str) -> bool:
   file system has no such call."""
   try:
     renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-  except (AttributeError, OSError):
+  except (AttributeError, OSError, TypeError):  # not Linux (glibc 2.28+)
     return False
   renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
                         ctypes.c_uint]
