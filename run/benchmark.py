@@ -4,10 +4,24 @@ Each measurement runs in its own process (so its peak RSS is its own): forward t
 permutation-LM train-step tokens/s (num_predict = seq_len / 6, AdamW step included) for
 xlnet_tf and, when importable, its peers: Hugging Face transformers' PyTorch XLNet (float32, and
 bfloat16 autocast) and keras-hub's XLNetBackbone (forward only: it runs the content stream, with
-no query stream or target mapping to train the permutation LM with). It also measures this
-machine's dense matmul rate to report model-FLOPs use, and the speed of the pretraining data
-stage (text -> TFRecords). --modes=serve (serve_xla) adds xlnet_tf's exported SavedModel (what
-TF Serving runs; with XLA-compiled regions), timed through its serve_ids signature.
+no query stream or target mapping to train the permutation LM with). Forward rows also time
+ONNX Runtime on the project's own ONNX export of the backbone (ort: float32; ort_int8: the same
+file after xlnet_tf.serving.onnx_quantization.quantize_onnx_int8, int8 weights and dynamic
+activations; exported once per model shape, untimed, into a temporary folder; intra-op threads =
+this machine's CPUs, every graph optimization) and the int8 models of xlnet_tf and keras-hub
+after Keras' quantize("int8") (xlnet_tf_int8, keras_hub_int8); the int8 rows are float32 only and
+report the relative error of their output against their float model's on the same inputs
+(relative_error). The serving table of docs/benchmarks.md:
+
+  python run/benchmark.py --sizes=base --shapes=4x128,2x512 --dtypes=float32 --modes=forward \
+      --implementations=xlnet_tf,xlnet_tf_int8,ort,ort_int8,keras_hub,keras_hub_int8,hf_torch \
+      --dropout=false --data_copies=0 --repeats=3 --rounds=3 \
+      --output=docs/benchmarks/int8_serving_base_4x128_2x512_CPU     # name it after the CPU
+
+It also measures this machine's dense matmul rate to report model-FLOPs use, and the speed of
+the pretraining data stage (text -> TFRecords). --modes=serve (serve_xla) adds xlnet_tf's
+exported SavedModel (what TF Serving runs; with XLA-compiled regions), timed through its
+serve_ids signature.
 --modes=infill,infill_recompute time xlnet_tf.inference.fill (greedy, left to right) of 8 blank
 spans of 4 pieces per text with the XLNet LM, reusing the context's states or recomputing the
 whole text at every step; tokens/s counts the filled pieces:
@@ -64,6 +78,7 @@ The smoke row .ci/run prints (tiny model, 32k vocabulary, seconds; not a pass/fa
       --modes=train --implementations=xlnet_tf --dropout=false --data_copies=0 --rounds=3
 """
 
+import contextlib
 import importlib.util
 import itertools
 import json
@@ -81,6 +96,7 @@ from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cl
 
 from xlnet_tf.benchmarks import finetuning_memory, report
 from xlnet_tf.benchmarks.report import SIZES
+from xlnet_tf.benchmarks import steps
 from xlnet_tf.benchmarks.steps import VOCAB, build_xlnet_tf_step, random_inputs
 from xlnet_tf.utils import plots
 
@@ -91,7 +107,10 @@ flags.DEFINE_list("vocab_sizes", ["32000"], "Vocabulary sizes (the LM head's wid
 flags.DEFINE_list("modes", ["forward", "train"], "What to time: forward, train, serve / "
                   "serve_xla (xlnet_tf's exported SavedModel, regions plain / XLA-compiled).")
 flags.DEFINE_list("implementations", ["xlnet_tf", "hf_torch", "keras_hub"],
-                  "Which to run (skipped when not importable).")
+                  "Which to run (skipped when not importable): xlnet_tf, hf_torch, keras_hub, "
+                  "and for float32 forward rows ort, ort_int8 (ONNX Runtime on the project's "
+                  "ONNX export, float32 / int8), xlnet_tf_int8, keras_hub_int8 (Keras' "
+                  "quantize('int8')).")
 flags.DEFINE_bool("dropout", True, "Also time keras.layers.Dropout against FastDropout.")
 flags.DEFINE_integer("data_copies", 8, "Time the data stage on the Python documentation repeated "
                      "this many times (0: skip it).")
@@ -129,7 +148,51 @@ FLAGS = flags.FLAGS
 # ---- workers ---------------------------------------------------------------------------------
 
 def run_xlnet_tf(spec):
+  if spec["implementation"] == "xlnet_tf_int8":
+    run, reference = steps.build_xlnet_tf_int8_step(spec)
+    return _with_relative_error(_time(run, spec), reference, run)
   return _time(build_xlnet_tf_step(spec), spec)
+
+
+def _with_relative_error(result, reference, run):
+  """`result` with the relative error of run()'s output against the float model's
+  `reference` (imported after timing: the import adds nothing to the row's peak memory)."""
+  from xlnet_tf.serving.onnx_quantization import relative_error
+  return dict(result, relative_error=relative_error(reference, run()))
+
+
+def run_onnx_runtime(spec):
+  """ONNX Runtime on the backbone's ONNX file (ort: float32; ort_int8: its int8 version),
+  exported by the first row of this model shape in a process of its own (untimed; this
+  process's peak memory is the session's alone) into spec["onnx_dir"], a temporary folder the
+  run's rows share."""
+  with _onnx_directory(spec) as directory:
+    float_path, int8_path = steps.onnx_files(spec, directory)
+    if not os.path.exists(int8_path):
+      exported = measure({"implementation": "onnx_export", "size": spec["size"],
+                          "seq_len": spec["seq_len"], "onnx_dir": directory,
+                          **({"vocab": spec["vocab"]} if "vocab" in spec else {})})
+      if "error" in exported:
+        raise RuntimeError(f"ONNX export: {exported['error']}")
+    int8 = spec["implementation"] == "ort_int8"
+    run = steps.build_onnx_runtime_step(spec, int8_path if int8 else float_path)
+    result = dict(_time(run, spec), threads=steps.onnx_runtime_threads())
+    if int8:  # the float file on the same inputs, after timing
+      result = _with_relative_error(result, steps.build_onnx_runtime_step(spec, float_path)(), run)
+  return result
+
+
+@contextlib.contextmanager
+def _onnx_directory(spec):
+  if spec.get("onnx_dir"):
+    yield spec["onnx_dir"]
+  else:
+    with tempfile.TemporaryDirectory() as directory:
+      yield directory
+
+
+def run_onnx_export(spec):
+  return dict(spec, check_error=steps.export_onnx_files(spec))
 
 
 def run_hf_torch(spec):
@@ -192,7 +255,8 @@ def _synchronized(run):
 
 
 def run_keras_hub(spec):
-  """keras-hub's XLNetBackbone forward, compiled as xlnet_tf's (XLA for float32 only)."""
+  """keras-hub's XLNetBackbone forward, compiled as xlnet_tf's (XLA for float32 only); for
+  keras_hub_int8 after its quantize("int8") (Keras' int8 Dense, EinsumDense and Embedding)."""
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
   os.environ["KERAS_BACKEND"] = "tensorflow"
   import functools
@@ -210,9 +274,16 @@ def run_keras_hub(spec):
   ids, _, _ = random_inputs(batch, seq_len)
   inputs = {"token_ids": tf.constant(ids), "segment_ids": tf.zeros([batch, seq_len], tf.int32),
             "padding_mask": tf.ones([batch, seq_len], tf.int32)}
+  reference = None
+  if spec["implementation"] == "keras_hub_int8":
+    reference = model(inputs, training=False).numpy()
+    model.quantize("int8")
   forward = tf.function(lambda x: model(x, training=False),
                         jit_compile=spec["dtype"] == "float32")
-  return _time(lambda: forward(inputs).numpy(), spec)
+  result = _time(lambda: forward(inputs).numpy(), spec)
+  if reference is None:
+    return result
+  return _with_relative_error(result, reference, lambda: forward(inputs).numpy())
 
 
 def run_data_stage(spec):
@@ -292,14 +363,19 @@ def _time(run, spec, flops=None, device_memory=None):
   return result
 
 
-WORKERS = {"xlnet_tf": run_xlnet_tf, "hf_torch": run_hf_torch, "keras_hub": run_keras_hub,
+WORKERS = {"xlnet_tf": run_xlnet_tf, "xlnet_tf_int8": run_xlnet_tf, "hf_torch": run_hf_torch,
+           "keras_hub": run_keras_hub, "keras_hub_int8": run_keras_hub,
+           "ort": run_onnx_runtime, "ort_int8": run_onnx_runtime, "onnx_export": run_onnx_export,
            "matmul": run_matmul, "dropout": run_dropout, "data_stage": run_data_stage,
            "finetune_memory": finetuning_memory.step_memory}
-MODES = {"forward": {"xlnet_tf", "hf_torch", "keras_hub"},
+MODES = {"forward": {"xlnet_tf", "hf_torch", "keras_hub", "ort", "ort_int8", "xlnet_tf_int8",
+                     "keras_hub_int8"},
          "train": {"xlnet_tf", "hf_torch"},  # keras-hub's backbone has no permutation-LM path
          "serve": {"xlnet_tf"}, "serve_xla": {"xlnet_tf"}, "generate": {"xlnet_tf", "hf_torch"},
          "infill": {"xlnet_tf"}, "infill_recompute": {"xlnet_tf"},
          "lm_eval": {"xlnet_tf"}, "lm_eval_vanilla": {"xlnet_tf"}}
+# ONNX files and the int8 models hold float32 (the int8 rows: float32 activations).
+FLOAT32_ONLY = {"ort", "ort_int8", "xlnet_tf_int8", "keras_hub_int8"}
 flags.register_validator("modes", lambda modes: set(modes) <= set(MODES),
                          f"--modes: {', '.join(MODES)}")
 
@@ -313,8 +389,12 @@ def measure(spec):
                           capture_output=True, text=True)
   lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
   if result.returncode != 0 or not lines:
-    return dict(spec, error=(result.stderr.strip().splitlines() or ["failed"])[-1][:200])
-  return json.loads(lines[-1][len("RESULT "):])
+    measured = dict(spec, error=(result.stderr.strip().splitlines() or ["failed"])[-1][:200])
+  else:
+    measured = json.loads(lines[-1][len("RESULT "):])
+  if spec.get("implementation") != "onnx_export":
+    measured.pop("onnx_dir", None)  # the run's temporary folder: gone when the report is read
+  return measured
 
 
 def _baseline_worktree(revision):
@@ -350,14 +430,23 @@ def _import_xlnet_tf_from(source):
   sys.path.insert(0, source)
 
 
+PACKAGES = {"xlnet_tf": ["tensorflow"], "xlnet_tf_int8": ["tensorflow"],
+            "hf_torch": ["transformers", "torch"], "keras_hub": ["keras_hub"],
+            "keras_hub_int8": ["keras_hub"],
+            # the export (tf2onnx), the session, and the quantization tool (onnx)
+            "ort": ["tensorflow", "tf2onnx", "onnxruntime"],
+            "ort_int8": ["tensorflow", "tf2onnx", "onnxruntime", "onnx"]}
+
+
 def available(implementation):
   """Whether the packages of `implementation` are installed (found, not imported: an import of
   TensorFlow or PyTorch costs seconds); keras-hub's XLNet is checked in a process of its own."""
-  packages = {"xlnet_tf": ["tensorflow"], "hf_torch": ["transformers", "torch"],
-              "keras_hub": ["keras_hub"]}[implementation]
-  if not all(importlib.util.find_spec(package) for package in packages):
+  if implementation not in PACKAGES:
+    raise app.UsageError(f"--implementations: {implementation!r} is not one of "
+                         f"{', '.join(PACKAGES)}")
+  if not all(importlib.util.find_spec(package) for package in PACKAGES[implementation]):
     return False
-  if implementation != "keras_hub":
+  if not implementation.startswith("keras_hub"):
     return True
   probe = "import keras_hub; keras_hub.models.XLNetBackbone"
   return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
@@ -401,11 +490,16 @@ def main(argv):
                           "repeats": 2})
   implementations = [i for i in FLAGS.implementations if available(i)]
   baseline = _baseline_worktree(FLAGS.baseline) if FLAGS.baseline else None
+  # The ONNX files the ort rows share (one export per model shape), removed after the run.
+  onnx_dir = (tempfile.mkdtemp(prefix="xlnet_tf_benchmark_onnx_")
+              if {"ort", "ort_int8"} & set(implementations) else None)
   try:
-    _measure_all(implementations, baseline, dropout, data_stage)
+    _measure_all(implementations, baseline, dropout, data_stage, onnx_dir)
   finally:
     if baseline:
       _remove_worktree(baseline["source"])
+    if onnx_dir:
+      shutil.rmtree(onnx_dir, ignore_errors=True)
 
 
 def measure_memory():
@@ -427,7 +521,7 @@ def measure_memory():
   print(table)
 
 
-def _measure_all(implementations, baseline, dropout, data_stage):
+def _measure_all(implementations, baseline, dropout, data_stage, onnx_dir=None):
   specs = []
   for size in FLAGS.sizes:
     for shape in FLAGS.shapes:
@@ -443,8 +537,10 @@ def _measure_all(implementations, baseline, dropout, data_stage):
           row["jit"] = FLAGS.jit_compile == "true"
         if FLAGS.keras_optimizer and mode == "train":
           row["keras_optimizer"] = True
-        specs.extend(dict(row, implementation=implementation, **_device(implementation))
-                     for implementation in implementations if implementation in MODES[mode])
+        specs.extend(dict(row, implementation=implementation, **_device(implementation),
+                          **({"onnx_dir": onnx_dir} if implementation.startswith("ort") else {}))
+                     for implementation in implementations if implementation in MODES[mode]
+                     and (dtype == "float32" or implementation not in FLOAT32_ONLY))
         if baseline and "xlnet_tf" in implementations and "xlnet_tf" in MODES[mode]:
           specs.append(dict(row, implementation="xlnet_tf", **baseline))
   matmul, best = {}, [None] * len(specs)

@@ -1,5 +1,6 @@
 """run/benchmark.py end to end at a tiny size: every worker runs and the report is written."""
 
+import importlib.util
 import json
 import os
 
@@ -21,16 +22,25 @@ def _benchmark(output, *flags):
 
 @pytest.mark.slow
 def test_benchmark_measures_and_reports(tmp_path):
-  # Every mode, the dropout rows and the data stage in one round; the rounds' bookkeeping on
-  # the cheapest row (each measurement is a process of its own: rows cost seconds each).
+  # Every mode, the dropout rows and the data stage in one round, with ONNX Runtime's float32
+  # and int8 forward rows (one export, shared) and, where keras-hub is installed, its int8
+  # row; the rounds' bookkeeping on the cheapest row (each measurement is a process of its
+  # own: rows cost seconds each).
   output = tmp_path / "bench"
+  int8_peers = ["ort_int8"] + (["keras_hub_int8"] if importlib.util.find_spec("keras_hub")
+                               else [])
   report = _benchmark(output, "--modes=forward,train,serve,serve_xla,generate",
+                      "--implementations=" + ",".join(["xlnet_tf", "ort"] + int8_peers),
                       "--new_tokens=4", "--rounds=1", "--data_copies=1")
   rows = report["results"]
-  assert [(r["mode"], "error" in r) for r in rows] == [
-      ("forward", False), ("train", False), ("serve", False), ("serve_xla", False),
-      ("generate", False)]
+  assert [(r["mode"], r["implementation"], r.get("error")) for r in rows] == [
+      ("forward", implementation, None) for implementation in ["xlnet_tf", "ort"] + int8_peers
+  ] + [(mode, "xlnet_tf", None) for mode in ("train", "serve", "serve_xla", "generate")]
   assert all(r["tokens_per_sec"] > 0 and r["peak_rss_gb"] > 0 for r in rows)
+  for row in rows:  # the int8 rows' error against their float model, on the same inputs
+    assert ("relative_error" in row) == (row["implementation"] in int8_peers), row
+    assert 0 < row.get("relative_error", 1e-3) < 0.05, row
+    assert "onnx_dir" not in row  # the run's temporary folder, removed
   rounds = _benchmark(tmp_path / "rounds", "--modes=forward", "--rounds=2", "--nodropout",
                       "--data_copies=0", "--jit_compile=false")["results"]
   assert all(len(r["round_seconds"]) == 2 and r["seconds"] == min(r["round_seconds"])
@@ -43,6 +53,8 @@ def test_benchmark_measures_and_reports(tmp_path):
   assert stage["corpus_tokens_per_sec"] == pytest.approx(stage["corpus_tokens"] / stage["seconds"])
   table = (tmp_path / "bench.md").read_text()
   assert "| tiny | 2x16 | float32 | train | xlnet_tf |" in table
+  assert "| tiny | 2x16 | float32 | forward | ort_int8 |" in table
+  assert " peak RSS (GB) | int8 relative error |" in table
   assert "| tiny | 2x16 | float32 | serve | xlnet_tf |" in table
   assert "| tiny | 2x16+4 | float32 | generate | xlnet_tf |" in table
   assert rows[-1]["tokens_per_sec"] == pytest.approx(2 * 4 / rows[-1]["seconds"])

@@ -49,6 +49,23 @@ def test_tables_compare_with_the_fastest_peer_and_the_baseline(tmp_path):
   assert saved["command"] == "python run/benchmark.py" and len(saved["results"]) == 4
 
 
+def test_int8_rows_are_compared_with_int8_peers_and_show_their_error():
+  results = [row("xlnet_tf", 0.25), row("ort", 0.2), row("keras_hub", 0.5),
+             row("xlnet_tf_int8", 0.2, relative_error=1e-3),
+             row("ort_int8", 0.1, relative_error=2e-3),
+             row("keras_hub_int8", 0.4, relative_error=3e-3)]
+  for result in results:
+    report.add_rates(result, {"float32": 100.0})
+  assert "mfu" in results[1] and "mfu" not in results[4]  # no int8 matmul rate is measured
+  table = report.markdown(results, {"float32": 100.0})
+  assert "| MFU | peak RSS (GB) | int8 relative error |" in table
+  assert "| tiny | 2x16 | float32 | forward | xlnet_tf | 128.0 | 0.80x |" in table  # vs ort
+  assert "| forward | xlnet_tf_int8 | 160.0 | 0.50x |  | 1.50 | 1.0e-03 |" in table  # vs ort_int8
+  assert "| forward | ort_int8 | 320.0 |  |  | 1.50 | 2.0e-03 |" in table
+  assert "| forward | ort | 160.0 |  | " in table and "| 1.50 | |" in table
+  assert "ONNX Runtime on the project's ONNX export" in table
+
+
 def test_the_chart_has_a_bar_per_implementation_of_this_revision(tmp_path, monkeypatch):
   results = [row("xlnet_tf", 0.25), row("hf_torch", 0.5), row("keras_hub", 1.0),
              row("xlnet_tf", 0.5, revision="abc1234"), row("xlnet_tf", 0.5, mode="train"),
@@ -72,3 +89,15 @@ def test_the_chart_has_a_bar_per_implementation_of_this_revision(tmp_path, monke
   assert [label.get_text() for label in axis.get_xticklabels()] == [
       "2x16\nfloat32\nforward", "2x16\nfloat32\ntrain"]
   assert axis.get_title() == "tiny model: tokens/s (higher is faster)"
+  # The int8 and ONNX Runtime peers get bars of their own, rates written upright.
+  results += [row("ort", 0.2), row("ort_int8", 0.1, relative_error=2e-3),
+              row("keras_hub_int8", 0.4, relative_error=3e-3)]
+  for result in results[-3:]:
+    report.add_rates(result, {"float32": 100.0})
+  report.plot_tokens_per_second(results, str(tmp_path / "peers.png"))
+  axis = drawn["axis"]
+  bars = {container.get_label(): [bar.get_height() for bar in container]
+          for container in axis.containers}
+  assert bars == {"xlnet_tf": [128.0, 64.0], "hf_torch": [64.0], "keras_hub": [32.0],
+                  "ort": [160.0], "ort_int8": [320.0], "keras_hub_int8": [80.0]}
+  assert {text.get_rotation() for text in axis.texts} == {90.0}

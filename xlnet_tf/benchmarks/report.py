@@ -14,6 +14,11 @@ from xlnet_tf.config import SIZE_PRESETS
 from xlnet_tf.utils import plots
 
 SIZES = {name: SIZE_PRESETS[name] for name in ("tiny", "demo", "base", "large")}
+# This package's rows; every other implementation is a peer.
+OWN = ("xlnet_tf", "xlnet_tf_int8")
+# Rows with int8 weights (and activations quantized at run time): compared with int8 peers only,
+# and without MFU (the matmul rate measured is float32's).
+INT8 = ("xlnet_tf_int8", "ort_int8", "keras_hub_int8")
 
 
 def model_flops(size, batch, seq_len, mode, vocab=VOCAB):
@@ -50,6 +55,8 @@ def add_rates(result, matmul):
     result["tokens_per_sec"] = lm_eval_tokens(result["mode"]) / result["seconds"]
     return
   result["tokens_per_sec"] = result["batch"] * result["seq_len"] / result["seconds"]
+  if result["implementation"] in INT8:
+    return
   flops = model_flops(result["size"], result["batch"], result["seq_len"], result["mode"],
                       result.get("vocab", VOCAB))
   result["mfu"] = flops / result["seconds"] / 1e9 / matmul[result["dtype"]]
@@ -129,26 +136,38 @@ def baseline_markdown(results):
   return "\n".join(lines)
 
 
+def fastest_peer(r, results):
+  """tokens/s of the fastest peer of row `r` in `results` (same shape, dtype and mode; a
+  served SavedModel against the peers' forward; int8 against int8 peers, float against
+  float), or None."""
+  peer_mode = "forward" if r["mode"].startswith("serve") else r["mode"]
+  int8 = r["implementation"] in INT8
+  peers = [p["tokens_per_sec"] for p in results if "error" not in p
+           and p["implementation"] not in OWN and (p["implementation"] in INT8) == int8
+           and p["mode"] == peer_mode and _same_shape(p, r, ("size", "batch", "seq_len", "dtype"))]
+  return max(peers) if peers else None
+
+
 def markdown(results, matmul):
+  # The int8 rows' relative error against their float model, when any row has one.
+  errors = any("relative_error" in r for r in results)
   lines = ["| size | batch x seq | dtype | mode | implementation | tokens/s | vs fastest peer |"
-           " MFU | peak RSS (GB) |", "|---|---|---|---|---|---:|---:|---:|---:|"]
+           " MFU | peak RSS (GB) |" + (" int8 relative error |" if errors else ""),
+           "|---|---|---|---|---|---:|---:|---:|---:|" + ("---:|" if errors else "")]
   for r in results:
     if "error" in r:
       lines.append(f"| {_size(r)} | {r['batch']}x{r['seq_len']} | {r['dtype']} | {r['mode']} |"
-                   f" {_label(r)} | error: {r['error']} | | | |")
+                   f" {_label(r)} | error: {r['error']} | | | |" + (" |" if errors else ""))
       continue
-    # A served SavedModel is compared with the peers' in-process forward.
-    peer_mode = "forward" if r["mode"].startswith("serve") else r["mode"]
-    peers = [p["tokens_per_sec"] for p in results if "error" not in p
-             and p["implementation"] != "xlnet_tf" and p["mode"] == peer_mode
-             and _same_shape(p, r, ("size", "batch", "seq_len", "dtype"))]
-    ratio = (f"{r['tokens_per_sec'] / max(peers):.2f}x" if peers and
-             r["implementation"] == "xlnet_tf" and "revision" not in r else "")
+    peer = fastest_peer(r, results)
+    ratio = (f"{r['tokens_per_sec'] / peer:.2f}x" if peer and r["implementation"] in OWN
+             and "revision" not in r else "")
     shape = f"{r['batch']}x{r['seq_len']}" + (f"+{r['new_tokens']}" if "new_tokens" in r else "")
     mfu = f"{r['mfu']:.0%}" if "mfu" in r else ""
+    error = (f" {r['relative_error']:.1e} |" if "relative_error" in r else " |") if errors else ""
     lines.append(f"| {_size(r)} | {shape} | {r['dtype']} | {r['mode']} | "
                  f"{_label(r)} | {r['tokens_per_sec']:,.1f} | {ratio} | "
-                 f"{mfu} | {r['peak_rss_gb']:.2f} |")
+                 f"{mfu} | {r['peak_rss_gb']:.2f} |{error}")
   rates = ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in matmul.items())
   served = any(r["mode"].startswith("serve") for r in results)
   matmul_kind = ("8192x8192, PyTorch on the GPU" if any(r.get("device") == "cuda" for r in results)
@@ -159,7 +178,15 @@ def markdown(results, matmul):
                   "serve_xla: exported with xla=True), against the peers' forward."
                   if served else "")
                + (" generate: batch x prompt + new tokens, greedy; tokens/s of new tokens."
-                  if any(r["mode"] == "generate" for r in results) else ""))
+                  if any(r["mode"] == "generate" for r in results) else "")
+               + (" ort / ort_int8: ONNX Runtime on the project's ONNX export (float32 / after "
+                  "quantize_onnx_int8)." if any(r["implementation"].startswith("ort")
+                                                 for r in results) else "")
+               + (" int8 rows (int8 weights, activations quantized at run time) are compared "
+                  "with int8 peers, float rows with float peers; their relative error is "
+                  "||int8 - float|| / ||float|| of the output against their float model's on "
+                  "the same inputs." if any(r["implementation"] in INT8 for r in results)
+                  else ""))
   return "\n".join(lines)
 
 
@@ -206,7 +233,10 @@ def plot_tokens_per_second(results, path: str, title: str = "") -> str:
   implementations = list(dict.fromkeys(r["implementation"] for r in rows))
   rate = {((_size(r), f"{r['batch']}x{r['seq_len']}", r["dtype"], r["mode"]),
            r["implementation"]): r["tokens_per_sec"] for r in rows}
-  opened, (axis,) = plots.figure(width=max(6.0, 1.2 * len(cases)), height=4.5)
+  # Many implementations (the int8 and ONNX Runtime rows): a wider group, rates written upright.
+  upright = len(implementations) > 4
+  opened, (axis,) = plots.figure(
+      width=max(6.0, len(cases) * max(1.2, 0.5 * len(implementations))), height=4.5)
   width = 0.8 / len(implementations)
   for index, (implementation, style) in enumerate(zip(
       implementations, plots.distinct_styles(len(implementations)))):
@@ -214,11 +244,11 @@ def plot_tokens_per_second(results, path: str, title: str = "") -> str:
     bars = axis.bar(np.array(present) + (index - (len(implementations) - 1) / 2) * width,
                     [rate[(cases[i], implementation)] for i in present], width,
                     color=style["color"], label=implementation)
-    axis.bar_label(bars, fmt="{:,.0f}", fontsize=7, padding=2)
+    axis.bar_label(bars, fmt="{:,.0f}", fontsize=7, padding=2, rotation=90 if upright else 0)
   sizes = list(dict.fromkeys(case[0] for case in cases))  # one: in the title, not every tick
   axis.set_xticks(range(len(cases)), ["\n".join(case if len(sizes) > 1 else case[1:])
                                       for case in cases], fontsize=8)
   axis.set_title(title or (f"{sizes[0]} model: " if len(sizes) == 1 else "")
                  + "tokens/s (higher is faster)")
-  axis.margins(y=0.12)  # room for the rates above the bars
+  axis.margins(y=0.25 if upright else 0.12)  # room for the rates above the bars
   return plots.save(opened, [axis], path, None, "tokens/s", legend_size=8)

@@ -4,7 +4,9 @@ One place for both tools, importable as a package module (no sys.path edits): ra
 with the original's permutation-mask semantics, and a callable running one forward, train,
 serving or generation step of xlnet_tf (or one classifier fine-tuning step, for
 run/benchmark.py --memory: build_finetuning_step) for a benchmark spec (dict: size, batch, seq_len,
-dtype, mode, and optionally jit, fused, vocab, new_tokens, keras_optimizer).
+dtype, mode, and optionally jit, fused, vocab, new_tokens, keras_optimizer); the int8 forward
+(XLNetModel.quantize), and ONNX Runtime's session on the project's ONNX export of the backbone,
+float32 or int8 (xlnet_tf.serving.onnx_quantization).
 
 Imports of TensorFlow and of the rest of the package happen inside the functions: the
 benchmark's --baseline workers import this module first, then point `xlnet_tf` at another
@@ -15,6 +17,7 @@ import os
 import tempfile
 
 VOCAB = 32000  # the released models'; --vocab_sizes for others
+ONNX_SEP_ID = 4  # XLNet's <sep>, which write_onnx asks for (the backbone's outputs do not read it)
 
 
 def random_inputs(batch, seq_len, seed=0, vocab=VOCAB):
@@ -94,6 +97,91 @@ def build_xlnet_tf_step(spec):
                                                     mask),
                      create_optimizer(model, 1e-4, 1000, 10), jit)
   return lambda: step(inputs).numpy()
+
+
+def distinct_weights(model, seed=0):
+  """Gives every weight but the LayerNorms' its own draw from N(0, init_std^2). A fresh
+  XLNetModel's q, k, v, r and o kernels of a layer hold equal values, and tf2onnx merges equal
+  constants: its file would compute one projection where the model computes three."""
+  import numpy as np
+  from xlnet_tf.checkpoints.naming import backbone_of
+  rng = np.random.default_rng(seed)
+  std = backbone_of(model).config.init_std
+  for variable in model.weights:
+    if not variable.path.endswith(("gamma", "beta")):
+      variable.assign(rng.normal(0.0, std, tuple(variable.shape)).astype(np.float32))
+
+
+def build_xlnet_tf_int8_step(spec):
+  """The forward of build_xlnet_tf_step (XLA for float32 unless spec["jit"] says otherwise)
+  after XLNetModel.quantize("int8"), weights from distinct_weights: (run, the float model's
+  sequence output on the same inputs, computed before quantizing)."""
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  import tensorflow as tf
+  from xlnet_tf import XLNetConfig, XLNetModel
+  jit = spec.get("jit")
+  jit = spec["dtype"] == "float32" if jit is None else jit
+  vocab = spec.get("vocab", VOCAB)
+  model = XLNetModel(XLNetConfig.preset(spec["size"], n_token=vocab, dropout=0.0, dropatt=0.0))
+  distinct_weights(model)
+  ids, _, _ = random_inputs(spec["batch"], spec["seq_len"], vocab=vocab)
+  inputs = {"input_ids": tf.constant(ids), "segment_ids": tf.zeros_like(ids),
+            "input_mask": tf.ones(ids.shape)}
+  reference = model(inputs, training=False)["sequence_output"].numpy()
+  model.quantize("int8")
+  forward = tf.function(lambda x: model(x, training=False)["sequence_output"], jit_compile=jit)
+  return lambda: forward(inputs).numpy(), reference
+
+
+def onnx_files(spec, directory):
+  """(float32 file, int8 file) of the backbone of spec's size, seq_len and vocabulary in
+  `directory`: the rows of one model share them."""
+  name = f"xlnet_{spec['size']}_t{spec['seq_len']}_v{spec.get('vocab', VOCAB)}"
+  return os.path.join(directory, name + ".onnx"), os.path.join(directory, name + ".int8.onnx")
+
+
+def export_onnx_files(spec):
+  """Writes the backbone of spec's size (float32, weights from distinct_weights, dropout off)
+  as the project's ONNX file of the ids signature (xlnet_tf.serving.write_onnx, T = seq_len)
+  and that file after quantize_onnx_int8 (checked against it on verification_inputs: padding,
+  three segments) into spec["onnx_dir"] (onnx_files' names; each renamed into place when
+  complete). Returns the int8 check's relative error."""
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  from xlnet_tf import XLNetConfig, XLNetModel
+  from xlnet_tf.serving import write_onnx
+  from xlnet_tf.serving.onnx_litert import verification_inputs
+  from xlnet_tf.serving.onnx_quantization import quantize_onnx_int8
+  vocab = spec.get("vocab", VOCAB)
+  model = XLNetModel(XLNetConfig.preset(spec["size"], n_token=vocab, dropout=0.0, dropatt=0.0))
+  distinct_weights(model)
+  float_path, int8_path = onnx_files(spec, spec["onnx_dir"])
+  partial = float_path + ".partial"
+  write_onnx(model, partial, spec["seq_len"], ONNX_SEP_ID)
+  os.replace(partial, float_path)
+  _, error = quantize_onnx_int8(float_path, int8_path,
+                                check_inputs=verification_inputs(model, spec["seq_len"]))
+  return error
+
+
+def onnx_runtime_threads():
+  """The CPUs this process may run on: ONNX Runtime's intra-op threads."""
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def build_onnx_runtime_step(spec, path):
+  """A callable running the ONNX file at `path` (onnx_files) in ONNX Runtime on the CPU,
+  intra-op threads = onnx_runtime_threads(), every graph optimization, on the inputs of
+  build_xlnet_tf_step's forward: returns the sequence output."""
+  import numpy as np
+  import onnxruntime
+  options = onnxruntime.SessionOptions()
+  options.intra_op_num_threads = onnx_runtime_threads()
+  options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+  session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+  ids, _, _ = random_inputs(spec["batch"], spec["seq_len"], vocab=spec.get("vocab", VOCAB))
+  feeds = {"input_ids": ids, "segment_ids": np.zeros_like(ids),
+           "input_mask": np.ones(ids.shape, np.float32)}
+  return lambda: session.run(["sequence_output"], feeds)[0]
 
 
 def train_step(model, loss_of, optimizer, jit):

@@ -1,0 +1,108 @@
+"""Int8 ONNX files (xlnet_tf.serving.onnx_quantization): the projections and feed-forward
+layers quantized, outputs within a stated tolerance of the float file and of the TensorFlow
+model (batch 4, left padding, segments A / B / <cls>), and a file failing its check never
+written.
+
+Needs the `[export]` extra (tf2onnx, onnxruntime): skipped without it.
+"""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from model_inputs import padded_pair_batch
+from xlnet_reference import randomize_weights
+from xlnet_tf import XLNetConfig, XLNetModel
+from xlnet_tf.serving import onnx_litert, onnx_quantization, write_onnx
+from xlnet_tf.serving.saved_model import ids_serving_function
+from xlnet_tf.utils.errors import UserInputError
+
+pytest.importorskip("tf2onnx")
+pytest.importorskip("onnxruntime")
+
+CONFIG = XLNetConfig.preset("tiny", dropout=0.0, dropatt=0.0)
+LENGTH = 16
+SEP_ID = 4
+# Weights N(0, 0.1^2): 5x the initializer's scale, so every product matters. The int8 file's
+# relative error here is 5.5e-3 (the module docstring's table); this bound leaves 3x room.
+WEIGHT_SCALE = 0.1
+INT8_TOLERANCE = 1.5e-2
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+  """(Keras backbone, float file, int8 file), the int8 file checked on the export's own
+  verification batch."""
+  directory = tmp_path_factory.mktemp("onnx_int8")
+  model = XLNetModel(CONFIG)
+  randomize_weights(model, seed=0, scale=WEIGHT_SCALE)
+  float_path = write_onnx(model, str(directory / "model.onnx"), LENGTH, SEP_ID)
+  int8_path, error = onnx_quantization.quantize_onnx_int8(
+      float_path, str(directory / onnx_quantization.INT8_FILE_NAME),
+      check_inputs=onnx_litert.verification_inputs(model, LENGTH))
+  assert 0 < error < INT8_TOLERANCE
+  return model, float_path, int8_path
+
+
+def test_the_projections_and_feed_forward_layers_hold_int8_weights(exported):
+  _, float_path, int8_path = exported
+  assert os.path.isfile(int8_path)
+  counts = onnx_quantization.quantized_op_counts(int8_path)
+  # q, k, v, o and the feed-forward's two layers, in each of the 2 layers; the attention
+  # products (scores, weighted values, position and segment scores) stay float MatMuls.
+  assert counts["MatMulInteger"] == 6 * CONFIG.n_layer
+  assert counts["MatMul"] == 4 * CONFIG.n_layer and counts["Gemm"] == 0
+  assert counts["DynamicQuantizeLinear"] > 0
+  assert onnx_quantization.quantized_op_counts(float_path)["MatMulInteger"] == 0
+
+
+def test_int8_outputs_are_near_the_float_file_and_the_tensorflow_model(exported, rng):
+  model, float_path, int8_path = exported
+  inputs = padded_pair_batch(rng, 4, LENGTH, CONFIG.n_token, pad_lengths=[0, 5, 2, 9])
+  expected = {name: value.numpy() for name, value in ids_serving_function(model, SEP_ID)(
+      *(tf.constant(inputs[name]) for name in ("input_ids", "segment_ids", "input_mask"))
+  ).items()}
+  floating = onnx_litert.run_onnx(float_path, inputs)
+  quantized = onnx_litert.run_onnx(int8_path, inputs)
+  assert sorted(quantized) == sorted(expected) == ["pooled_output", "sequence_output"]
+  for name, value in expected.items():
+    assert quantized[name].shape == value.shape, name
+    np.testing.assert_allclose(floating[name], value, atol=1e-5, rtol=0, err_msg=name)
+    assert 0 < onnx_quantization.relative_error(floating[name], quantized[name]) < INT8_TOLERANCE
+    assert onnx_quantization.relative_error(value, quantized[name]) < INT8_TOLERANCE
+  assert onnx_quantization.check_int8(float_path, int8_path, inputs) < INT8_TOLERANCE
+
+
+def test_a_file_failing_its_check_is_not_written(exported, tmp_path):
+  model, float_path, _ = exported
+  (tmp_path / "serving").mkdir()
+  target = tmp_path / "serving" / onnx_quantization.INT8_FILE_NAME
+  target.write_bytes(b"an earlier file")
+  with pytest.raises(RuntimeError, match="int8 ONNX check failed: outputs differ from the float "
+                     r"file's by .* relative \(> 1e-09\)"):
+    onnx_quantization.quantize_onnx_int8(
+        float_path, str(target), check_inputs=onnx_litert.verification_inputs(model, LENGTH),
+        tolerance=1e-9)
+  assert os.listdir(tmp_path / "serving") == [target.name]
+  assert target.read_bytes() == b"an earlier file"
+
+
+def test_relative_error_compares_floating_outputs_only():
+  expected = {"logits": np.array([[3.0, 4.0]]), "predicted_label": np.array([1])}
+  assert onnx_quantization.max_relative_error(
+      expected, {"logits": np.array([[3.0, 4.5]]), "predicted_label": np.array([0])}) == (
+          pytest.approx(0.1))
+  assert np.isnan(onnx_quantization.relative_error(np.ones(3), np.array([1.0, np.nan, 1.0])))
+  assert onnx_quantization.relative_error(np.zeros(2), np.zeros(2)) == 0.0
+  with pytest.raises(RuntimeError, match=r"outputs \['logits'\] missing"):
+    onnx_quantization.max_relative_error(expected, {"predicted_label": np.array([1])})
+
+
+def test_paths_it_cannot_use_are_refused(tmp_path):
+  with pytest.raises(UserInputError, match="int8_path must be a local path"):
+    onnx_quantization.quantize_onnx_int8(str(tmp_path / "model.onnx"), "gs://bucket/int8.onnx")
+  with pytest.raises(UserInputError, match="float_path must be an existing ONNX file"):
+    onnx_quantization.quantize_onnx_int8(str(tmp_path / "missing.onnx"),
+                                         str(tmp_path / "int8.onnx"))
