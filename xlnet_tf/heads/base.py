@@ -11,10 +11,19 @@ from xlnet_tf.checkpoints import own, pretrained
 from xlnet_tf.checkpoints.assign import CheckpointMismatchError
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.heads import text_inputs
+from xlnet_tf.heads.summary import SequenceSummary
 from xlnet_tf.modeling.backbone import XLNetModel
+from xlnet_tf.modeling.layers import quantization
+from xlnet_tf.modeling.layers.dropout import FastDropout
 from xlnet_tf.text.preprocessor import XLNetPreprocessor
 from xlnet_tf.text.tokenizer import check_vocabulary
 from xlnet_tf.utils.errors import UserInputError, require
+
+
+# A head's layers that hold weights of their own and stay float when it is quantized
+# (XLNetHead.quantize): the 'attn' summary's kernels are one query's attention over the last
+# layer (its `summary` Dense is quantized).
+FLOAT_LAYERS = (keras.layers.LayerNormalization, FastDropout, SequenceSummary)
 
 
 class XLNetHead(keras.Model):
@@ -103,13 +112,65 @@ class XLNetHead(keras.Model):
     return {}
 
   def get_config(self):
-    return {"backbone": keras.saving.serialize_keras_object(self.backbone), "name": self.name,
-            **self.head_config()}
+    config = {"backbone": keras.saving.serialize_keras_object(self.backbone), "name": self.name,
+              **self.head_config()}
+    if self.quantization is not None:  # only then: a float head's config stays as it was
+      config["quantization"] = self.quantization
+    return config
 
   @classmethod
   def from_config(cls, config):
     config = dict(config)
-    return cls(keras.saving.deserialize_keras_object(config.pop("backbone")), **config)
+    mode = config.pop("quantization", None)
+    head = cls(keras.saving.deserialize_keras_object(config.pop("backbone")), **config)
+    if mode is not None:  # the backbone comes quantized from its own config
+      head._quantize_head_layers(mode, None)
+    return head
+
+  # ---- quantization ------------------------------------------------------------------------
+  def quantize(self, mode=None, config=None, filters=None, **kwargs):
+    """Keras' Model.quantize, for inference: the backbone as XLNetModel.quantize says, and the
+    head's Dense layers as Keras' int8 Dense (kernel int8 per output unit, activations int8
+    per row, bias float). Float: the tied LM projection (the word embedding), the 'attn'
+    summary's q/k/v/o kernels (one query over the last layer), LayerNorms, biases. Other modes,
+    custom configs and `filters` raise before anything changes, as does quantizing twice.
+    Saved as a .keras file, not with save_pretrained."""
+    kwargs.pop("type_check", None)
+    if kwargs:
+      raise ValueError(f"{type(self).__name__}.quantize: unexpected arguments {sorted(kwargs)}")
+    quantization.check_request(self, mode, config, filters, quantized_mode=self.quantization)
+    self._quantize_head_layers(mode, config)  # checks them all before changing one
+    self.backbone.quantize(mode, config=config)
+    self.train_function = self.test_function = self.predict_function = None
+
+  @property
+  def quantization(self):
+    """The quantization mode of the backbone or the head's layers ("int8"), or None."""
+    modes = sorted({layer.quantization_mode for layer in self._head_layers()
+                    if layer.quantization_mode})
+    return self.backbone.quantization or (modes[0] if modes else None)
+
+  def _head_layers(self):
+    """The head's own layers, at any depth, without the backbone's."""
+    backbone_layers = {id(layer) for layer in self.backbone._flatten_layers()}
+    return [layer for layer in self._flatten_layers(include_self=False)
+            if id(layer) not in backbone_layers]
+
+  def _quantize_head_layers(self, mode, config):
+    """Quantizes the head's Dense layers (after checking that every layer holding weights is
+    one this method knows: a Dense, or one that stays float)."""
+    dense = [layer for layer in self._head_layers() if type(layer) is keras.layers.Dense]
+    unknown = [layer for layer in self._head_layers()
+               if type(layer) is not keras.layers.Dense and layer.weights
+               and not isinstance(layer, FLOAT_LAYERS)]
+    if unknown:
+      raise NotImplementedError(
+          f"{type(self).__name__} '{self.name}': quantize(mode={mode!r}) cannot quantize "
+          f"{', '.join(f'{type(layer).__name__} {layer.name!r}' for layer in unknown)}. "
+          "Nothing was changed")
+    with quantization.one_garbage_collection():
+      for layer in dense:
+        layer.quantize(mode, config=config)
 
   # ---- pretrained directories --------------------------------------------------------------
   @classmethod
@@ -166,7 +227,9 @@ class XLNetHead(keras.Model):
     """Writes a directory from_pretrained reads back: xlnet_config.json, model.weights.h5,
     head.json; labels.json (thresholds.json) when `.labels` is set; spiece.model +
     tokenizer_config.json + preprocessor.json when `.preprocessor` is (else spiece.model +
-    tokenizer_config.json when `.tokenizer` is). Returns it."""
+    tokenizer_config.json when `.tokenizer` is). Returns it. A quantized head is refused (the
+    format holds float weights)."""
+    quantization.refuse_float_format(self, self.quantization, "save_pretrained")
     return own.save_pretrained(self, directory)
 
 

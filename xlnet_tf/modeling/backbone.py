@@ -16,7 +16,7 @@ from xlnet_tf.checkpoints import own, pretrained
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.modeling import freezing
 from xlnet_tf.modeling.layers import masks as mask_lib
-from xlnet_tf.modeling.layers import position_ablations
+from xlnet_tf.modeling.layers import position_ablations, quantization
 from xlnet_tf.modeling.layers.dropout import FastDropout
 from xlnet_tf.modeling.layers.position_encoding import RelativePositionEncoding
 from xlnet_tf.modeling.layers.two_stream_block import TwoStreamBlock
@@ -288,20 +288,54 @@ class XLNetModel(keras.Model):
   def save_pretrained(self, directory: str) -> str:
     """Writes a directory from_pretrained reads back (xlnet_config.json, model.weights.h5, and
     the tokenizer's spiece.model + tokenizer_config.json when `.tokenizer` is set); returns
-    it."""
+    it. A quantized model is refused (the format holds float weights)."""
+    quantization.refuse_float_format(self, self.quantization, "save_pretrained")
     return own.save_pretrained(self, directory)
+
+  # ---- quantization ------------------------------------------------------------------------
+  def quantize(self, mode=None, config=None, filters=None, **kwargs):
+    """Keras' Model.quantize, for inference. "int8": every block's attention projections (q,
+    k, v, r, o) and feed-forward Dense layers hold int8 weights with a float32 scale per output
+    channel and multiply int8 activations quantized per token (xlnet_tf.modeling.ops.
+    quantized_matmul); the embeddings, mask_emb, attention biases, segment embeddings,
+    LayerNorms and Dense biases stay float. Other modes, custom configs and `filters` raise
+    before anything changes (layers.quantization.check_request), as does quantizing twice.
+    Saved with `model.save("x.keras")` (get_config records the mode), not save_pretrained."""
+    kwargs.pop("type_check", None)
+    if kwargs:
+      raise ValueError(f"XLNetModel.quantize: unexpected arguments {sorted(kwargs)}")
+    quantization.check_request(self, mode, config, filters, quantized_mode=self.quantization)
+    with quantization.one_garbage_collection():
+      for block in self.blocks:
+        block.attention.quantize(mode, config=config)
+        block.feed_forward.quantize(mode, config=config)
+    # Keras' own Model.quantize does the same: the next fit/predict traces the new layers.
+    self.train_function = self.test_function = self.predict_function = None
+
+  @property
+  def quantization(self) -> Optional[str]:
+    """The quantization mode of the blocks' layers ("int8"), or None for a float model."""
+    modes = sorted({layer.quantization_mode for block in self.blocks
+                    for layer in block._flatten_layers() if layer.quantization_mode})
+    return modes[0] if modes else None
 
   # ---- serialization ---------------------------------------------------------------------
   def get_config(self):
-    return {"config": self.config.to_dict(), "name": self.name,
-            "recompute_blocks": self.recompute_blocks, "fused": self.fused,
-            "frozen_layers": self.frozen_layers}
+    config = {"config": self.config.to_dict(), "name": self.name,
+              "recompute_blocks": self.recompute_blocks, "fused": self.fused,
+              "frozen_layers": self.frozen_layers}
+    if self.quantization is not None:  # only then: a float model's config stays as it was
+      config["quantization"] = self.quantization
+    return config
 
   @classmethod
   def from_config(cls, config):
-    return cls(XLNetConfig.from_dict(config["config"]), name=config.get("name", "transformer"),
-               recompute_blocks=config.get("recompute_blocks", False),
-               fused=config.get("fused", True), frozen_layers=config.get("frozen_layers"))
+    model = cls(XLNetConfig.from_dict(config["config"]), name=config.get("name", "transformer"),
+                recompute_blocks=config.get("recompute_blocks", False),
+                fused=config.get("fused", True), frozen_layers=config.get("frozen_layers"))
+    if config.get("quantization") is not None:  # the int8 variables the weights load into
+      model.quantize(config["quantization"])
+    return model
 
 
 def _attention_masks(config, inputs, batch_size, length, memory_length,

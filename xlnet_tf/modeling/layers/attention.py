@@ -22,7 +22,9 @@ import tensorflow as tf
 from xlnet_tf import numerics
 from xlnet_tf.modeling.layers import masks as mask_lib
 from xlnet_tf.modeling.layers.dropout import FastDropout
+from xlnet_tf.modeling.layers.quantization import Int8HeadKernels
 from xlnet_tf.modeling.ops.attention_probabilities import fused_attention_probabilities
+from xlnet_tf.modeling.ops.quantized_matmul import Int8Kernel, int8_projection
 from xlnet_tf.modeling.ops.relative_shift import (blocked_position_keys, gather_relative_scores,
                                                   rel_shift)
 from xlnet_tf.modeling.ops.residual_layer_norm import fused_residual_layer_norm
@@ -64,7 +66,9 @@ def _projected(equation, states, kernel):
   decoding one token) is computed on that row twice and one copy kept: XLA's CPU compiler turns
   a one-row product with a [D, N, H] kernel into an element-wise loop 3-4x slower than the
   matrix product it keeps for two rows (measured at base size: 6.7 ms against 2.1 ms for 12
-  768x768 projections)."""
+  768x768 projections). An Int8Kernel (a quantized layer) projects in int8, the same layout."""
+  if isinstance(kernel, Int8Kernel):
+    return int8_projection(states, kernel)
   kernel = tf.cast(kernel, states.dtype)  # float32 under mixed precision outside call()
   if states.shape[0] == 1 and states.shape[1] == 1:
     return tf.einsum(equation, tf.concat([states, states], axis=0), kernel)[:1]
@@ -82,7 +86,7 @@ def _weighted_values(probability, values):
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
-class RelativeMultiHeadAttention(keras.layers.Layer):
+class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
   """Relative multi-head attention for XLNet's content stream and, optionally, its query stream.
 
   Weights (original names): q, k, v, r, o kernels [D, N, H] and a post-LayerNorm (eps 1e-12).
@@ -94,7 +98,15 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
   ordinary TensorFlow ops (`relative_attention_probabilities`, Keras dropout and LayerNorm
   calls); the default runs the compiled kernels of `xlnet_tf.modeling.ops`. Same weights, same
   results.
+
+  `quantize("int8")` (Keras' API; layers.quantization.Int8HeadKernels) stores the five
+  kernels in int8 with a scale per output channel; the projections then run in int8
+  (ops.quantized_matmul), everything after them as before.
   """
+
+  HEAD_KERNELS = {"q": ("query_kernel", False), "k": ("key_kernel", False),
+                  "v": ("value_kernel", False), "r": ("position_kernel", False),
+                  "o": ("output_kernel", True)}
 
   def __init__(self, n_head: int, d_head: int, dropout: float = 0.0, dropatt: float = 0.0,
                init_std: float = 0.02, fused: bool = True, **kwargs):
@@ -121,18 +133,22 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     self.position_kernel = self.add_weight(name="r", shape=kernel_shape,
                                            initializer=initializer)
     self.output_kernel = self.add_weight(name="o", shape=kernel_shape, initializer=initializer)
+    self.build_quantized_kernels(kernel_shape)
     self.layer_norm.build((None, None, d_model))
     self.built = True
 
   def project_keys_values(self, states):
     """[B, L, D] -> (keys, values), each [B, N, L, H]: what attending to these states reads
     (a key/value cache holds them)."""
-    return (_heads_first(_projected("bkd,dnh->bknh", states, self.key_kernel)),
-            _heads_first(_projected("bkd,dnh->bknh", states, self.value_kernel)))
+    return (_heads_first(_projected("bkd,dnh->bknh", states, self.head_kernel("k"))),
+            _heads_first(_projected("bkd,dnh->bknh", states, self.head_kernel("v"))))
 
   def project_position_keys(self, position_encoding):
     """[1 or B, R, D] relative position encoding -> position keys [1 or B, N, R, H]."""
     dtype = self.compute_dtype  # the kernel is float32 under mixed precision outside call()
+    if self.quantization_mode is not None:
+      return _heads_first(_projected("brd,dnh->brnh", tf.cast(position_encoding, dtype),
+                                     self.head_kernel("r")))
     return _heads_first(tf.einsum("brd,dnh->brnh", tf.cast(position_encoding, dtype),
                                   tf.cast(self.position_kernel, dtype)))
 
@@ -169,7 +185,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     # transposing q, k, v and r once is cheaper than the transposes einsum makes per product.
     # The kernels both streams use are read once (one cast to the compute dtype under mixed
     # precision): their gradient is then summed in that dtype and cast back once.
-    query_kernel, output_kernel = self.query_kernel.value, self.output_kernel.value
+    query_kernel, output_kernel = self.head_kernel("q", True), self.head_kernel("o", True)
     if keys_values is None:
       keys_values_input = content if memory is None else tf.concat(
           [tf.cast(memory, content.dtype), content], axis=1)  # [B, K, D]
@@ -230,8 +246,8 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         keys_values, position_keys, r_w_bias, r_r_bias, r_s_bias, seg_embed,
         with_segments=row_masks.segment_mismatch is not None, content_length=content_length,
         training=False)
-    return self._attend_at_positions(rows, row_masks, values, shared, self.query_kernel.value,
-                                     self.output_kernel.value)
+    return self._attend_at_positions(rows, row_masks, values, shared,
+                                     self.head_kernel("q", True), self.head_kernel("o", True))
 
   def _attend_plain(self, queries, row_masks, *, keys, position_keys, biases, content_length,
                     training):

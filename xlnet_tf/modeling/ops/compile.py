@@ -48,14 +48,16 @@ def without_xla():
     _settings.inline = previous
 
 
-def compiled(function):
+def compiled(function, input_signature=None):
   """`function` compiled by XLA, or traced inline when already inside an XLA computation (or
   in `without_xla`).
 
   `region.tracing_count()` (on this and the regions below) counts the traces of its compiled
   functions: one per input signature (shapes, dtypes, Python settings), then fixed.
+  `input_signature`: tf.function's, for a region called with many shapes (one trace; XLA
+  still compiles each shape it runs).
   """
-  jitted = tf.function(function, jit_compile=True)
+  jitted = tf.function(function, jit_compile=True, input_signature=input_signature)
 
   @functools.wraps(function)
   def call(*args, **kwargs):

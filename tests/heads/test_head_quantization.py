@@ -1,0 +1,116 @@
+"""quantize("int8") on every head: its backbone's and its own Dense layers' projections in int8,
+outputs within 2% of float (batch > 1, padding, several segments), .keras files, refusals.
+
+As in tests/modeling/test_quantization.py, the tiny models are initialized with init_std 0.15
+so that every sublayer and head layer moves its output (with 0.02 they barely do)."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from layer_checks import assert_keras_file_round_trip
+from model_inputs import padded_pair_batch, tiny_config
+from xlnet_tf import (XLNetClassifier, XLNetModel, XLNetMultipleChoice, XLNetPretrainer,
+                      XLNetQuestionAnswering, XLNetTokenClassifier)
+
+LENGTH, N_TOKEN = 10, 50
+TOLERANCE = 0.02
+
+
+def relative_error(got, want):
+  got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+  return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+BATCH = 8  # a relative error over a few logits would measure their cancellation, not int8
+PADDING = [0, 2, 4, 0, 1, 3, 5, 0]
+
+
+def pair_batch(seed=5, batch=BATCH):
+  return padded_pair_batch(np.random.default_rng(seed), batch, LENGTH, N_TOKEN,
+                           pad_lengths=PADDING[:batch])
+
+
+def two_stream_batch():
+  inputs = pair_batch()
+  perm_mask = np.zeros([BATCH, LENGTH, LENGTH], np.float32)
+  target_mapping = np.zeros([BATCH, 2, LENGTH], np.float32)
+  for row in range(BATCH):
+    targets = [6, 8] if row % 2 else [5, 7]
+    perm_mask[row, :, targets] = 1.0
+    perm_mask[row, targets[1], targets[0]] = 0.0
+    target_mapping[row, [0, 1], targets] = 1.0
+  return dict(inputs, perm_mask=perm_mask, target_mapping=target_mapping)
+
+
+def choices_batch():
+  rows = [pair_batch(seed, batch=4) for seed in range(3)]  # [4, 3 options, T]
+  return {key: np.stack([row[key] for row in rows], axis=1) for key in rows[0]}
+
+
+def answer_batch():
+  """With start_positions: the training outputs (log-probabilities over every position, the
+  answerability logit), whose top-k beams cannot swap under a small change."""
+  inputs = pair_batch()
+  p_mask = (inputs["segment_ids"] != 0).astype(np.float32)
+  return dict(inputs, p_mask=p_mask, cls_index=np.full([BATCH], LENGTH - 1, np.int32),
+              start_positions=np.array(PADDING, np.int32) + 1)
+
+
+def backbone():
+  return XLNetModel(tiny_config(n_token=N_TOKEN, init_std=0.15))
+
+
+HEADS = {
+    "pretrainer": (lambda: XLNetPretrainer(backbone(), next_sentence=True), two_stream_batch),
+    "classifier attn": (lambda: XLNetClassifier(backbone(), 3, summary_type="attn"),
+                        pair_batch),
+    "regression": (lambda: XLNetClassifier(backbone(), 1, summary_type="mean"), pair_batch),
+    "multiple choice": (lambda: XLNetMultipleChoice(backbone()), choices_batch),
+    "question answering": (lambda: XLNetQuestionAnswering(backbone()), answer_batch),
+    "token classifier": (lambda: XLNetTokenClassifier(backbone(), 5), pair_batch),
+}
+KERAS_FILES = ("classifier attn", "question answering")  # the round trip is slow-ish
+
+
+@pytest.mark.parametrize("name", list(HEADS))
+def test_int8_head_is_close_to_float(name, tmp_path):
+  make_head, make_inputs = HEADS[name]
+  keras.utils.set_random_seed(0)
+  head, inputs = make_head(), make_inputs()
+
+  def call(model):
+    return tf.nest.map_structure(np.asarray, model(inputs, training=False))
+
+  expected = call(head)
+  if name == "question answering":  # log-probabilities at the positions answers may take
+    answerable = inputs["p_mask"] == 0
+    call = lambda model, call=call: {key: value[answerable] if value.ndim == 2 else value
+                                     for key, value in call(model).items()}
+    expected = call(head)
+  head.quantize("int8")
+  assert head.quantization == head.backbone.quantization == "int8"
+  dense = [layer for layer in head._head_layers() if isinstance(layer, keras.layers.Dense)]
+  assert dense and all(layer.quantization_mode == "int8" for layer in dense)
+  got = call(head)
+  errors = [relative_error(value, want)
+            for want, value in zip(tf.nest.flatten(expected), tf.nest.flatten(got))]
+  assert all(1e-5 < error < TOLERANCE for error in errors), (name, errors)
+  if name in KERAS_FILES:
+    restored = assert_keras_file_round_trip(head, call, tmp_path / "head.keras", atol=0)
+    assert restored.quantization == "int8"
+
+
+def test_head_refuses_unsupported_modes_and_save_pretrained(tmp_path):
+  keras.utils.set_random_seed(0)
+  head = XLNetTokenClassifier(backbone(), 5)
+  weights = head.get_weights()
+  with pytest.raises(NotImplementedError, match=r"XLNetTokenClassifier.*'int4'"):
+    head.quantize("int4")
+  assert head.quantization is None
+  assert all(np.array_equal(a, b) for a, b in zip(head.get_weights(), weights))
+  head.quantize("int8")
+  with pytest.raises(ValueError, match=r"quantized \(int8\)"):
+    head.save_pretrained(str(tmp_path / "tagger"))
+  assert not (tmp_path / "tagger").exists()

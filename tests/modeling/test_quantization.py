@@ -1,0 +1,215 @@
+"""XLNetModel.quantize (Keras' Model.quantize): int8 outputs close to float, every projection in
+int8, the float path unchanged, other modes refused before anything changes, .keras files.
+
+The tiny models here are initialized with a larger init_std than the preset's 0.02, so that
+each sublayer's output is as large as the residual it is added to: with 0.02 at d_model 32
+the blocks barely change their input and any quantization would look exact.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from layer_checks import assert_config_round_trip, assert_keras_file_round_trip
+from model_inputs import padded_pair_batch, tiny_config
+from xlnet_tf import XLNetModel
+from xlnet_tf.checkpoints import naming
+from xlnet_tf.modeling.layers.feed_forward import PositionwiseFeedForward
+from xlnet_tf.modeling.ops.quantized_matmul import (Int8Kernel, constant_int8_weights,
+                                                    int8_projection, onednn_available,
+                                                    quantize_kernel)
+
+LENGTH, N_TOKEN = 12, 50
+TOLERANCE = 0.02  # relative error (Frobenius norm) of an int8 output against float
+
+
+def relative_error(got, want):
+  got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+  return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def make_model(fused=True, **overrides):
+  keras.utils.set_random_seed(0)
+  return XLNetModel(tiny_config(n_token=N_TOKEN, init_std=0.15, **overrides), fused=fused)
+
+
+def two_stream_inputs():
+  """Three left-padded A <sep> B <sep> <cls> rows (padding, three segment ids) with a
+  factorization order's perm_mask and three targets each."""
+  inputs = padded_pair_batch(np.random.default_rng(3), 3, LENGTH, N_TOKEN, pad_lengths=[0, 3, 5])
+  perm_mask = np.zeros([3, LENGTH, LENGTH], np.float32)
+  target_mapping = np.zeros([3, 3, LENGTH], np.float32)
+  for row, targets in enumerate(([2, 6, 9], [4, 7, 10], [6, 8, 9])):
+    perm_mask[row, :, targets] = 1.0
+    for rank, position in enumerate(targets):
+      perm_mask[row, position, targets[:rank]] = 0.0
+      target_mapping[row, rank, position] = 1.0
+  return dict(inputs, perm_mask=perm_mask, target_mapping=target_mapping)
+
+
+def outputs_of(model, inputs):
+  outputs = model(inputs, training=False)
+  return {name: outputs[name].numpy() for name in ("sequence_output", "query_output")}
+
+
+@pytest.fixture(scope="module")
+def quantized():
+  """(float outputs, the int8 model, its outputs) of one tiny model."""
+  inputs = two_stream_inputs()
+  model = make_model(mem_len=4)
+  expected = outputs_of(model, inputs)
+  model.quantize("int8")
+  return inputs, expected, model, outputs_of(model, inputs)
+
+
+def test_int8_outputs_are_close_to_float(quantized):
+  inputs, expected, model, got = quantized
+  assert model.quantization == "int8"
+  for name in expected:
+    error = relative_error(got[name], expected[name])
+    assert 1e-4 < error < TOLERANCE, (name, error)  # quantized, and close
+  # Under XLA (how float32 runs) the same numbers as eagerly, memory included.
+  compiled = tf.function(lambda features: model(features, training=False), jit_compile=True)
+  outputs = compiled(inputs)
+  for name in expected:
+    np.testing.assert_allclose(outputs[name], got[name], atol=1e-5, err_msg=name)
+  assert [memory.shape for memory in outputs["new_mems"]] == [(3, 4, 32)] * 2
+
+
+def test_every_projection_holds_int8(quantized):
+  model = quantized[2]
+  for block in model.blocks:
+    assert block.attention.quantization_mode == block.feed_forward.quantization_mode == "int8"
+    kernels = [variable for variable in block.weights if variable.dtype == "int8"]
+    assert sorted(variable.name for variable in kernels) == ["k", "kernel", "kernel", "o", "q",
+                                                             "r", "v"]
+    assert not hasattr(block.attention, "query_kernel")  # nothing reads it as float
+  floating = {variable.name for variable in model.weights if variable.dtype == "float32"}
+  assert {"word_embedding", "mask_emb", "r_w_bias", "seg_embed", "gamma", "bias",
+          "q_scale", "kernel_scale"} <= floating
+
+
+def test_plain_path_agrees_with_the_kernels():
+  inputs = two_stream_inputs()
+  fused, plain = make_model(), make_model(fused=False)
+  plain.set_weights(fused.get_weights())
+  for model in (fused, plain):
+    model.quantize("int8")
+  for name, value in outputs_of(fused, inputs).items():
+    np.testing.assert_allclose(outputs_of(plain, inputs)[name], value, atol=1e-4, err_msg=name)
+
+
+def test_quantized_model_round_trips_through_config_and_keras_file(quantized, tmp_path):
+  inputs, _, model, _ = quantized
+  call = lambda candidate: outputs_of(candidate, inputs)
+  clone = assert_config_round_trip(model, call, atol=0)
+  assert clone.get_config()["quantization"] == "int8"
+  restored = assert_keras_file_round_trip(model, call, tmp_path / "int8.keras", atol=0)
+  assert restored.quantization == "int8"
+  assert "quantization" not in make_model().get_config()  # a float model's config as before
+
+
+def test_float_checkpoint_formats_refuse_a_quantized_model(quantized, tmp_path):
+  """save_pretrained, and every reader or writer of the original's names (Hugging Face, TF1,
+  conversion), refuse rather than write or read int8 values as float ones."""
+  with pytest.raises(ValueError, match=r"quantized \(int8\).*\.keras"):
+    quantized[2].save_pretrained(str(tmp_path / "model"))
+  assert not (tmp_path / "model").exists()
+  with pytest.raises(AttributeError, match=r"quantized \(int8\): its float kernel query_kernel"):
+    naming.original_variable_map(quantized[2])
+
+
+@pytest.mark.parametrize("mode, error", [("int4", NotImplementedError),
+                                         ("float8", NotImplementedError),
+                                         ("gptq", ValueError)])  # Keras: gptq needs a config
+def test_unsupported_modes_change_nothing(mode, error):
+  inputs = two_stream_inputs()
+  model = make_model()
+  weights, expected = model.get_weights(), outputs_of(model, inputs)
+  with pytest.raises(error, match=mode if mode != "gptq" else "GPTQ"):
+    model.quantize(mode)
+  assert model.quantization is None
+  assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), weights))
+  for name, value in outputs_of(model, inputs).items():
+    np.testing.assert_array_equal(value, expected[name])
+
+
+def test_custom_configs_filters_and_second_calls_are_refused(quantized):
+  model = make_model()
+  config = keras.quantizers.Int8QuantizationConfig(activation_quantizer=None)
+  with pytest.raises(NotImplementedError, match="custom quantization config"):
+    model.quantize(config=config)
+  with pytest.raises(ValueError, match="filters"):
+    model.quantize("int8", filters="ff")
+  assert model.quantization is None
+  model.quantize(config=keras.quantizers.Int8QuantizationConfig())  # the default: accepted
+  with pytest.raises(ValueError, match="already quantized"):
+    quantized[2].quantize("int8")
+
+
+def test_feed_forward_reads_dense_layers_quantized_by_a_model_walk():
+  """Keras' Model.quantize quantizes leaf layers only: a model wrapping XLNetModel leaves the
+  attention float and the feed-forward's Dense layers int8, which the fused path must read as
+  int8 (it read their int8 kernels as float before); a mode it does not compute raises."""
+  stream = np.random.default_rng(0).normal(size=[2, 5, 32]).astype(np.float32)
+  keras.utils.set_random_seed(0)
+  layer = PositionwiseFeedForward(48, init_std=0.15)
+  expected = layer(stream).numpy()
+  layer.inner_dense.quantize("int8")
+  layer.output_dense.quantize("int8")
+  assert relative_error(layer(stream), expected) < TOLERANCE
+  other = PositionwiseFeedForward(48, init_std=0.15)
+  other.build(stream.shape)
+  other.inner_dense.quantize("int4")
+  with pytest.raises(NotImplementedError, match="'int4'"):
+    other(stream)
+
+
+def test_constant_weights_take_onednn_and_compute_the_same():
+  """constant_int8_weights: traced without XLA, the kernels become graph constants multiplied by
+  oneDNN's u8 x s8 kernel, with the default path's numbers; under XLA, the default path."""
+  rng = np.random.default_rng(0)
+  states = tf.constant(rng.normal(size=[2, 5, 8]).astype(np.float32))
+  kernels = [Int8Kernel(keras.Variable(values), keras.Variable(scale), reduces)
+             for reduces in (False, True)
+             for values, scale in [quantize_kernel(rng.normal(size=[8, 2, 4]),
+                                                   axis=(1, 2) if reduces else 0)]]
+
+  def project(states):
+    heads = int8_projection(states, kernels[0])  # [2, 5, 2, 4]
+    return heads, int8_projection(heads, kernels[1])  # [2, 5, 8]
+
+  expected = project(states)
+  with constant_int8_weights():
+    traced = tf.function(project)
+    operations = {operation.type
+                  for operation in traced.get_concrete_function(states).graph.get_operations()}
+    results = [traced(states), tf.function(project, jit_compile=True)(states)]
+  if onednn_available():  # TensorFlow's x86 builds
+    assert "QuantizedMatMulWithBias" in operations
+  for got in results:
+    for want, value in zip(expected, got):
+      np.testing.assert_allclose(value, want, atol=1e-6)
+
+
+def test_quantized_layers_round_trip_through_their_configs():
+  """A quantized layer's config holds its int8 dtype policy: the clone builds int8 kernels."""
+  from xlnet_tf.modeling.layers.attention import RelativeMultiHeadAttention
+  rng = np.random.default_rng(0)
+  content = rng.normal(size=[2, 4, 16]).astype(np.float32)
+  encoding = rng.normal(size=[1, 8, 16]).astype(np.float32)
+  biases = [rng.normal(size=[2, 8]).astype(np.float32) for _ in range(2)]
+  layer = RelativeMultiHeadAttention(2, 8, init_std=0.25)
+  call = lambda candidate: candidate(content, encoding, *biases)[0]
+  expected = call(layer).numpy()
+  layer.quantize("int8")
+  assert relative_error(call(layer), expected) < TOLERANCE
+  clone = assert_config_round_trip(layer, call, build_shape=content.shape, atol=0)
+  assert clone.quantization_mode == "int8" and not hasattr(clone, "query_kernel")
+  feed_forward = PositionwiseFeedForward(24, init_std=0.25)
+  feed_forward(content)
+  feed_forward.quantize("int8")
+  clone = assert_config_round_trip(feed_forward, lambda candidate: candidate(content),
+                                   build_shape=content.shape, atol=0)
+  assert clone.inner_dense.quantization_mode == "int8"
