@@ -171,3 +171,18 @@ def test_recomputed_blocks_give_the_same_gradients(rng, dropout):
   if dropout:  # the masks are live: another step draws different ones
     again, _ = model_step(inputs)
     assert abs(again.numpy() - loss.numpy()) > 1e-3
+
+
+def test_a_new_model_draws_every_random_weight_on_its_own():
+  """Each randomly initialized weight has its own draw: no two start equal (or share a first
+  row), as one reused unseeded initializer would make q, k, v, r and o of a layer."""
+  model = XLNetModel(tiny_config(pos_encoding="shaw", clamp_len=8, attn_type="uni", bi_data=False))
+  model.build()
+  drawn = {w.path: w.numpy().ravel() for w in model.weights
+           if np.unique(w.numpy()).size > 1}  # not ones/zeros (LayerNorm, biases)
+  assert {"q", "k", "v", "r", "o", "r_w_bias", "r_r_bias", "r_s_bias", "seg_embed",
+          "relative_key_embedding"} <= {path.split("/")[-1] for path in drawn}
+  starts = {}
+  for path, values in drawn.items():
+    starts.setdefault(tuple(values[:4]), []).append(path)
+  assert [paths for paths in starts.values() if len(paths) > 1] == []

@@ -47,20 +47,22 @@ class SequenceSummary(keras.layers.Layer):
 
   def build(self, input_shape):
     d_model = input_shape[-1]
-    initializer = keras.initializers.RandomNormal(stddev=self.init_std)
+    # A new initializer per weight: one unseeded Keras initializer draws the same values at
+    # every call.
+    normal = lambda: keras.initializers.RandomNormal(stddev=self.init_std)  # noqa: E731
     if self.summary_type == "attn":
       shape = (d_model, self.n_head, self.d_head)
       self.summary_bias = self.add_weight(name="summary_bias", shape=(d_model,),
-                                          initializer=initializer)
+                                          initializer=normal())
       self.attention_kernels = {name: self.add_weight(name=name, shape=shape,
-                                                      initializer=initializer)
+                                                      initializer=normal())
                                 for name in "qkvo"}
       self.layer_norm = keras.layers.LayerNormalization(
           epsilon=numerics.LAYER_NORM_EPSILON, dtype="float32", name="LayerNorm")
       self.layer_norm.build((None, d_model))
     if self.use_proj:
       self.projection = keras.layers.Dense(d_model, activation="tanh",
-                                           kernel_initializer=initializer, name="summary")
+                                           kernel_initializer=normal(), name="summary")
       self.projection.build((None, d_model))
     self.built = True
 

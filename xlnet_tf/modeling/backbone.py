@@ -124,24 +124,26 @@ class XLNetModel(keras.Model):
     if self.built:
       return
     config = self.config
-    initializer = keras.initializers.RandomNormal(stddev=config.init_std)
+    # A new initializer per weight: one unseeded Keras initializer draws the same values at
+    # every call (the three attention biases would start equal).
+    normal = lambda: keras.initializers.RandomNormal(stddev=config.init_std)  # noqa: E731
     bias_shape = ((config.n_layer, config.n_head, config.d_head) if config.untie_r
                   else (config.n_head, config.d_head))
     # Read as float32 even under mixed precision: the lookup casts the gathered rows, not the
     # whole table (the LM head casts the table itself).
     self.word_embedding = self.add_weight(name="word_embedding",
                                           shape=(config.n_token, config.d_model),
-                                          initializer=initializer, autocast=False)
+                                          initializer=normal(), autocast=False)
     self.mask_emb = self.add_weight(name="mask_emb", shape=(1, 1, config.d_model),
-                                    initializer=initializer)
-    self.r_w_bias = self.add_weight(name="r_w_bias", shape=bias_shape, initializer=initializer)
-    self.r_r_bias = self.add_weight(name="r_r_bias", shape=bias_shape, initializer=initializer)
-    self.r_s_bias = self.add_weight(name="r_s_bias", shape=bias_shape, initializer=initializer)
+                                    initializer=normal())
+    self.r_w_bias = self.add_weight(name="r_w_bias", shape=bias_shape, initializer=normal())
+    self.r_r_bias = self.add_weight(name="r_r_bias", shape=bias_shape, initializer=normal())
+    self.r_s_bias = self.add_weight(name="r_s_bias", shape=bias_shape, initializer=normal())
     self.seg_embed = self.add_weight(
         name="seg_embed", shape=(config.n_layer, 2, config.n_head, config.d_head),
-        initializer=initializer)
+        initializer=normal())
     # Transformer-XL's ablation encodings (config.pos_encoding): their learned table, if any.
-    self.position_table = position_ablations.add_table(self, config, initializer)
+    self.position_table = position_ablations.add_table(self, config, normal())
     for block in self.blocks:
       block.build((None, None, config.d_model))
     self.built = True
@@ -289,7 +291,6 @@ class XLNetModel(keras.Model):
     """Writes a directory from_pretrained reads back (xlnet_config.json, model.weights.h5, and
     the tokenizer's spiece.model + tokenizer_config.json when `.tokenizer` is set); returns
     it. A quantized model is refused (the format holds float weights)."""
-    quantization.refuse_float_format(self, self.quantization, "save_pretrained")
     return own.save_pretrained(self, directory)
 
   # ---- quantization ------------------------------------------------------------------------

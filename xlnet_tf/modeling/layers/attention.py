@@ -125,14 +125,15 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
 
   def build(self, input_shape):
     d_model = input_shape[-1]
-    initializer = keras.initializers.RandomNormal(stddev=self.init_std)
     kernel_shape = (d_model, self.n_head, self.d_head)
-    self.query_kernel = self.add_weight(name="q", shape=kernel_shape, initializer=initializer)
-    self.key_kernel = self.add_weight(name="k", shape=kernel_shape, initializer=initializer)
-    self.value_kernel = self.add_weight(name="v", shape=kernel_shape, initializer=initializer)
-    self.position_kernel = self.add_weight(name="r", shape=kernel_shape,
-                                           initializer=initializer)
-    self.output_kernel = self.add_weight(name="o", shape=kernel_shape, initializer=initializer)
+
+    def kernel(name):
+      # An initializer per weight: one unseeded Keras initializer draws the same values at
+      # every call, which would start q, k, v, r and o equal.
+      return self.add_weight(name=name, shape=kernel_shape,
+                             initializer=keras.initializers.RandomNormal(stddev=self.init_std))
+    self.query_kernel, self.key_kernel, self.value_kernel = kernel("q"), kernel("k"), kernel("v")
+    self.position_kernel, self.output_kernel = kernel("r"), kernel("o")
     self.build_quantized_kernels(kernel_shape)
     self.layer_norm.build((None, None, d_model))
     self.built = True
