@@ -15,7 +15,11 @@ from xlnet_tf import (XLNetClassifier, XLNetModel, XLNetMultipleChoice, XLNetPre
                       XLNetQuestionAnswering, XLNetTokenClassifier)
 
 LENGTH, N_TOKEN = 10, 50
-TOLERANCE = 0.02
+# Relative error of an int8 head output against float. Looser than the backbone's 0.02: a
+# head's few outputs (2 next-sentence logits, 1 regression value) come from tiny (d_model 32)
+# dot products, where int8 rounding averages over few terms; the base model's error is
+# measured by the benchmark (docs/performance.md). A wrong int8 path gives errors near 1.
+TOLERANCE = 0.05
 
 
 def relative_error(got, want):
@@ -114,3 +118,4 @@ def test_head_refuses_unsupported_modes_and_save_pretrained(tmp_path):
   with pytest.raises(ValueError, match=r"quantized \(int8\)"):
     head.save_pretrained(str(tmp_path / "tagger"))
   assert not (tmp_path / "tagger").exists()
+

@@ -38,3 +38,13 @@ def test_a_model_is_not_kept_alive_by_the_cache():
   del model
   gc.collect()
   assert reference() is None
+
+
+def test_made_again_once_the_model_is_quantized():
+  """A trace holds the float kernels it read: after model.quantize the steps are made anew."""
+  model = _Model()
+  make = lambda model: object()  # noqa: E731
+  float_steps = compiled_for(model, make)
+  model.quantization = "int8"
+  int8_steps = compiled_for(model, make)
+  assert int8_steps is not float_steps and compiled_for(model, make) is int8_steps

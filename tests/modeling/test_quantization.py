@@ -14,6 +14,7 @@ import tensorflow as tf
 from layer_checks import assert_config_round_trip, assert_keras_file_round_trip
 from model_inputs import padded_pair_batch, tiny_config
 from xlnet_tf import XLNetModel
+from xlnet_tf import checkpoints
 from xlnet_tf.checkpoints import naming
 from xlnet_tf.modeling.layers.feed_forward import PositionwiseFeedForward
 from xlnet_tf.modeling.ops.quantized_matmul import (Int8Kernel, constant_int8_weights,
@@ -115,6 +116,8 @@ def test_float_checkpoint_formats_refuse_a_quantized_model(quantized, tmp_path):
   conversion), refuse rather than write or read int8 values as float ones."""
   with pytest.raises(ValueError, match=r"quantized \(int8\).*\.keras"):
     quantized[2].save_pretrained(str(tmp_path / "model"))
+  with pytest.raises(ValueError, match=r"quantized \(int8\).*\.keras"):
+    checkpoints.save_pretrained(quantized[2], str(tmp_path / "model"))
   assert not (tmp_path / "model").exists()
   with pytest.raises(AttributeError, match=r"quantized \(int8\): its float kernel query_kernel"):
     naming.original_variable_map(quantized[2])

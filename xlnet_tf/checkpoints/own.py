@@ -39,6 +39,14 @@ def save_pretrained(model_or_head, directory: str) -> str:
   it, or its backbone, knows its `tokenizer`; a head's `preprocessor` writes its own tokenizer
   there and `preprocessor.json`. Returns `directory`."""
   backbone = backbone_of(model_or_head)
+  quantized = getattr(backbone, "quantization", None)
+  if quantized is not None:  # int8 kernels and their scales: no float weights to write
+    raise ValueError(
+        f"{type(model_or_head).__name__} '{model_or_head.name}' is quantized ({quantized}); "
+        "save_pretrained writes float checkpoints, which from_pretrained loads into float "
+        "models. Save the float model and quantize after from_pretrained, or save the "
+        "quantized one as a .keras file (model.save('model.keras'), keras.models.load_model). "
+        "Nothing was written")
   labels = getattr(model_or_head, "labels", None)
   count = class_count(model_or_head)
   if labels is not None:

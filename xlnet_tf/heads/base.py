@@ -229,7 +229,6 @@ class XLNetHead(keras.Model):
     tokenizer_config.json + preprocessor.json when `.preprocessor` is (else spiece.model +
     tokenizer_config.json when `.tokenizer` is). Returns it. A quantized head is refused (the
     format holds float weights)."""
-    quantization.refuse_float_format(self, self.quantization, "save_pretrained")
     return own.save_pretrained(self, directory)
 
 

@@ -56,16 +56,6 @@ def check_request(owner, mode, config=None, filters=None, quantized_mode=None) -
                      "model. Nothing was changed")
 
 
-def refuse_float_format(owner, mode, action: str) -> None:
-  """ValueError when `owner` is quantized (`mode`): `action` writes float weights only."""
-  if mode is not None:
-    raise ValueError(
-        f"{type(owner).__name__} '{owner.name}' is quantized ({mode}); {action} writes float "
-        "checkpoints, which from_pretrained loads into float models. Save the float model and "
-        "quantize after from_pretrained, or save the quantized one as a .keras file "
-        "(model.save('model.keras'), keras.models.load_model). Nothing was written")
-
-
 @contextlib.contextmanager
 def one_garbage_collection():
   """gc.collect() once, at the end, instead of at every Keras Dense.quantize: Keras' Layer
