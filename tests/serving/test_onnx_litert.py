@@ -128,6 +128,11 @@ BAD_FLAGS = {
     "text pairs": (["--format=onnx", "--text_pairs"], "error: --text_pairs must be False with "
                    "--format=onnx (the file holds the float32 ids signature, without XLA or a "
                    "tokenizer); got True"),
+    "int8 litert": (["--format=litert", "--quantize=int8"], "error: --quantize must be none with "
+                    "--format=litert (int8 files are written for --format=onnx only); got int8"),
+    "int8 savedmodel": (["--quantize=int8"], "error: --quantize must be none with "
+                        "--format=savedmodel (int8 files are written for --format=onnx only); "
+                        "got int8"),
 }
 
 

@@ -1,12 +1,15 @@
-"""Int8 ONNX files (xlnet_tf.serving.onnx_quantization): the projections and feed-forward
-layers quantized, outputs within a stated tolerance of the float file and of the TensorFlow
-model (batch 4, left padding, segments A / B / <cls>), and a file failing its check never
-written.
+"""Int8 ONNX files (xlnet_tf.serving.onnx_quantization), as onnx_litert.export_file(...,
+quantize="int8") places them (run/export.py --format=onnx --quantize=int8): the projections and
+feed-forward layers quantized, the version's only model file, outputs within a stated tolerance
+of the float file and of the TensorFlow model (batch 4, left padding, segments A / B / <cls>),
+and a file failing its check never written, nor its version placed.
 
 Needs the `[export]` extra (tf2onnx, onnxruntime): skipped without it.
 """
 
 import os
+import re
+import shutil
 
 import numpy as np
 import pytest
@@ -33,22 +36,30 @@ INT8_TOLERANCE = 1.5e-2
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-  """(Keras backbone, float file, int8 file), the int8 file checked on the export's own
-  verification batch."""
+  """(Keras backbone, float file, int8 file): the int8 file is the version's model.onnx as
+  export_file(quantize="int8") placed it, checked against the float file on the export's own
+  verification batch; the float file is a copy of the one the export wrote and checked first
+  (the version does not keep it)."""
   directory = tmp_path_factory.mktemp("onnx_int8")
   model = XLNetModel(CONFIG)
   randomize_weights(model, seed=0, scale=WEIGHT_SCALE)
-  float_path = write_onnx(model, str(directory / "model.onnx"), LENGTH, SEP_ID)
-  int8_path, error = onnx_quantization.quantize_onnx_int8(
-      float_path, str(directory / onnx_quantization.INT8_FILE_NAME),
-      check_inputs=onnx_litert.verification_inputs(model, LENGTH))
-  assert 0 < error < INT8_TOLERANCE
+  float_path = str(directory / "float.onnx")
+
+  def write_and_keep_a_copy(*arguments):
+    shutil.copy(write_onnx(*arguments), float_path)
+    return arguments[1]
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setitem(onnx_litert.WRITERS, "onnx", write_and_keep_a_copy)
+    int8_path, difference, error = onnx_litert.export_file(
+        model, "onnx", str(directory / "serving" / "1"), LENGTH, SEP_ID, quantize="int8")
+  assert int8_path == str(directory / "serving" / "1" / "model.onnx")
+  assert difference < 1e-5 and 0 < error < INT8_TOLERANCE
   return model, float_path, int8_path
 
 
 def test_the_projections_and_feed_forward_layers_hold_int8_weights(exported):
   _, float_path, int8_path = exported
-  assert os.path.isfile(int8_path)
+  assert os.listdir(os.path.dirname(int8_path)) == ["model.onnx"]  # the int8 file alone
   counts = onnx_quantization.quantized_op_counts(int8_path)
   # q, k, v, o and the feed-forward's two layers, in each of the 2 layers; the attention
   # products (scores, weighted values, position and segment scores) stay float MatMuls.
@@ -87,6 +98,34 @@ def test_a_file_failing_its_check_is_not_written(exported, tmp_path):
         tolerance=1e-9)
   assert os.listdir(tmp_path / "serving") == [target.name]
   assert target.read_bytes() == b"an earlier file"
+
+
+def test_an_export_failing_its_int8_check_places_no_version(exported, tmp_path, monkeypatch):
+  """The float file passes its check (the one converted above stands in for a second
+  conversion); the int8 file fails a tolerance it cannot meet: the error names its relative
+  error and the tolerance (run/export.py prints it as its one line), and no version is placed."""
+  model, float_path, _ = exported
+  monkeypatch.setitem(onnx_litert.WRITERS, "onnx",
+                      lambda model, path, length, sep_id: shutil.copy(float_path, path))
+  monkeypatch.setattr(onnx_quantization, "TOLERANCE", 1e-9)
+  (tmp_path / "serving").mkdir()
+  with pytest.raises(onnx_quantization.Int8CheckError, match=r"^int8 ONNX check failed: outputs "
+                     r"differ from the float file's by \S+ relative \(> 1e-09\); nothing was "
+                     r"written$"):
+    onnx_litert.export_file(model, "onnx", str(tmp_path / "serving" / "1"), LENGTH, SEP_ID,
+                            quantize="int8")
+  assert os.listdir(tmp_path / "serving") == []
+
+
+def test_int8_is_for_onnx_files_only(tmp_path):
+  for export_format, quantize, message in (
+      ("litert", "int8", "quantize must be 'none' with export format 'litert' (int8 files are "
+       "ONNX's); got 'int8'"),
+      ("onnx", "int4", "quantize must be one of ['none', 'int8']; got 'int4'")):
+    with pytest.raises(UserInputError, match=f"^{re.escape(message)}$"):
+      onnx_litert.export_file(None, export_format, str(tmp_path / "1"), LENGTH, SEP_ID,
+                              quantize=quantize)
+  assert os.listdir(tmp_path) == []
 
 
 def test_relative_error_compares_floating_outputs_only():

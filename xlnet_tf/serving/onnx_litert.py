@@ -11,7 +11,10 @@ The files are built and checked in a work folder beside the version directory, t
 into place; for a remote directory (gs://...: utils.files) the folder is a local temporary one,
 copied there when done, the model file last (version_directories.py).
 
-- ONNX: tf2onnx (the `[export]` extra), opset 17; checked with ONNX Runtime.
+- ONNX: tf2onnx (the `[export]` extra), opset 17; checked with ONNX Runtime. With
+  `quantize="int8"` the checked float file is then quantized (onnx_quantization: int8 weights,
+  dynamic uint8 activations), the int8 file checked against it on the same inputs, and the
+  version holds the int8 file alone, as model.onnx: a server loads one model.onnx a version.
 - LiteRT: TensorFlow's own TFLiteConverter (builtin ops only), converted from a SavedModel of
   the signature: a concrete function converted directly keeps Keras 3's variables as resource
   variables that the interpreter finds uninitialised (NaN outputs, or READ_VARIABLE failing).
@@ -33,20 +36,18 @@ from xlnet_tf.checkpoints.labels import save_labels
 from xlnet_tf.checkpoints.naming import backbone_of
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError, require
+from xlnet_tf.serving import onnx_quantization
+from xlnet_tf.serving.onnx_runtime import missing_package, run_onnx
 from xlnet_tf.serving.saved_model import ids_input_signature, ids_serving_function
 from xlnet_tf.serving.version_directories import staged_version
 from xlnet_tf.modeling.ops import compile as compile_ops
 
 EXPORT_FORMATS = ("savedmodel", "onnx", "litert")
 FILE_NAMES = {"onnx": "model.onnx", "litert": "model.tflite"}
+QUANTIZE_MODES = ("none", "int8")  # int8: ONNX only (onnx_quantization)
 ONNX_OPSET = 17
 # Beyond this the file is not the model (float32 rounding differs by ~1e-6 on the tiny model).
 TOLERANCE = 1e-3
-
-
-def _missing_package(package: str, error: ImportError) -> UserInputError:
-  return UserInputError(f"{package} is not installed ({error}); install the export extra: "
-                        "pip install 'xlnet_tf[export]'")
 
 
 def write_onnx(model, path: str, max_seq_length: int, sep_id: int) -> str:
@@ -54,7 +55,7 @@ def write_onnx(model, path: str, max_seq_length: int, sep_id: int) -> str:
   try:
     import tf2onnx
   except ImportError as error:
-    raise _missing_package("tf2onnx", error) from None
+    raise missing_package("tf2onnx", error) from None
   signature = ids_input_signature(model, max_seq_length)
   with compile_ops.without_xla():
     function = tf.function(ids_serving_function(model, sep_id), input_signature=signature)
@@ -81,17 +82,6 @@ def write_litert(model, path: str, max_seq_length: int, sep_id: int) -> str:
 
 
 WRITERS = {"onnx": write_onnx, "litert": write_litert}
-
-
-def run_onnx(path: str, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-  """The ONNX file's outputs on `inputs`, by output name (ONNX Runtime, CPU)."""
-  try:
-    import onnxruntime
-  except ImportError as error:
-    raise _missing_package("onnxruntime", error) from None
-  session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
-  names = [output.name for output in session.get_outputs()]
-  return dict(zip(names, session.run(names, dict(inputs))))
 
 
 def run_litert(path: str, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
@@ -130,11 +120,12 @@ def verification_inputs(model, max_seq_length: int, seed: int = 0) -> Dict[str, 
   return inputs
 
 
-def max_difference(model, export_format: str, path: str, max_seq_length: int,
-                   sep_id: int) -> float:
+def max_difference(model, export_format: str, path: str, max_seq_length: int, sep_id: int,
+                   inputs: Optional[Dict[str, np.ndarray]] = None) -> float:
   """Max |exported file's output - Keras model's output| over every output (indices
-  included) on `verification_inputs`."""
-  inputs = verification_inputs(model, max_seq_length)
+  included) on `inputs` (default: `verification_inputs`)."""
+  if inputs is None:
+    inputs = verification_inputs(model, max_seq_length)
   expected = ids_serving_function(model, sep_id)(*(tf.constant(inputs[name]) for name in
                                                    ("input_ids", "segment_ids", "input_mask")))
   actual = RUNNERS[export_format](path, inputs)
@@ -147,29 +138,50 @@ def max_difference(model, export_format: str, path: str, max_seq_length: int,
 
 def export_file(model, export_format: str, directory: str, max_seq_length: int, sep_id: int,
                 sp_path: Optional[str] = None, labels: Optional[Sequence[str]] = None,
-                overwrite: bool = False):
+                overwrite: bool = False, quantize: str = "none"):
   """Writes `directory/model.onnx` or `directory/model.tflite` (with the SentencePiece model and
   labels.json beside it), checks it against the Keras model, and only then moves the folder
   into place as `directory`, as the SavedModel export does (version_directories.py: an
   existing `directory` is refused unless `overwrite`; on a remote base the model file is copied
-  last). Returns (path, max |difference|)."""
+  last). Returns (path, max |difference|).
+
+  `quantize="int8"` (ONNX only): the float file is written and checked as above, then
+  onnx_quantization.quantize_onnx_int8 writes the int8 file, checked against the float file on
+  the same `verification_inputs` (max relative error of the floating outputs within
+  onnx_quantization.TOLERANCE, else Int8CheckError and nothing is placed); the int8 file
+  replaces the float one as model.onnx, the version's only model file. Returns (path, the float
+  file's max |difference|, the int8 file's max relative error)."""
   if export_format not in WRITERS:
     raise UserInputError(f"export format must be one of {sorted(WRITERS)}; got "
                          f"{export_format!r}")
+  require(quantize in QUANTIZE_MODES, "quantize", f"one of {list(QUANTIZE_MODES)}",
+          repr(quantize))
+  require(quantize == "none" or export_format == "onnx", "quantize", "'none' with "
+          f"export format {export_format!r} (int8 files are ONNX's)", repr(quantize))
   segments = getattr(model, "max_segments", 1)
   require(segments == 1, "--format", "savedmodel for a long-document classifier (the ONNX and "
           "LiteRT files read one segment; its head.json says max_segments="
           f"{segments})", export_format)
   directory = files.absolute(directory)
+  inputs = verification_inputs(model, max_seq_length)
   with staged_version(directory, overwrite, last=FILE_NAMES[export_format]) as staging:
     path = WRITERS[export_format](model, os.path.join(staging, FILE_NAMES[export_format]),
                                   max_seq_length, sep_id)
-    difference = max_difference(model, export_format, path, max_seq_length, sep_id)
+    difference = max_difference(model, export_format, path, max_seq_length, sep_id, inputs)
     if not difference <= TOLERANCE:  # NaN included
       raise RuntimeError(f"{export_format} export check failed: outputs differ from the Keras "
                          f"model by {difference} (> {TOLERANCE}); nothing was written")
+    if quantize == "int8":
+      try:
+        int8_path, int8_error = onnx_quantization.quantize_onnx_int8(
+            path, os.path.join(staging, onnx_quantization.INT8_FILE_NAME), check_inputs=inputs,
+            tolerance=onnx_quantization.TOLERANCE)
+      except onnx_quantization.Int8CheckError as error:
+        raise onnx_quantization.Int8CheckError(f"{error}; nothing was written") from None
+      os.replace(int8_path, path)
     if sp_path:
       files.copy(sp_path, os.path.join(staging, os.path.basename(sp_path)))
     if labels is not None:
       save_labels(staging, labels)
-  return os.path.join(directory, FILE_NAMES[export_format]), difference
+  path = os.path.join(directory, FILE_NAMES[export_format])
+  return (path, difference) if quantize == "none" else (path, difference, int8_error)

@@ -31,9 +31,11 @@ initializer's scale), 5.5e-3 at s = 0.1, 3.9e-2 at s = 0.3; with per-tensor weig
 accuracy: measure that on the task's evaluation set. Integer outputs (predicted labels, top
 indices) are not compared, since near-ties may flip under int8.
 
-Local paths only (ONNX Runtime reads and writes files): an export to a remote directory
-quantizes in its local staging folder (as onnx_litert.export_file builds and checks there) and
-copies the checked files.
+`onnx_litert.export_file(..., quantize="int8")` (run/export.py --format=onnx --quantize=int8)
+runs `quantize_onnx_int8` in its staging folder on the float file it built and checked there,
+with the same verification inputs, and places the int8 file as the version's model.onnx. Local
+paths only (ONNX Runtime reads and writes files): an export to a remote directory quantizes in
+its local staging folder and copies the checked file.
 """
 
 import os
@@ -43,9 +45,9 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from xlnet_tf.serving.onnx_litert import run_onnx
+from xlnet_tf.serving.onnx_runtime import missing_package, run_onnx
 from xlnet_tf.utils import files
-from xlnet_tf.utils.errors import UserInputError, require
+from xlnet_tf.utils.errors import require
 
 INT8_FILE_NAME = "model.int8.onnx"
 # Max relative error of the int8 file's floating outputs against the float file's: a file
@@ -63,9 +65,13 @@ def _onnxruntime():
     import onnxruntime
     from onnxruntime import quantization
   except ImportError as error:
-    raise UserInputError(f"onnx / onnxruntime is not installed ({error}); install the export "
-                         "extra: pip install 'xlnet_tf[export]'") from None
+    raise missing_package("onnx / onnxruntime", error) from None
   return onnx, onnxruntime, quantization
+
+
+class Int8CheckError(RuntimeError):
+  """The int8 file's outputs are beyond the tolerance of the float file's (`check_int8`): the
+  weights do not survive int8 (or the file is broken); the float file is what to serve."""
 
 
 def relative_error(expected: np.ndarray, actual: np.ndarray) -> float:
@@ -95,11 +101,11 @@ def max_relative_error(expected: Dict[str, np.ndarray], actual: Dict[str, np.nda
 def check_int8(float_path: str, int8_path: str, inputs: Dict[str, np.ndarray],
                tolerance: float = TOLERANCE) -> float:
   """The max relative error of the int8 file's floating outputs against the float file's on
-  `inputs` (ONNX Runtime, CPU); RuntimeError beyond `tolerance` (NaN included)."""
+  `inputs` (ONNX Runtime, CPU); Int8CheckError beyond `tolerance` (NaN included)."""
   error = max_relative_error(run_onnx(float_path, inputs), run_onnx(int8_path, inputs))
   if not error <= tolerance:
-    raise RuntimeError(f"int8 ONNX check failed: outputs differ from the float file's by "
-                       f"{error:.3g} relative (> {tolerance})")
+    raise Int8CheckError(f"int8 ONNX check failed: outputs differ from the float file's by "
+                         f"{error:.3g} relative (> {tolerance})")
   return error
 
 
@@ -177,7 +183,7 @@ def quantize_onnx_int8(float_path: str, int8_path: str,
   """Writes `float_path` (an ONNX file of `write_onnx`) with int8 weights to `int8_path`, as the
   module docstring describes. With `check_inputs` (input name -> array, e.g.
   onnx_litert.verification_inputs) the new file's outputs are first compared with the float
-  file's (`check_int8`): beyond `tolerance` nothing is written (RuntimeError). The file is
+  file's (`check_int8`): beyond `tolerance` nothing is written (Int8CheckError). The file is
   built beside `int8_path` and renamed into place, replacing what was there.
 
   Returns (int8_path, the max relative error, or None without check_inputs)."""
