@@ -5,7 +5,7 @@ import re
 import subprocess
 import sys
 
-from forked_tools import run_forked
+from forked_tools import run_forked, start_forked
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 # absl's log line format: C++ lines name a .cc/.h file, Python lines a .py file.
@@ -29,6 +29,15 @@ def run_tool(script, *arguments, timeout=600, extra_environment=None, fresh_proc
     return run_forked(argv, env=environment, timeout=timeout)
   return subprocess.run([sys.executable, *argv], capture_output=True, text=True,
                         timeout=timeout, env=environment)
+
+
+def start_tool(script, *arguments, extra_environment=None):
+  """run_tool's run started and left running (a forked_tools.ForkedProcess, as
+  subprocess.Popen's): the test reads its output as it comes and may send it signals."""
+  environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  environment.update(extra_environment or {})
+  script = script if os.path.isabs(script) else os.path.join(ROOT, script)
+  return start_forked([script, *map(str, arguments)], env=environment)
 
 
 def tensorflow_log_lines(stderr):

@@ -9,6 +9,8 @@ the same initial weights) in this process. OPTIONS:
   --model=JSON      XLNetConfig values over the tiny config below (e.g. {"dropout": 0.1})
   --options=JSON    PretrainingOptions values over the ones below
   --kill_after=S    the process sends itself SIGKILL right after training step S
+(SIGTERM or SIGINT stops a run with its checkpoint, its line on stderr and exit status 143 or
+130, as run/pretrain.py; tests/interrupted_tool.py pauses it at a known step for that.)
   --weights         each directory's final weights go to DIR.npz (by variable path)
 """
 
@@ -43,6 +45,7 @@ def main():
   from xlnet_tf.pretraining.data.records import load_record_info
   from xlnet_tf.training import strategy as strategy_lib
   from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
+  from xlnet_tf.utils.errors import StoppedBySignal
   if int(cpu_replicas):
     strategy_lib.split_cpu(int(cpu_replicas))
   strategy = strategy_lib.create_strategy(strategy_name)
@@ -60,7 +63,11 @@ def main():
     run = PretrainingRun(strategy, XLNetConfig(**config), PretrainingOptions(**options))
     if "kill_after" in extra:
       run.steps.train_step = _killing_after(run.steps.train_step, int(extra["kill_after"]))
-    result = run.train()
+    try:
+      result = run.train()
+    except StoppedBySignal as stop:  # as the CLIs end (xlnet_tf/utils/cli.py)
+      print(stop, file=sys.stderr)
+      sys.exit(stop.exit_status)
     if "weights" in extra:
       np.savez(model_dir + ".npz", **{v.path: v.numpy() for v in run.model.weights})
     print("LOSSES " + json.dumps([record["loss"] for record in result["history"]]))

@@ -3,8 +3,6 @@
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -14,13 +12,11 @@ from xlnet_tf.pretraining.data.records import load_record_info
 
 @pytest.mark.slow
 def test_cli_main_job_builds_data_trains_evaluates_and_resumes(tmp_path):
-  script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "pretrain.py")
-  common = [sys.executable, script, f"--output_dir={tmp_path}",
+  common = [f"--output_dir={tmp_path}",
             "--save_steps=10", "--log_steps=10", "--eval_batches=3", "--warmup_steps=5",
             "--model_size=tiny", "--vocab_size=500", "--seq_len=32", "--reuse_len=16",
             "--num_predict=5", "--bsz_per_host=4"]
-  first = subprocess.run(common + ["--train_steps=20"], capture_output=True, text=True,
-                         timeout=600)
+  first = run_tool("run/pretrain.py", *common, "--train_steps=20")
   assert first.returncode == 0, first.stderr[-3000:]
   assert "[train] Read 4 files" in first.stdout and "[valid] Read 1 files" in first.stdout
   assert "Held-out permutation-LM loss:" in first.stdout
@@ -30,11 +26,10 @@ def test_cli_main_job_builds_data_trains_evaluates_and_resumes(tmp_path):
   summary = json.load(open(tmp_path / "model" / "run_summary.json"))
   assert summary["held_out_after"]["loss"] < summary["held_out_before"]["loss"]
   assert os.listdir(tmp_path / "model" / "train"), "TensorBoard events"
-  second = subprocess.run(common + ["--train_steps=30"], capture_output=True, text=True,
-                          timeout=600)
+  second = run_tool("run/pretrain.py", *common, "--train_steps=30")
   assert second.returncode == 0, second.stderr[-3000:]
   assert "Reusing the data" in second.stdout
-  assert "Resumed from" in second.stderr and "ckpt-20" in second.stderr
+  assert f"Resuming from step 20 of 30: {tmp_path}/model/ckpt-20\n" in second.stdout
   assert "Trained to step 30" in second.stdout
 
 

@@ -4,14 +4,13 @@ worker processes equal one device on the same global batch (dropout off)."""
 
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
 
 from distributed_finetuning_run import STEPS, tagging_features, tiny_tagger
+from forked_tools import start_forked
 from local_cluster import free_ports
 from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel
 from xlnet_tf.utils.errors import UserInputError
@@ -133,8 +132,7 @@ def test_mirrored_and_accumulation_equal_one_device(tmp_path):
   # (one device with micro-batches: test_accumulation_equals_the_whole_batch, in process)
   runs = ["one_device:1", "mirrored:1", "mirrored:2", "one_device:1:classifier",
           "mirrored:2:classifier"]
-  process = subprocess.Popen([sys.executable, RUNNER, "2", str(tmp_path), ",".join(runs)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  process = start_forked([RUNNER, "2", str(tmp_path), ",".join(runs)])
   results, = _results([process])
   for run in runs:
     reference = "one_device:1:classifier" if run.endswith("classifier") else "one_device:1"
@@ -149,18 +147,15 @@ def test_two_workers_equal_one_device(tmp_path):
   """Two worker processes on 127.0.0.1 (each half of every global batch), with and without
   micro-batches: the losses, dev scores (evaluated on every worker) and weights of one device;
   only the chief writes the best weights (both would otherwise hold the same run lock)."""
-  one, = _results([subprocess.Popen([sys.executable, RUNNER, "0", str(tmp_path),
-                                     "one_device:1,one_device:1:classifier"],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)])
+  one, = _results([start_forked([RUNNER, "0", str(tmp_path),
+                                 "one_device:1,one_device:1:classifier"])])
   runs = "multi_worker_mirrored:1,multi_worker_mirrored:2:classifier"
   workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
   processes = []
   for index in range(2):
     env = dict(os.environ, TF_CONFIG=json.dumps(
         {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
-    processes.append(subprocess.Popen([sys.executable, RUNNER, "0", str(tmp_path), runs],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
+    processes.append(start_forked([RUNNER, "0", str(tmp_path), runs], env=env))
   for worker, results in enumerate(_results(processes)):
     for run in runs.split(","):
       reference = "one_device:1:classifier" if run.endswith("classifier") else "one_device:1"

@@ -3,10 +3,7 @@
 import csv
 import io
 import json
-import os
 import re
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -16,6 +13,7 @@ from xlnet_tf.text.tokenizer import XLNetTokenizer
 from xlnet_tf.tasks import classification as finetuning
 from xlnet_tf.tasks.finetuning import FinetuningOptions, feature_dataset, finetune
 
+from cli_output import run_tool
 from event_files import scalar_series
 
 WORDS = ["class", "function", "module", "value", "object", "return", "method", "string",
@@ -66,14 +64,13 @@ def test_cli_trains_evaluates_and_predicts(small_data, tmp_path):
                                                          ("list type", "name method")) * 3))
   XLNetConfig.preset("tiny", n_token=XLNetTokenizer(small_data["sp_path"]).vocab_size
                      ).to_json_file(str(tmp_path / "xlnet_config.json"))
-  script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "classifier.py")
-  common = [sys.executable, script, "--task_name=generic", f"--test_file={tmp_path}/test.jsonl",
+  common = ["--task_name=generic", f"--test_file={tmp_path}/test.jsonl",
             f"--sp_path={small_data['sp_path']}", f"--model_config={tmp_path}/xlnet_config.json",
             "--max_seq_length=16", "--train_batch_size=8", f"--output_dir={tmp_path}/out"]
-  result = subprocess.run(
-      common + [f"--train_file={tmp_path}/train.csv", f"--dev_file={tmp_path}/dev.csv",
-                "--train_steps=6", "--eval_every=3", "--do_train", "--do_eval", "--do_predict"],
-      capture_output=True, text=True, timeout=600)
+  result = run_tool(
+      "run/classifier.py", *common, f"--train_file={tmp_path}/train.csv",
+      f"--dev_file={tmp_path}/dev.csv", "--train_steps=6", "--eval_every=3", "--do_train",
+      "--do_eval", "--do_predict")
   assert result.returncode == 0, result.stderr[-3000:]
   assert "Best dev accuracy" in result.stdout
   assert (f"generic: 2 labels from the training file {tmp_path}/train.csv: other_words, "
@@ -94,17 +91,14 @@ def test_cli_trains_evaluates_and_predicts(small_data, tmp_path):
   scalars = scalar_series(str(tmp_path / "out" / "train"))  # TensorBoard: docs/finetuning.md
   assert [step for step, _ in scalars["loss"]] == list(range(1, 7))
   assert [step for step, _ in scalars["dev/accuracy"]] == [3, 6]
-  predict_only = subprocess.run(common + ["--do_predict"], capture_output=True, text=True,
-                                timeout=600)
+  predict_only = run_tool("run/classifier.py", *common, "--do_predict")
   assert predict_only.returncode == 0, predict_only.stderr[-3000:]
   assert f"labels from {tmp_path}/out/best/labels.json" in predict_only.stdout
   assert predictions_path.read_text().splitlines() == lines
   # The export takes the class count from labels.json and ships the names with the model.
-  exported = subprocess.run(
-      [sys.executable, os.path.join(os.path.dirname(script), "export.py"),
-       f"--model_dir={tmp_path}/out/best", f"--sp_path={small_data['sp_path']}",
-       "--text_pairs", f"--export_base={tmp_path}/serving", "--max_seq_length=16"],
-      capture_output=True, text=True, timeout=600)
+  exported = run_tool(
+      "run/export.py", f"--model_dir={tmp_path}/out/best", f"--sp_path={small_data['sp_path']}",
+      "--text_pairs", f"--export_base={tmp_path}/serving", "--max_seq_length=16")
   assert exported.returncode == 0, exported.stderr[-3000:]
   assert json.load(open(tmp_path / "serving" / "xlnet" / "1" / "assets" / "labels.json")) == [
       "other_words", "same_words"]

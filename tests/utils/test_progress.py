@@ -98,6 +98,28 @@ def test_lines_off_a_terminal_have_no_control_characters_and_are_rate_limited():
   assert "evaluating" not in text
 
 
+def test_a_resumed_run_counts_its_pace_from_its_own_first_step():
+  """Resumed after step 6 of 10: step 7 traces and compiles (its line says so, and it is not
+  in the pace); the end line names the steps this process ran."""
+  clock, log = FakeClock(), io.StringIO()
+  display = ProgressDisplay("lines", 10, None, stream=log, clock=clock, line_seconds=0.0)
+  display.begin(6)
+  for done, seconds in ((7, 30.0), (8, 2.0), (9, 2.0), (10, 2.0)):
+    clock.now += seconds
+    display.step(done, 0.5)
+  display.end()
+  lines = log.getvalue().splitlines()
+  assert lines[1:] == ["step 7/10: loss 0.5000 (with tracing and compilation)",
+                       "step 8/10: loss 0.5000  2.00 s/step  ETA 4s",
+                       "step 9/10: loss 0.5000  2.00 s/step  ETA 2s",
+                       "step 10/10: loss 0.5000  2.00 s/step",
+                       "fine-tuned steps 7-10 of 10 in 36s"]
+  display = ProgressDisplay("lines", 10, None, stream=log, clock=clock)
+  display.begin(10)
+  display.end()
+  assert log.getvalue().splitlines()[-1] == "fine-tuned: no step left after step 10 of 10"
+
+
 def test_forced_bar_off_a_terminal_and_none():
   clock, log = FakeClock(), io.StringIO()
   simulate(ProgressDisplay("bar", 10, 4, stream=log, clock=clock), clock)

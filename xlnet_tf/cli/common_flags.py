@@ -10,6 +10,7 @@ from xlnet_tf.cli.pretrained_flags import PretrainedModel, pretrained_model
 from xlnet_tf.modeling.backbone import XLNetModel
 from xlnet_tf.modeling.freezing import check_frozen_layers
 from xlnet_tf.tasks import finetuning
+from xlnet_tf.tasks.finetuning_checkpoints import CHECKPOINTS_DIR
 from xlnet_tf.utils.progress import PROGRESS_MODES
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.training.distributed_steps import check_accumulation
@@ -75,7 +76,11 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, train_steps
   flags.DEFINE_bool("do_eval", False, "Evaluate on dev.")
   flags.DEFINE_bool("do_predict", False, "Write test predictions.")
   flags.DEFINE_string("output_dir", None, "Best weights (best/), metrics, predictions, "
-                      "TensorBoard scalars of training (train/).")
+                      "TensorBoard scalars of training (train/), what resumes training "
+                      "(checkpoints/: the same command again resumes a killed or stopped run).")
+  flags.DEFINE_integer("save_steps", 500, "Save what resumes training (--output_dir/"
+                       "checkpoints) every this many steps; SIGTERM or SIGINT also saves the "
+                       "step reached, then stops (exit status 143 or 130).")
   define_runtime_flags()
   flags.DEFINE_enum("progress", "auto", list(PROGRESS_MODES),
                     "Training progress on stdout: a bar redrawn in place (steps, loss, ETA), "
@@ -143,7 +148,8 @@ _OPTIMIZER_FLAGS = ("learning_rate", "warmup_steps", "weight_decay", "lr_layer_d
 
 def finetuning_options(runtime: RuntimeOptions) -> finetuning.FinetuningOptions:
   """The optimisation flags (checked by FinetuningOptions) and `runtime`; XLA as --jit_compile
-  says where a CLI has that flag; TensorBoard scalars in --output_dir/train."""
+  says where a CLI has that flag; TensorBoard scalars in --output_dir/train, checkpoints in
+  --output_dir/checkpoints every --save_steps."""
   values = flags.FLAGS
   optimizer = {name: values[name].value for name in _OPTIMIZER_FLAGS if name in values}
   return finetuning.FinetuningOptions(
@@ -151,7 +157,9 @@ def finetuning_options(runtime: RuntimeOptions) -> finetuning.FinetuningOptions:
       eval_every=values.eval_every, runtime=runtime,
       jit_compile=getattr(values, "jit_compile", "auto"), progress=values.progress,
       summary_dir=values.output_dir and os.path.join(values.output_dir, SUMMARY_DIR),
-      gradient_accumulation_steps=values.gradient_accumulation_steps, **optimizer)
+      gradient_accumulation_steps=values.gradient_accumulation_steps,
+      checkpoint_dir=values.output_dir and os.path.join(values.output_dir, CHECKPOINTS_DIR),
+      save_steps=values.save_steps, **optimizer)
 
 
 def best_dir() -> str:

@@ -10,7 +10,7 @@ builds the run and trains it; its parts, one module each:
                     gradient accumulation (float16: loss scaling, see training.loss_scale)
   run_checkpoints   model, optimizer (its step is the data position) and, per worker, the
                     memory; a run restarted with the same model_dir resumes from the latest
-                    complete checkpoint
+                    checkpoint that reads whole (training.resume)
   step_log          progress lines (printed as fine-tuning's), TensorBoard scalars
                     (training.summaries) and the records of the steps (the dynamic loss
                     scale's skipped steps included) and held-out evaluations
@@ -22,14 +22,15 @@ builds the run and trains it; its parts, one module each:
 Memory stays with its replica (each replica always reads the same rows of the stream).
 Dropout draws its masks from a seed fixed by (options.runtime.seed, step, replica)
 (ops.random.step_seed), so a run killed at any point and resumed ends with the weights of an
-uninterrupted run. The chief holds model_dir's run lock (training.run_lock) while it trains;
-the caller then writes the backbone and the LM for what follows with `export()`.
+uninterrupted run. SIGTERM or SIGINT while it trains (training.preemption) saves the step it
+reached and raises errors.StoppedBySignal. The chief holds model_dir's run lock
+(training.run_lock) while it trains; the caller then writes the backbone and the LM for what
+follows with `export()`.
 """
 
 import dataclasses
 import math
 import os
-import tempfile
 import time
 from typing import Dict, Optional, Union
 
@@ -47,6 +48,7 @@ from xlnet_tf.utils.json_files import write_json
 from xlnet_tf.utils.progress import print_line
 from xlnet_tf.modeling.backbone import XLNetModel
 from xlnet_tf.training import loss_scale as loss_scale_lib
+from xlnet_tf.training import preemption
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.training.distributed_steps import check_accumulation, step_optimizer
@@ -179,9 +181,12 @@ class PretrainingRun:
                              f"training data's {self.objective!r}")
     self.chief = strategy_lib.is_chief(strategy)
     self.worker = strategy_lib.worker_index(strategy)
-    self.checkpoint_dir = options.model_dir if self.chief else tempfile.mkdtemp()
+    # Every worker reads the checkpoints in model_dir; only the chief writes them there
+    # (run_checkpoints, training.resume).
+    self.checkpoint_dir = options.model_dir
     self._check_checkpoint_model()  # before anything is built or made
-    files.makedirs(self.checkpoint_dir)
+    if self.chief:
+      files.makedirs(self.checkpoint_dir)
     with strategy.scope():
       self.model = XLNetPretrainer(XLNetModel(config, recompute_blocks=options.recompute_blocks),
                                    objective=self.objective, next_sentence=options.next_sentence)
@@ -195,7 +200,7 @@ class PretrainingRun:
         tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, **state),
         self.checkpoint_dir, options.keep_checkpoints, self.worker, self._checkpoint_model(),
         strategy, config.n_layer if config.mem_len else 0, self.per_replica_batch,
-        self.local_replicas, self.model.compute_dtype)
+        self.local_replicas, self.model.compute_dtype, chief=self.chief)
     self.steps = PretrainingSteps(strategy, self.model, self.optimizer, self.loss_scale, options)
     self.evaluation_seconds = None  # what an evaluation costs once compiled (see evaluate)
 
@@ -282,7 +287,7 @@ class PretrainingRun:
     options = self.options
     budget_start = time.perf_counter()
     step, mems = self.checkpoints.restore(self._zero_mems, options.init_checkpoint,
-                                          options.init_checkpoint_format)
+                                          options.init_checkpoint_format, options.train_steps)
     budget = (None if options.max_seconds is None else
               StepBudget(options.max_seconds, step, started=budget_start,
                          most_steps=options.train_steps))
@@ -297,18 +302,27 @@ class PretrainingRun:
                                                              step + stop_after)
     if until is not None:
       end = min(end, until)
-    while step < end:
-      loss, norm, mems = self.steps.train_step(iterator, mems)
-      step += 1
-      if self.loss_scale is None:  # a dynamic loss scale skips the non-finite steps itself
-        divergence.add_loss(step, loss)
-      fitted = budget.after_step(step, loss) if budget else None
-      if fitted:
-        options.train_steps = fitted
-        self.optimizer.schedule.set_total_steps(fitted)
-        end = fitted if stop_after is None else min(fitted, end)
-      if self._after_step(step, end, loss, norm, mems, log, divergence):
-        saved_at = step
+    with preemption.watch():
+      while step < end:
+        loss, norm, mems = self.steps.train_step(iterator, mems)
+        step += 1
+        if self.loss_scale is None:  # a dynamic loss scale skips the non-finite steps itself
+          divergence.add_loss(step, loss)
+        fitted = budget.after_step(step, loss) if budget else None
+        if fitted:
+          options.train_steps = fitted
+          self.optimizer.schedule.set_total_steps(fitted)
+          end = fitted if stop_after is None else min(fitted, end)
+        if self._after_step(step, end, loss, norm, mems, log, divergence):
+          saved_at = step
+        signal_number = preemption.requested(self.strategy)
+        if signal_number:
+          writer.flush()
+          if saved_at != step:  # what _after_step checks before it saves
+            divergence.check_losses()
+            divergence.check_weights(step)
+            self.checkpoints.save(step, mems)
+          raise preemption.stopped(signal_number, step, self.checkpoints.files.prefix(step))
     writer.flush()
     divergence.check_losses()
     if self.chief:
@@ -316,7 +330,7 @@ class PretrainingRun:
       if options.summaries:
         summaries.write_example_images(writer, self.model, options.train_data, step)
     return {"step": step, "history": log.history, "held_out": log.held_out,
-            "last_checkpoint": self.checkpoints.manager.latest_checkpoint, "saved_at": saved_at,
+            "last_checkpoint": self.checkpoints.latest(), "saved_at": saved_at,
             "skipped_steps": (int(self.loss_scale.skipped_steps.numpy())
                               if self.loss_scale is not None else None)}
 

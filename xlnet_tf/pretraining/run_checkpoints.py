@@ -2,10 +2,11 @@
 
 In the run's directory:
   ckpt-STEP.*                model, optimizer (its step is the data position) and the dynamic
-                             loss scale, through a tf.train.CheckpointManager;
+                             loss scale, whole or invisible (training.resume: a damaged newest
+                             one is passed over for the one before, a failed save stops the run);
   mems-STEP-workerW.npz      worker W's memory after STEP (its replicas' rows, concatenated),
                              complete before the checkpoint that refers to it is written, and
-                             removed with it;
+                             removed with it (every worker writes its own here);
   checkpoint_model.json      the model they are of, so a resume with another model is refused
                              by name rather than by the shapes of the first variable that
                              differs.
@@ -13,7 +14,6 @@ The directory may be remote (gs://...: utils.files); every file goes through tf.
 """
 
 import io
-import json
 import os
 import re
 from typing import Callable, Dict, Optional, Tuple
@@ -24,36 +24,24 @@ import tensorflow as tf
 
 from xlnet_tf import checkpoints
 from xlnet_tf.checkpoints.naming import backbone_of
+from xlnet_tf.training import resume
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
-from xlnet_tf.utils.json_files import read_json, write_json
 
-CHECKPOINT_MODEL_FILE = "checkpoint_model.json"
+CHECKPOINT_MODEL_FILE = resume.RECORD_FILE
 
 
 def check_checkpoint_model(directory: str, model_record: Dict[str, object]) -> None:
   """Refuses to resume a model that differs from the checkpoints' in `directory` (one line
   naming both); `model_record` holds "config" (a dict) and the head's other arguments."""
-  path = os.path.join(directory, CHECKPOINT_MODEL_FILE)
-  if not files.exists(path):
-    return
-  saved, current = read_json(path), json.loads(json.dumps(model_record))
-  saved_config, current_config = saved.get("config", {}), current["config"]
-  differences = [f"{key} {saved_config.get(key)!r} (checkpoints) vs "
-                 f"{current_config.get(key)!r} (this run)"
-                 for key in sorted(set(saved_config) | set(current_config))
-                 if saved_config.get(key) != current_config.get(key)]
-  differences += [f"{key} {saved.get(key)!r} (checkpoints) vs {current[key]!r} (this run)"
-                  for key in current if key != "config" and saved.get(key) != current[key]]
-  if differences:
-    raise UserInputError(f"{directory}: its checkpoints are of another model: "
-                         f"{'; '.join(differences)}; resume with the same model config or "
-                         "train into another model directory")
+  resume.check_record(directory, model_record, "model", "resume with the same model config or "
+                      "train into another model directory")
 
 
 class RunCheckpoints:
   """Saves and restores `checkpoint` (holding "model" and "optimizer") with each worker's
-  memory.
+  memory, in `directory` (training.resume.RunCheckpoints: only the chief writes checkpoints
+  there; every worker writes its memory file there and reads from there).
 
   The memory is per replica under `strategy`: `memory_layers` tensors of [per_replica_batch,
   M, d_model] (0 layers: a model without memory) in `memory_dtype`; each worker saves the rows
@@ -62,70 +50,92 @@ class RunCheckpoints:
 
   def __init__(self, checkpoint: tf.train.Checkpoint, directory: str, keep: int, worker: int,
                model_record: Dict[str, object], strategy: tf.distribute.Strategy,
-               memory_layers: int, per_replica_batch: int, local_replicas: int, memory_dtype):
+               memory_layers: int, per_replica_batch: int, local_replicas: int, memory_dtype,
+               chief: bool = True):
     self.checkpoint, self.directory, self.worker = checkpoint, directory, worker
     self.model_record = model_record
-    self.manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=keep)
+    self.files = resume.RunCheckpoints(checkpoint, directory, keep, chief)
+    self.manager = self.files.manager
     self.strategy, self.memory_layers, self.memory_dtype = strategy, memory_layers, memory_dtype
     self.per_replica_batch, self.local_replicas = per_replica_batch, local_replicas
 
   def kept(self) -> str:
     """What a stopped run leaves to resume from, in words."""
-    latest = self.manager.latest_checkpoint
-    return f"latest checkpoint: {latest}" if latest else f"no checkpoint in {self.directory}"
+    return self.files.kept()
+
+  def latest(self) -> Optional[str]:
+    return self.files.latest()
 
   def _mems_path(self, step: int) -> str:
     return os.path.join(self.directory, f"mems-{step}-worker{self.worker}.npz")
 
-  def save(self, step: int, mems) -> None:
-    if self.memory_layers:
-      per_replica = [self.strategy.experimental_local_results(layer) for layer in mems]
-      arrays = {f"layer_{i}": np.concatenate([np.asarray(t, np.float32) for t in replicas])
-                for i, replicas in enumerate(per_replica)}
-      temporary = self._mems_path(step) + ".tmp.npz"
-      archive = io.BytesIO()
-      np.savez(archive, **arrays)
-      files.write_bytes(temporary, archive.getvalue())
-      files.move(temporary, self._mems_path(step))  # complete before the checkpoint exists
-    model_file = os.path.join(self.directory, CHECKPOINT_MODEL_FILE)
-    files.move(write_json(model_file + ".tmp", self.model_record), model_file)
-    self.manager.save(checkpoint_number=step)
-    kept = {int(re.search(r"-(\d+)$", path).group(1)) for path in self.manager.checkpoints}
+  def save(self, step: int, mems) -> str:
+    """Writes the checkpoint of `step` with the memory `mems`; returns its path."""
+    def write_beside():
+      if self.memory_layers:
+        per_replica = [self.strategy.experimental_local_results(layer) for layer in mems]
+        arrays = {f"layer_{i}": np.concatenate([np.asarray(t, np.float32) for t in replicas])
+                  for i, replicas in enumerate(per_replica)}
+        temporary = self._mems_path(step) + ".tmp.npz"
+        archive = io.BytesIO()
+        np.savez(archive, **arrays)
+        files.makedirs(self.directory)
+        files.write_bytes(temporary, archive.getvalue())
+        files.move(temporary, self._mems_path(step))  # complete before the checkpoint exists
+      if self.files.chief:
+        resume.write_record(self.directory, self.model_record)
+    saved = self.files.save(step, write_beside)
+    # (another worker's checkpoints are the chief's: those the run's directory lists)
+    kept = {resume.checkpoint_step(prefix)
+            for prefix in [*self.manager.checkpoints, *self.files.listed()]}
     for path in files.glob(os.path.join(self.directory, f"mems-*-worker{self.worker}.npz")):
       if int(re.search(r"mems-(\d+)-", os.path.basename(path)).group(1)) not in kept:
         files.remove(path)
+    return saved
 
   def restore(self, zero_mems: Callable[[], object], init_checkpoint: Optional[str] = None,
-              init_checkpoint_format: str = "own") -> Tuple[int, object]:
-    """(step, memory) from the latest complete checkpoint (`zero_mems()` when its memory is
-    missing); without one (0, `zero_mems()`), the model first loaded from `init_checkpoint`
-    if given (a backbone in the own format, or a whole model of checkpoints.LOADERS)."""
-    latest = self.manager.latest_checkpoint
-    if latest is None:
+              init_checkpoint_format: str = "own", total_steps: Optional[int] = None
+              ) -> Tuple[int, object]:
+    """(step, memory) from the newest checkpoint that reads whole (`zero_mems()` when its
+    memory is missing); without one (0, `zero_mems()`), the model first loaded from
+    `init_checkpoint` if given (a backbone in the own format, or a whole model of
+    checkpoints.LOADERS)."""
+    restored = {}
+
+    def restore_one(prefix):
+      try:
+        self.checkpoint.restore(prefix).assert_existing_objects_matched()
+      except (AssertionError, ValueError, IndexError, tf.errors.OpError) as error:
+        # Checkpoints from before CHECKPOINT_MODEL_FILE: the first variable that differs
+        # (unless the file is damaged: training.resume then tries the one before).
+        raise UserInputError(f"{prefix}: cannot resume from this checkpoint: "
+                             f"{str(error).strip().splitlines()[0]}") from None
+      step = int(self.checkpoint.optimizer.iterations.numpy())
+      restored["step"], restored["mems"] = step, self._read_mems(step, zero_mems)
+
+    if self.files.restore(restore_one, total_steps) is None:
       self._initialize_from(init_checkpoint, init_checkpoint_format)
       return 0, zero_mems()
-    try:
-      self.checkpoint.restore(latest).assert_existing_objects_matched()
-    except (AssertionError, ValueError, tf.errors.OpError) as error:
-      # Checkpoints from before CHECKPOINT_MODEL_FILE: the first variable that differs.
-      raise UserInputError(f"{latest}: cannot resume from this checkpoint: "
-                           f"{str(error).strip().splitlines()[0]}") from None
-    step = int(self.checkpoint.optimizer.iterations.numpy())
-    logging.info("Resumed from %s at step %d", latest, step)
+    return restored["step"], restored["mems"]
+
+  def _read_mems(self, step: int, zero_mems: Callable[[], object]):
     if not self.memory_layers:
-      return step, ()
+      return ()
     path = self._mems_path(step)
     if not files.exists(path):
       logging.warning("No memory saved at %s; resuming with zero memory", path)
-      return step, zero_mems()
-    with np.load(io.BytesIO(files.read_bytes(path))) as saved:
-      layers = [saved[f"layer_{i}"] for i in range(self.memory_layers)]
+      return zero_mems()
+    try:
+      with np.load(io.BytesIO(files.read_bytes(path))) as saved:
+        layers = [saved[f"layer_{i}"] for i in range(self.memory_layers)]
+    except Exception as error:  # zipfile's, NumPy's: a file cut short or corrupt
+      raise resume.DamagedCheckpoint(f"{path}: {error}") from None
 
     def replica_mems(context):
       start = context.replica_id_in_sync_group % self.local_replicas * self.per_replica_batch
       return tuple(tf.constant(layer[start:start + self.per_replica_batch], self.memory_dtype)
                    for layer in layers)
-    return step, self.strategy.experimental_distribute_values_from_function(replica_mems)
+    return self.strategy.experimental_distribute_values_from_function(replica_mems)
 
   def _initialize_from(self, path: Optional[str], file_format: str) -> None:
     if not path:

@@ -9,6 +9,11 @@ head's own, `loss_sums`) and an `evaluate()` returning its dev scores; the task 
 (classification, squad, race, tagging) and the CLIs in run/ are thin over this.
 Any strategy: one device, mirrored replicas, multi-worker, TPU (Keras 3's Model.fit does not
 run under MultiWorkerMirroredStrategy; user code may still fit the heads).
+
+With a checkpoint directory (the CLIs: --output_dir/checkpoints) the run saves every save_steps
+and on SIGTERM or SIGINT (training.preemption) what resumes it (tasks.finetuning_checkpoints);
+the same call again resumes there and ends as an uninterrupted run would: the same weights,
+best/ and dev history.
 """
 
 import contextlib
@@ -24,10 +29,14 @@ import tensorflow as tf
 from xlnet_tf import checkpoints
 from xlnet_tf.checkpoints import pretrained
 from xlnet_tf.utils import files
-from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.utils.errors import StoppedBySignal, UserInputError
 from xlnet_tf.modeling.backbone import backbone_inputs
-from xlnet_tf.utils.progress import ProgressDisplay, check_progress_mode, numeric_scores
+from xlnet_tf.utils.progress import (ProgressDisplay, check_progress_mode, numeric_scores,
+                                     print_line)
+from xlnet_tf.tasks.finetuning_checkpoints import (FINISHED_FILE, FinetuningCheckpoints,
+                                                   run_record)
 from xlnet_tf.tasks.finetuning_steps import distributed_batches, finetuning_steps
+from xlnet_tf.training import preemption
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.training import summaries
@@ -62,6 +71,11 @@ class FinetuningOptions:
   summary_dir: Optional[str] = None
   # Micro-batches per step (gradients added up, one update equal to the whole batch's).
   gradient_accumulation_steps: int = 1
+  # What resumes the run (tasks.finetuning_checkpoints; the CLIs: --output_dir/checkpoints),
+  # saved every save_steps and when SIGTERM or SIGINT stops it. None: no checkpoints (and the
+  # signals act as they do outside a run).
+  checkpoint_dir: Optional[str] = None
+  save_steps: int = 500
 
   def __post_init__(self):
     check_progress_mode(self.progress)
@@ -70,7 +84,8 @@ class FinetuningOptions:
     for flag, value, smallest in (("train_steps", self.train_steps, 1),
                                   ("train_batch_size", self.batch_size, 1),
                                   ("warmup_steps", self.optimizer.warmup_steps, 0),
-                                  ("eval_every", self.eval_every or 1, 1)):
+                                  ("eval_every", self.eval_every or 1, 1),
+                                  ("save_steps", self.save_steps, 1)):
       if value < smallest:
         raise UserInputError(f"--{flag}={value}: must be at least {smallest}")
     learning_rate = self.optimizer.learning_rate
@@ -126,33 +141,63 @@ class _Finetuning:
   the display's pace, each evaluation's scores as dev/NAME)."""
 
   def __init__(self, model, steps, evaluate, metric, directory, every, display, writer,
-               batch_size: int):
+               batch_size: int, checkpoints: Optional[FinetuningCheckpoints] = None,
+               save_steps: int = 0, made_best_dir: bool = False):
     self.model, self.steps, self.evaluate, self.metric = model, steps, evaluate, metric
     self.directory, self.every, self.display = directory, every, display
     self.writer, self.batch_size = writer, batch_size
+    self.checkpoints, self.save_steps, self.made_best_dir = checkpoints, save_steps, made_best_dir
     self.best, self.history = None, []
+    self.period_losses = []  # the training losses of the evaluation period under way
 
-  def train(self, batches, train_steps: int) -> None:
-    self.display.begin()
-    period_losses = []
+  def resume_from(self, state: Dict) -> int:
+    """Takes the loop's state from a checkpoint (FinetuningCheckpoints); returns its step."""
+    self.history, self.best = state["history"], state["best"]
+    self.period_losses = state["period_losses"]
+    self.made_best_dir = state["made_best_dir"]
+    return state["step"]
+
+  def train(self, batches, train_steps: int, start: int = 0) -> None:
+    """Steps start+1 ... train_steps (`batches`: the training batches from step start+1 on)."""
+    self.display.begin(start)
     try:
-      for step in range(1, train_steps + 1):
+      for step in range(start + 1, train_steps + 1):
         loss, grad_norm, _ = self.steps.train_step(batches)
         loss = float(loss)
         if not math.isfinite(loss):
           raise NonFiniteTrainingError(f"fine-tuning stopped at step {step}: the training loss "
                                        f"is {loss}; no weights of this run are kept (a lower "
                                        "--learning_rate may help)")
-        period_losses.append(loss)
+        self.period_losses.append(loss)
         # The period's mean so far, as Model.fit showed it.
-        self.display.step(step, float(np.mean(period_losses)))
+        self.display.step(step, float(np.mean(self.period_losses)))
         self._write_step(step, loss, float(grad_norm))
         if step % self.every == 0 or step == train_steps:
-          self._end_of_period(step, float(np.mean(period_losses)))
-          period_losses = []
+          self._end_of_period(step, float(np.mean(self.period_losses)))
+          self.period_losses = []
+        self._save_or_stop(step, train_steps)
     finally:  # however the run ends, the terminal is given back
       self.display.close()
     self.display.end()
+
+  def _save_or_stop(self, step: int, train_steps: int) -> None:
+    """Saves the checkpoint every save_steps (not after the last step: the run then
+    finishes); on SIGTERM or SIGINT saves this step's and stops (training.preemption)."""
+    if self.checkpoints is None:
+      return
+    saved = None
+    if step % self.save_steps == 0 and step < train_steps:
+      saved = self._save_checkpoint(step)
+    signal_number = preemption.requested(self.steps.strategy)
+    if signal_number:
+      self.writer.flush()
+      raise preemption.stopped(signal_number, step, saved or self._save_checkpoint(step))
+
+  def _save_checkpoint(self, step: int) -> str:
+    self._check_weights(step)
+    return self.checkpoints.save(step, {
+        "history": self.history, "best": self.best, "period_losses": self.period_losses,
+        "made_best_dir": self.made_best_dir})
 
   def _write_step(self, step: int, loss: float, grad_norm: float) -> None:
     values = {"loss": loss, "grad_norm": grad_norm,
@@ -184,12 +229,15 @@ class _Finetuning:
   def _save(self, step: int) -> None:
     if not self.directory:
       return
+    self._check_weights(step)
+    checkpoints.save_pretrained(self.model, self.directory)
+
+  def _check_weights(self, step: int) -> None:
     # A finite loss can still leave non-finite weights behind (the last update of the period).
     if not all(np.isfinite(weight).all() for weight in self.model.get_weights()):
       raise NonFiniteTrainingError(f"fine-tuning stopped at step {step}: the weights are no "
                                    "longer finite; no weights of this run are kept (a lower "
                                    "--learning_rate may help)")
-    checkpoints.save_pretrained(self.model, self.directory)
 
 
 def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, *,
@@ -202,14 +250,22 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
   Every eval_every steps (and after the last step) `evaluate()` scores dev; the weights with
   the best `metric` are saved to `best_dir` and loaded back into `model` at the end (without
   `evaluate`, the last weights). A non-finite loss or weights end the run with
-  NonFiniteTrainingError naming the step; a run that fails removes the `best_dir` it created.
+  NonFiniteTrainingError naming the step; a run that fails removes the `best_dir` it created,
+  unless it can resume (it saved a checkpoint).
   `loss`: a Keras loss of (labels, outputs), or None when the head has its own (loss_sums).
   Steps run on training.distributed_steps (tasks.finetuning_steps): the same update on any
   strategy, options.gradient_accumulation_steps micro-batches a step. Only the chief of a
   multi-worker run writes `best_dir` and options.summary_dir (TensorBoard scalars) and shows
   progress, to `progress_stream` (default stdout) as options.progress says
-  (progress.ProgressDisplay). Returns {"history": [dev scores + step + loss], "best": scores,
-  "metric"}.
+  (progress.ProgressDisplay).
+
+  With options.checkpoint_dir the run saves a checkpoint every options.save_steps and, on
+  SIGTERM or SIGINT, of the step it reached, then raises errors.StoppedBySignal; called again
+  the same way it resumes from the newest checkpoint that reads whole (`train_dataset` must be
+  the same deterministic batches: they are skipped to the checkpoint's step) and ends as an
+  uninterrupted run; called again after it finished, it trains no more and returns the
+  finished run's result (tasks.finetuning_checkpoints).
+  Returns {"history": [dev scores + step + loss], "best": scores, "metric"}.
   """
   if evaluate is not None and not metric:
     raise ValueError("finetune: `metric` names the dev score to keep the best weights by")
@@ -222,25 +278,60 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
   steps = finetuning_steps(strategy, model, options, loss)
   display = ProgressDisplay(options.progress if chief else "none", options.train_steps,
                             every if evaluate is not None else None, progress_stream)
+  saved_run = (FinetuningCheckpoints(options.checkpoint_dir, model, steps,
+                                     run_record(model, options, metric), chief)
+               if options.checkpoint_dir else None)
   new_best_dir = bool(best_dir) and not files.exists(best_dir)
-  # One run at a time writes best_dir (training.run_lock).
-  with run_lock.hold(best_dir) if best_dir else contextlib.nullcontext():
-    writer = summaries.scalar_writer(options.summary_dir if chief else None, replace=True)
+  locked = best_dir or (options.checkpoint_dir if chief else None)
+  # One run at a time writes best_dir and the checkpoints (training.run_lock).
+  with run_lock.hold(locked) if locked else contextlib.nullcontext():
+    finished = saved_run.finished() if saved_run else None
+    if finished is not None:
+      restore_best(model, best_dir)
+      print_line(_finished_line(finished, options, saved_run.directory, best_dir))
+      return finished
+    state = saved_run.restore(options.train_steps) if saved_run else None
+    writer = summaries.scalar_writer(options.summary_dir if chief else None,
+                                     replace=state is None)
     driver = _Finetuning(model, steps, evaluate, metric, best_dir, every, display, writer,
-                         options.batch_size)
+                         options.batch_size, saved_run, options.save_steps,
+                         made_best_dir=new_best_dir)
+    start = driver.resume_from(state) if state else 0
+    batches = train_dataset.skip(start) if start else train_dataset
     try:
-      driver.train(distributed_batches(strategy, train_dataset, options.batch_size),
-                   options.train_steps)
-    except BaseException:
+      with preemption.watch() if saved_run else contextlib.nullcontext():
+        driver.train(distributed_batches(strategy, batches, options.batch_size),
+                     options.train_steps, start)
+    except StoppedBySignal:
+      raise  # the checkpoint it saved resumes the run, with best/ as it is
+    except BaseException as error:
       # No weights of a failed run are left behind (a directory that was there before is the
-      # user's); its curves stay: they show how it failed.
-      if new_best_dir and files.exists(best_dir):
+      # user's), unless its checkpoints resume it; its curves stay: they show how it failed.
+      resumable = (saved_run is not None and saved_run.saved_any()
+                   and not isinstance(error, NonFiniteTrainingError))
+      if saved_run is not None and not resumable:
+        saved_run.discard()
+      if driver.made_best_dir and not resumable and files.exists(best_dir):
         files.rmtree(best_dir)
       raise
     finally:
       writer.close()
     restore_best(model, best_dir)
-  return {"history": driver.history, "best": driver.best, "metric": metric}
+    result = {"history": driver.history, "best": driver.best, "metric": metric}
+    if saved_run is not None:
+      saved_run.finish(result)
+  return result
+
+
+def _finished_line(result: Dict, options: FinetuningOptions, directory: str,
+                   best_dir: Optional[str]) -> str:
+  """What a call of a run that finished says: that it trains no more, and what it left."""
+  best, metric = result.get("best"), result.get("metric")
+  left = (f"best dev {metric} {best[metric]:.4g} at step {best['step']}" if best and metric
+          else "the last weights")
+  where = f" in {best_dir}" if best_dir else ""
+  return (f"Fine-tuning finished earlier ({options.train_steps} steps, {directory}"
+          f"/{FINISHED_FILE}): not training again; {left}{where}")
 
 
 def load_pretrained_weights(backbone, path: str, checkpoint_format: str = "own"):

@@ -11,7 +11,9 @@ the command line:
 - TensorFlow's Python logs show errors only (its own logger, and what its modules log through
   absl), and Keras' and TensorFlow's Python warnings are ignored;
 - a user error (UserInputError, a missing file, absl's UsageError) ends the tool with one line,
-  `error: <message>`, and exit status 1; every other exception is a bug and keeps its traceback.
+  `error: <message>`, and exit status 1; every other exception is a bug and keeps its traceback;
+- a run stopped by SIGTERM or SIGINT after saving its checkpoint (errors.StoppedBySignal) ends
+  with its one line and exit status 128 + the signal's number (143, 130), --verbose or not.
 
 With --verbose nothing is silenced and every error shows its traceback. The tools' own progress
 (absl logging from xlnet_tf) is not affected.
@@ -31,7 +33,7 @@ from typing import Optional
 from absl import app
 from absl import flags
 
-from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.utils.errors import StoppedBySignal, UserInputError
 
 flags.DEFINE_bool("verbose", False, "Show TensorFlow's logs and warnings, and a traceback with "
                   "every error.")
@@ -144,6 +146,9 @@ def run(main, usage: Optional[str] = None) -> None:
   def main_reporting_user_errors(argv):
     try:
       return main(argv)
+    except StoppedBySignal as stop:  # not an error: what it saved resumes the run
+      print(stop, file=sys.stderr)
+      sys.exit(stop.exit_status)
     except USER_ERRORS as error:
       if flags.FLAGS.verbose:
         raise

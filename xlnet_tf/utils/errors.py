@@ -34,3 +34,17 @@ def require(ok: bool, argument: str, expected: str, got=_NOT_GIVEN) -> None:
 def is_int(value) -> bool:
   """An integer (Python's or NumPy's), not a bool: what the checks of integer settings accept."""
   return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+class StoppedBySignal(BaseException):
+  """A run stopped on SIGTERM or SIGINT after saving what resumes it (training.preemption).
+
+  Not an error, and so, like KeyboardInterrupt, not an Exception: `except Exception` does not
+  swallow it. The CLIs print its message (one line: the signal, the step, the checkpoint
+  written) and exit with `exit_status`, 128 + the signal's number as a shell reports a process
+  that signal ended: 143 for SIGTERM, 130 for SIGINT."""
+
+  def __init__(self, message: str, signal_number: int):
+    super().__init__(message)
+    self.signal_number = signal_number
+    self.exit_status = 128 + signal_number

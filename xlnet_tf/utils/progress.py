@@ -146,12 +146,15 @@ class ProgressDisplay:
     self.line_seconds, self.redraw_seconds = line_seconds, redraw_seconds
     self.start = self.first_step_done = self.last_output = self.evaluation_start = None
     self.done, self.loss = 0, None
+    self.first_step = 1  # the first step of this process (a resumed run starts later)
     self.evaluation_seconds = self.last_evaluation_seconds = 0.0
     self.bar = None  # the _Bar on screen in mode bar, from begin() to close()
 
   # ---- events --------------------------------------------------------------------------
 
-  def begin(self) -> None:
+  def begin(self, done: int = 0) -> None:
+    """Training begins (a resumed run: after `done` steps)."""
+    self.done, self.first_step = done, done + 1
     self.stream = self.stream or sys.stdout
     if self.mode == "auto":
       self.mode = "bar" if _is_terminal(self.stream) else "lines"
@@ -160,7 +163,7 @@ class ProgressDisplay:
     self._line(f"fine-tuning: {self.total_steps} steps{every}; the first step traces and "
                "compiles the model")
     if self.mode == "bar":
-      self.bar = _Bar(self.stream, self.total_steps)
+      self.bar = _Bar(self.stream, self.total_steps, done)
 
   def step(self, done: int, loss: Optional[float]) -> None:
     now = self.clock()
@@ -170,8 +173,9 @@ class ProgressDisplay:
     if self.bar is not None:
       if done >= self.total_steps or now - self.last_output >= self.redraw_seconds:
         self._draw_bar(now, self._status(now))
-    elif self.mode == "lines" and (done == 1 or now - self.last_output >= self.line_seconds):
-      first = " (with tracing and compilation)" if done == 1 else ""
+    elif self.mode == "lines" and (done == self.first_step
+                                   or now - self.last_output >= self.line_seconds):
+      first = " (with tracing and compilation)" if done == self.first_step else ""
       self._line(step_line(done, self.total_steps, self._status(now) + first))
 
   def evaluating(self) -> None:
@@ -196,7 +200,12 @@ class ProgressDisplay:
   def end(self) -> None:
     self.close()
     elapsed = self.clock() - self.start
-    self._line(f"fine-tuned {self.done} steps in {format_duration(elapsed)}")
+    if self.done < self.first_step:  # resumed after the last step: nothing left
+      self._line(f"fine-tuned: no step left after step {self.done} of {self.total_steps}")
+      return
+    steps = (f"{self.done} steps" if self.first_step == 1 else
+             f"steps {self.first_step}-{self.done} of {self.total_steps}")
+    self._line(f"fine-tuned {steps} in {format_duration(elapsed)}")
 
   def close(self) -> None:
     """Leaves the bar's last state on screen and gives the terminal back (its cursor); safe
@@ -209,10 +218,11 @@ class ProgressDisplay:
   def seconds_per_step(self, now: Optional[float] = None) -> Optional[float]:
     """Training seconds per step after the first (which traces and compiles), evaluations
     left out; None before the second step."""
-    if self.done < 2:
+    if self.done <= self.first_step:
       return None
     now = self.clock() if now is None else now
-    return (now - self.first_step_done - self.evaluation_seconds) / (self.done - 1)
+    return ((now - self.first_step_done - self.evaluation_seconds)
+            / (self.done - self.first_step))
 
   def _status(self, now: float) -> str:
     """'loss 0.6931  0.21 s/step  ETA 3:05'."""
@@ -250,7 +260,7 @@ class _Bar:
   ETA 3:05", redrawn in place when asked (no thread of its own), cut to the terminal's width,
   whole lines printed above it. It owns the cursor (hidden) from creation to close()."""
 
-  def __init__(self, stream: TextIO, total_steps: int):
+  def __init__(self, stream: TextIO, total_steps: int, done: int = 0):
     self.total_steps, self.digits = total_steps, len(str(total_steps))
     # markup off: "[k/n]" and scores are text, not rich markup.
     self.console = rich.console.Console(file=stream, force_terminal=True, markup=False,
@@ -262,7 +272,8 @@ class _Bar:
                                 table_column=rich.table.Column(no_wrap=True)),
         _StatusColumn(), console=self.console, auto_refresh=False, redirect_stderr=False)
     self._fit_to_terminal()
-    self.task = self.progress.add_task(self._counter(0), total=total_steps, status="")
+    self.task = self.progress.add_task(self._counter(done), total=total_steps, completed=done,
+                                       status="")
     self.progress.start()
 
   def draw(self, done: int, status: str) -> None:
