@@ -1,11 +1,10 @@
 import json
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 
+from cli_output import run_tool
 from model_inputs import padded_pair_batch, tiny_config
 from xlnet_tf import XLNetConfig, XLNetModel
 from xlnet_tf.text.read_report import ReadReport
@@ -65,13 +64,14 @@ def test_race_cli(tmp_path, sp_model):
       write_race(tmp_path / "RACE", split, level, records)
   XLNetConfig.preset("tiny", n_token=XLNetTokenizer(sp_model).vocab_size).to_json_file(
       str(tmp_path / "config.json"))
-  script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "race.py")
-  result = subprocess.run(
-      [sys.executable, script, f"--data_dir={tmp_path}/RACE", f"--sp_path={sp_model}",
-       f"--model_config={tmp_path}/config.json", "--max_seq_length=24", "--train_batch_size=4",
-       "--train_steps=4", "--warmup_steps=1", f"--output_dir={tmp_path}/out", "--do_train",
-       "--do_eval"], capture_output=True, text=True, timeout=600)
+  result = run_tool(
+      "run/race.py", f"--data_dir={tmp_path}/RACE", f"--sp_path={sp_model}",
+      f"--model_config={tmp_path}/config.json", "--max_seq_length=24", "--train_batch_size=4",
+      "--train_steps=4", "--warmup_steps=1", "--save_steps=2", f"--output_dir={tmp_path}/out",
+      "--do_train", "--do_eval")
   assert result.returncode == 0, result.stderr[-3000:]
+  # It saved what resumes it at step 2 and, finished, keeps only what says so.
+  assert os.listdir(tmp_path / "out" / "checkpoints") == ["finished.json"]
   scores = json.load(open(tmp_path / "out" / "dev_metrics.json"))
   assert set(scores) == {"accuracy", "middle", "high"}
   assert re.findall(r"^step (\d)/4: dev accuracy", result.stdout, re.M) == ["4"]

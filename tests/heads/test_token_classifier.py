@@ -1,12 +1,11 @@
 import json
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import tensorflow as tf
 
+from cli_output import run_tool
 from model_inputs import padded_pair_batch, tiny_config
 from xlnet_tf import XLNetConfig, XLNetModel
 from xlnet_tf.text.tokenizer import XLNetTokenizer
@@ -42,15 +41,16 @@ def test_tagger_cli_learns_a_keyword_tagger(sp_model, tmp_path):
   (tmp_path / "dev.conll").write_text("\n".join(lines[:60]))
   XLNetConfig.preset("tiny", n_token=XLNetTokenizer(sp_model).vocab_size, dropout=0.0,
                      dropatt=0.0).to_json_file(str(tmp_path / "config.json"))
-  script = os.path.join(os.path.dirname(__file__), "..", "..", "run", "tagger.py")
-  result = subprocess.run(
-      [sys.executable, script, f"--train_file={tmp_path}/train.conll",
-       f"--dev_file={tmp_path}/dev.conll", f"--test_file={tmp_path}/dev.conll",
-       f"--sp_path={sp_model}", f"--model_config={tmp_path}/config.json",
-       "--max_seq_length=16", "--train_batch_size=16", "--train_steps=300", "--eval_every=150",
-       "--learning_rate=3e-3", f"--output_dir={tmp_path}/out", "--do_train", "--do_eval",
-       "--do_predict"], capture_output=True, text=True, timeout=600)
+  result = run_tool(
+      "run/tagger.py", f"--train_file={tmp_path}/train.conll",
+      f"--dev_file={tmp_path}/dev.conll", f"--test_file={tmp_path}/dev.conll",
+      f"--sp_path={sp_model}", f"--model_config={tmp_path}/config.json",
+      "--max_seq_length=16", "--train_batch_size=16", "--train_steps=300", "--eval_every=150",
+      "--save_steps=100", "--learning_rate=3e-3", f"--output_dir={tmp_path}/out", "--do_train",
+      "--do_eval", "--do_predict")
   assert result.returncode == 0, result.stderr[-3000:]
+  # It saved what resumes it every 100 steps and, finished, keeps only what says so.
+  assert os.listdir(tmp_path / "out" / "checkpoints") == ["finished.json"]
   scores = json.load(open(tmp_path / "out" / "dev_metrics.json"))
   assert scores["f1"] > 0.95, scores
   assert json.load(open(tmp_path / "out" / "best" / "labels.json")) == ["O", "B-KW"]

@@ -1,8 +1,6 @@
 import json
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,7 +11,7 @@ from xlnet_tf.tasks.squad import SquadExample, answer_text, build_features, read
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering, squad_loss
 from xlnet_tf.tasks.squad import decoding, metrics
-from repository import ROOT
+from cli_output import run_tool
 
 CONTEXT = ("The class statement, introduced in Python 2.2, creates a new type; its métaclass "
            "decides how (and when) the body runs.")
@@ -121,15 +119,15 @@ def test_squad_cli(sp_model, tmp_path):
   path = squad_file(tmp_path / "train.json")
   XLNetConfig.preset("tiny", n_token=XLNetTokenizer(sp_model).vocab_size).to_json_file(
       str(tmp_path / "config.json"))
-  script = os.path.join(ROOT, "run", "squad.py")
-  result = subprocess.run(
-      [sys.executable, script, f"--train_file={path}", f"--predict_file={path}",
-       f"--sp_path={sp_model}", f"--model_config={tmp_path}/config.json",
-       "--max_seq_length=48", "--doc_stride=16", "--max_query_length=12",
-       "--train_batch_size=4", "--train_steps=3", "--warmup_steps=1",
-       f"--output_dir={tmp_path}/out", "--do_train", "--do_predict"],
-      capture_output=True, text=True, timeout=600)
+  result = run_tool(
+      "run/squad.py", f"--train_file={path}", f"--predict_file={path}",
+      f"--sp_path={sp_model}", f"--model_config={tmp_path}/config.json",
+      "--max_seq_length=48", "--doc_stride=16", "--max_query_length=12",
+      "--train_batch_size=4", "--train_steps=3", "--warmup_steps=1", "--save_steps=1",
+      f"--output_dir={tmp_path}/out", "--do_train", "--do_predict")
   assert result.returncode == 0, result.stderr[-3000:]
+  # It saved what resumes it after steps 1 and 2 and, finished, keeps only what says so.
+  assert os.listdir(tmp_path / "out" / "checkpoints") == ["finished.json"]
   predictions = json.load(open(tmp_path / "out" / "predictions.json"))
   assert set(predictions) == {"q1", "q2", "q3"}
   results = json.load(open(tmp_path / "out" / "results.json"))
