@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import threading
+import types
 
 import keras
 import numpy as np
@@ -18,7 +19,7 @@ import tensorflow as tf
 from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel
 from xlnet_tf.tasks import finetuning
 from xlnet_tf.tasks.finetuning import FinetuningOptions, feature_dataset, finetune
-from xlnet_tf.tasks.finetuning_checkpoints import FINISHED_FILE
+from xlnet_tf.tasks.finetuning_checkpoints import FINISHED_FILE, FinetuningCheckpoints
 from xlnet_tf.training import resume
 from xlnet_tf.utils.errors import StoppedBySignal, UserInputError
 
@@ -33,7 +34,7 @@ def _features(count=24, length=8, seed=0):
           "label": rng.integers(0, 2, count).astype(np.int32)}
 
 
-def _run(directory, *, stop_at=None, fail_save_at=None):
+def _run(directory, *, stop_at=None, fail_save_at=None, learning_rate=3e-3):
   """A tiny classifier (dropout 0.1) fine-tuned 6 steps into `directory` (checkpoints every 2
   steps, an evaluation every 2), from the same initial weights and batches each time: what a
   CLI run into one --output_dir does. `stop_at`: SIGTERM to this process during that step;
@@ -43,7 +44,8 @@ def _run(directory, *, stop_at=None, fail_save_at=None):
   model = XLNetClassifier(XLNetModel(XLNetConfig.preset("tiny", n_token=50, dropout=0.1,
                                                         dropatt=0.1)), 2)
   train = feature_dataset(_features(), 4, label_key="label", shuffle=True, seed=3, repeat=True)
-  options = FinetuningOptions(train_steps=STEPS, batch_size=4, learning_rate=3e-3, eval_every=2,
+  options = FinetuningOptions(train_steps=STEPS, batch_size=4, learning_rate=learning_rate,
+                              eval_every=2,
                               jit_compile=False, progress="none", seed=3, save_steps=2,
                               checkpoint_dir=os.path.join(directory, "checkpoints"))
   # A dev score that moves with every weight: the best step is any of them.
@@ -141,6 +143,13 @@ def test_a_failed_save_a_sigterm_and_a_cut_short_checkpoint_end_as_an_uninterrup
   assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # given back
   assert tf.train.latest_checkpoint(checkpoints) == f"{checkpoints}/ckpt-5"
 
+  # Other flags are refused, naming each difference, before anything is restored.
+  with pytest.raises(UserInputError) as error:
+    _run(directory, learning_rate=1e-3)
+  assert str(error.value) == (
+      f"{checkpoints}: its checkpoints are of another run: learning_rate 0.003 (checkpoints) vs "
+      f"0.001 (this run); rerun with the same flags to resume, or remove {checkpoints} (or use "
+      "another --output_dir) to start over")
   nothing_whole = str(tmp_path / "nothing_whole")
   shutil.copytree(directory, nothing_whole)
   _cut_short(f"{checkpoints}/ckpt-5")
@@ -170,3 +179,19 @@ def test_a_failed_save_a_sigterm_and_a_cut_short_checkpoint_end_as_an_uninterrup
       f"ckpt-5 (Read less bytes than requested), {nothing_whole}/checkpoints/ckpt-4 (Read less "
       "bytes than requested); restore them from a copy, or remove them (or train into another "
       "directory) to start over")
+
+
+def test_a_finished_run_of_other_flags_is_forgotten_with_a_line(tmp_path, capsys):
+  """The same command again finds its finished run (see above); another one trains anew."""
+  steps = types.SimpleNamespace(optimizer=tf.Variable(0), loss_scale=None)
+  record = {"config": {"d_model": 32}, "learning_rate": 0.003}
+  saved = FinetuningCheckpoints(str(tmp_path), tf.Variable(0.0), steps, record)
+  saved.finish({"history": [], "best": None, "metric": None})
+  assert saved.finished() == {"history": [], "best": None, "metric": None}
+  other = FinetuningCheckpoints(str(tmp_path), tf.Variable(0.0), steps,
+                                dict(record, learning_rate=0.001))
+  assert other.finished() is None
+  assert capsys.readouterr().out == (f"{tmp_path}: the finished run it holds had other settings "
+                                     "(learning_rate 0.003 (checkpoints) vs 0.001 (this run)); "
+                                     "training anew\n")
+  assert os.listdir(tmp_path) == []

@@ -287,9 +287,10 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
   with run_lock.hold(locked) if locked else contextlib.nullcontext():
     finished = saved_run.finished() if saved_run else None
     if finished is not None:
-      restore_best(model, best_dir)
-      print_line(_finished_line(finished, options, saved_run.directory, best_dir))
-      return finished
+      if restore_best(model, best_dir):
+        print_line(_finished_line(finished, options, saved_run.directory, best_dir))
+        return finished
+      saved_run.forget_finished()  # its weights were best/'s, now gone: it trains anew
     state = saved_run.restore(options.train_steps) if saved_run else None
     writer = summaries.scalar_writer(options.summary_dir if chief else None,
                                      replace=state is None)

@@ -91,10 +91,15 @@ class FinetuningCheckpoints:
     if differences:
       print_line(f"{self.directory}: the finished run it holds had other settings "
                  f"({'; '.join(differences)}); training anew")
-      if self.chief:
-        files.remove(path)
+      self.forget_finished()
       return None
     return saved["result"]
+
+  def forget_finished(self) -> None:
+    """Removes finished.json: the run in the directory trains anew."""
+    path = os.path.join(self.directory, FINISHED_FILE)
+    if self.chief and files.exists(path):
+      files.remove(path)
 
   def restore(self, total_steps: int) -> Optional[Dict]:
     """The loop's state at the newest checkpoint that reads whole, with the model, optimizer
