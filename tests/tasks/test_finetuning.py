@@ -46,7 +46,8 @@ def test_learns_a_task_that_needs_both_segments(small_data, tmp_path):
   config = XLNetConfig(n_token=tokenizer.vocab_size, n_layer=2, d_model=64, n_head=4,
                        d_head=16, d_inner=128, dropout=0.0, dropatt=0.0)
   model = finetuning.build_classifier(config, task)
-  options = FinetuningOptions(train_steps=800, batch_size=32, learning_rate=2e-3,
+  # 1e-3 and 5e-4 both reach > 0.99 by step 400 (2e-3 stalls at 0.5-0.89 from some seeds).
+  options = FinetuningOptions(train_steps=500, batch_size=32, learning_rate=1e-3,
                               warmup_steps=50, eval_every=100, jit_compile=True)
   result = finetuning.train_classifier(model, task, options)
   assert result["best"]["accuracy"] > 0.9, result["history"]
