@@ -227,3 +227,25 @@ def test_bfloat16_models_generate_the_same_with_and_without_the_cache(policy, rn
     keras.mixed_precision.set_global_policy("float32")
   assert len(np.unique(cached[:, 9:])) >= 3
   np.testing.assert_array_equal(cached, recomputed)
+
+
+def test_int8_models_generate_from_their_current_weights(rng):
+  """A quantized LM decodes with oneDNN's int8 kernel on its weights read as constants of the
+  trace (compile_cache.decoding_function): cached steps agree with recomputing, greedy tokens
+  mostly with the float model's, and weights loaded after a first call are the ones used."""
+  model, other = tiny_lm("bi", seed=3), tiny_lm("bi", seed=4)
+  input_ids, input_mask = prompts(rng)
+  float_tokens = generation.generate(model, input_ids, NEW, input_mask=input_mask).numpy()
+  model.quantize("int8")
+  cached = generation.generate(model, input_ids, NEW, input_mask=input_mask).numpy()
+  recomputed = generation.generate(model, input_ids, NEW, input_mask=input_mask,
+                                   use_cache=False, jit_compile=False).numpy()
+  np.testing.assert_array_equal(cached, recomputed)
+  assert len(np.unique(cached[:, 9:])) >= 3
+  assert np.mean(cached[:, 9] == float_tokens[:, 9]) == 1  # the first token: same inputs
+  other.quantize("int8")
+  expected = generation.generate(other, input_ids, NEW, input_mask=input_mask).numpy()
+  assert not np.array_equal(expected, cached)
+  model.set_weights(other.get_weights())
+  np.testing.assert_array_equal(
+      generation.generate(model, input_ids, NEW, input_mask=input_mask).numpy(), expected)

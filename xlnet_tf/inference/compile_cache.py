@@ -1,21 +1,59 @@
 """The compiled functions of decoding, kept per model: later calls of generate and fill with
 the same settings reuse their traces (and XLA compilations: about 10 s each at base size)
 instead of tracing again. tf.function then keeps one trace per input shape (or, built with
-reduce_retracing, a trace for any length after a few)."""
+reduce_retracing, a trace for any length after a few).
 
+A quantized model's functions are traced in ops.quantized_matmul.constant_int8_weights (outside
+XLA): oneDNN's int8 kernel on the int8 weights read once, as constants of the trace. A
+decoding step at batch 1 reads every weight once, and the default int8 path's compiled
+products are slower there than the float model's (docs/performance.md). Such traces hold a
+snapshot of the weights, so the cache is keyed on a digest of the quantization scales, which
+change with any weights loaded into the model."""
+
+import functools
+import hashlib
 import weakref
 from typing import Callable
 
-# model -> {(make, settings, quantization mode): what make(model, *settings) returned}
+import tensorflow as tf
+
+from xlnet_tf.modeling.ops.quantized_matmul import constant_int8_weights
+
+# model -> {(make, settings, quantization mode, weights digest): what make(model, *settings)
+# returned}
 _made = weakref.WeakKeyDictionary()
 
 
 def compiled_for(model, make: Callable, *settings):
   """make(model, *settings) the first time `model` asks for it with these (hashable)
   settings; the same object after, until the model is quantized (a trace holds the float
-  kernels it read)."""
+  kernels it read) or, quantized, holds other weights."""
   functions = _made.setdefault(model, {})
-  key = (make, settings, getattr(model, "quantization", None))
+  mode = getattr(model, "quantization", None)
+  key = (make, settings, mode, _scales_digest(model) if mode else None)
   if key not in functions:
     functions[key] = make(model, *settings)
   return functions[key]
+
+
+def decoding_function(model, python_function, **options):
+  """tf.function(python_function, **options), traced in constant_int8_weights when `model`
+  is quantized (the context has no effect under jit_compile=True)."""
+  if getattr(model, "quantization", None) is None:
+    return tf.function(python_function, **options)
+
+  @functools.wraps(python_function)
+  def with_constant_weights(*args, **kwargs):
+    with constant_int8_weights():
+      return python_function(*args, **kwargs)
+  return tf.function(with_constant_weights, **options)
+
+
+def _scales_digest(model) -> str:
+  """A digest of the model's quantization scales (the float32 `*scale` variables; about 0.2 M
+  numbers at base size): new int8 weights come with new scales."""
+  digest = hashlib.sha1()
+  for variable in getattr(model, "weights", ()):
+    if variable.path.endswith("scale") and variable.dtype == "float32":
+      digest.update(variable.numpy().tobytes())
+  return digest.hexdigest()

@@ -40,7 +40,7 @@ import tensorflow as tf
 from xlnet_tf import objectives
 from xlnet_tf.heads.pretrainer import XLNetPretrainer
 from xlnet_tf.inference import key_value_cache
-from xlnet_tf.inference.compile_cache import compiled_for
+from xlnet_tf.inference.compile_cache import compiled_for, decoding_function
 from xlnet_tf.inference.sampling import Sampling, check_sampling, seed_or_fresh, step_seed
 from xlnet_tf.modeling.inputs import check_token_id, checked_token_ids
 from xlnet_tf.text.tokenizer import STANDARD_SPECIAL_IDS
@@ -241,8 +241,8 @@ def _cached_functions(model, sampling, jit_compile):
     states = content[:, 0] if attn_type == "uni" else query[:, 0]
     return model.lm_logits(states)
 
-  return {"prompt": tf.function(prompt, jit_compile=jit_compile),
-          "step": tf.function(step, jit_compile=jit_compile),
+  return {"prompt": decoding_function(model, prompt, jit_compile=jit_compile),
+          "step": decoding_function(model, step, jit_compile=jit_compile),
           "choose": _choose_function(sampling)}
 
 
@@ -276,7 +276,8 @@ def _recomputed_functions(model, sampling, jit_compile):
     logits = model.lm_logits(_predicting_states(attn_type, outputs))
     return logits, (ids, mask)
 
-  return {"step": tf.function(step, jit_compile=jit_compile), "choose": _choose_function(sampling)}
+  return {"step": decoding_function(model, step, jit_compile=jit_compile),
+          "choose": _choose_function(sampling)}
 
 
 def _choose_function(sampling: Sampling):

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.inference import key_value_cache
-from xlnet_tf.inference.compile_cache import compiled_for
+from xlnet_tf.inference.compile_cache import compiled_for, decoding_function
 from xlnet_tf.modeling.layers import masks as mask_lib
 
 # A rank no blank reaches: blanks not yet filled are seen by nobody.
@@ -33,17 +33,18 @@ UNFILLED_RANK = 2 ** 30
 # otherwise trace one each).
 
 def _logits_function(model):
-  return tf.function(lambda inputs: model(inputs, training=False)["logits"],
-                     reduce_retracing=True)
+  return decoding_function(model, lambda inputs: model(inputs, training=False)["logits"],
+                           reduce_retracing=True)
 
 
 def _context_function(model):
-  return tf.function(lambda inputs: _context_pass(model.backbone, inputs),
-                     reduce_retracing=True)
+  return decoding_function(model, lambda inputs: _context_pass(model.backbone, inputs),
+                           reduce_retracing=True)
 
 
 def _cached_step_function(model):
-  return tf.function(lambda *args: _cached_step(model, *args), reduce_retracing=True)
+  return decoding_function(model, lambda *args: _cached_step(model, *args),
+                           reduce_retracing=True)
 
 
 def perm_mask_for_ranks(ranks, fill_mask):
