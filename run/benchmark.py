@@ -150,6 +150,10 @@ FLAGS = flags.FLAGS
 def run_xlnet_tf(spec):
   if spec["implementation"] == "xlnet_tf_int8":
     run, reference = steps.build_xlnet_tf_int8_step(spec)
+    if spec["mode"] == "generate":  # the share of new tokens the float LM generates too
+      new = spec["new_tokens"]
+      same = float((run()[:, -new:] == reference[:, -new:]).mean())
+      return dict(_time(run, spec), same_tokens=same)
     return _with_relative_error(_time(run, spec), reference, run)
   return _time(build_xlnet_tf_step(spec), spec)
 
@@ -371,7 +375,8 @@ WORKERS = {"xlnet_tf": run_xlnet_tf, "xlnet_tf_int8": run_xlnet_tf, "hf_torch": 
 MODES = {"forward": {"xlnet_tf", "hf_torch", "keras_hub", "ort", "ort_int8", "xlnet_tf_int8",
                      "keras_hub_int8"},
          "train": {"xlnet_tf", "hf_torch"},  # keras-hub's backbone has no permutation-LM path
-         "serve": {"xlnet_tf"}, "serve_xla": {"xlnet_tf"}, "generate": {"xlnet_tf", "hf_torch"},
+         "serve": {"xlnet_tf"}, "serve_xla": {"xlnet_tf"},
+         "generate": {"xlnet_tf", "xlnet_tf_int8", "hf_torch"},
          "infill": {"xlnet_tf"}, "infill_recompute": {"xlnet_tf"},
          "lm_eval": {"xlnet_tf"}, "lm_eval_vanilla": {"xlnet_tf"}}
 # ONNX files and the int8 models hold float32 (the int8 rows: float32 activations).

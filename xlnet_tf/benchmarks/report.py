@@ -141,18 +141,21 @@ def fastest_peer(r, results):
   served SavedModel against the peers' forward; int8 against int8 peers, float against
   float), or None."""
   peer_mode = "forward" if r["mode"].startswith("serve") else r["mode"]
-  int8 = r["implementation"] in INT8
+  # Generation has no int8 peer: an int8 LM is compared with the peers' float32 generate.
+  int8 = r["implementation"] in INT8 and r["mode"] != "generate"
   peers = [p["tokens_per_sec"] for p in results if "error" not in p
-           and p["implementation"] not in OWN and (p["implementation"] in INT8) == int8
+           and p["implementation"] not in OWN
+           and (p["implementation"] in INT8) == int8
            and p["mode"] == peer_mode and _same_shape(p, r, ("size", "batch", "seq_len", "dtype"))]
   return max(peers) if peers else None
 
 
 def markdown(results, matmul):
-  # The int8 rows' relative error against their float model, when any row has one.
-  errors = any("relative_error" in r for r in results)
+  # The int8 rows against their float model (relative error; generation: the share of the
+  # same greedy tokens), when any row has it.
+  errors = any("relative_error" in r or "same_tokens" in r for r in results)
   lines = ["| size | batch x seq | dtype | mode | implementation | tokens/s | vs fastest peer |"
-           " MFU | peak RSS (GB) |" + (" int8 relative error |" if errors else ""),
+           " MFU | peak RSS (GB) |" + (" int8 vs float |" if errors else ""),
            "|---|---|---|---|---|---:|---:|---:|---:|" + ("---:|" if errors else "")]
   for r in results:
     if "error" in r:
@@ -164,7 +167,10 @@ def markdown(results, matmul):
              and "revision" not in r else "")
     shape = f"{r['batch']}x{r['seq_len']}" + (f"+{r['new_tokens']}" if "new_tokens" in r else "")
     mfu = f"{r['mfu']:.0%}" if "mfu" in r else ""
-    error = (f" {r['relative_error']:.1e} |" if "relative_error" in r else " |") if errors else ""
+    error = ""
+    if errors:
+      error = (f" {r['relative_error']:.1e} |" if "relative_error" in r
+               else f" {r['same_tokens']:.0%} same tokens |" if "same_tokens" in r else " |")
     lines.append(f"| {_size(r)} | {shape} | {r['dtype']} | {r['mode']} | "
                  f"{_label(r)} | {r['tokens_per_sec']:,.1f} | {ratio} | "
                  f"{mfu} | {r['peak_rss_gb']:.2f} |{error}")
@@ -183,9 +189,11 @@ def markdown(results, matmul):
                   "quantize_onnx_int8)." if any(r["implementation"].startswith("ort")
                                                  for r in results) else "")
                + (" int8 rows (int8 weights, activations quantized at run time) are compared "
-                  "with int8 peers, float rows with float peers; their relative error is "
-                  "||int8 - float|| / ||float|| of the output against their float model's on "
-                  "the same inputs." if any(r["implementation"] in INT8 for r in results)
+                  "with int8 peers, float rows with float peers (generation: with the peers' "
+                  "float32); their relative error is ||int8 - float|| / ||float|| of the "
+                  "output against their float model's on the same inputs (generation: the "
+                  "share of new tokens equal to the float model's greedy tokens)."
+                  if any(r["implementation"] in INT8 for r in results)
                   else ""))
   return "\n".join(lines)
 

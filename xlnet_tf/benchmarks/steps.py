@@ -115,8 +115,11 @@ def distinct_weights(model, seed=0):
 def build_xlnet_tf_int8_step(spec):
   """The forward of build_xlnet_tf_step (XLA for float32 unless spec["jit"] says otherwise)
   after XLNetModel.quantize("int8"), weights from distinct_weights: (run, the float model's
-  sequence output on the same inputs, computed before quantizing)."""
+  sequence output on the same inputs, computed before quantizing); --modes=generate: the
+  int8 LM's generation (_generation_step)."""
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  if spec["mode"] == "generate":
+    return _generation_step(spec, int8=True)
   import tensorflow as tf
   from xlnet_tf import XLNetConfig, XLNetModel
   jit = spec.get("jit")
@@ -238,10 +241,11 @@ def build_finetuning_step(spec):
   return lambda: step(inputs).numpy()
 
 
-def _generation_step(spec):
+def _generation_step(spec, int8=False):
   """Greedy generation of spec["new_tokens"] tokens after random prompts [batch, seq_len] with
   the XLNet LM (XLNetPretrainer, objective perm; bi_data off, as generation needs). bfloat16:
-  the weights themselves in bfloat16 (memory-bound steps read half the bytes)."""
+  the weights themselves in bfloat16 (memory-bound steps read half the bytes). int8: (run, the
+  float LM's generated ids), the LM quantized after generating them."""
   import keras
   from xlnet_tf import XLNetConfig, XLNetModel
   from xlnet_tf.inference import generation
@@ -251,7 +255,12 @@ def _generation_step(spec):
   config = XLNetConfig.preset(spec["size"], n_token=VOCAB, bi_data=False)
   model = XLNetPretrainer(XLNetModel(config))
   ids, _, _ = random_inputs(spec["batch"], spec["seq_len"])
-  return lambda: generation.generate(model, ids, spec["new_tokens"]).numpy()
+  run = lambda: generation.generate(model, ids, spec["new_tokens"]).numpy()  # noqa: E731
+  if not int8:
+    return run
+  reference = run()
+  model.quantize("int8")
+  return run, reference
 
 
 # Blanks per text for --modes=infill: INFILL_SPANS spans of INFILL_SPAN pieces (32 pieces).
