@@ -129,10 +129,9 @@ BAD_FLAGS = {
                    "--format=onnx (the file holds the float32 ids signature, without XLA or a "
                    "tokenizer); got True"),
     "int8 litert": (["--format=litert", "--quantize=int8"], "error: --quantize must be none with "
-                    "--format=litert (int8 files are written for --format=onnx only); got int8"),
-    "int8 savedmodel": (["--quantize=int8"], "error: --quantize must be none with "
-                        "--format=savedmodel (int8 files are written for --format=onnx only); "
-                        "got int8"),
+                    "--format=litert (int8: --format=savedmodel or onnx); got int8"),
+    "int8 bfloat16": (["--quantize=int8", "--dtype=bfloat16"], "error: --dtype must be float32 "
+                      "with --quantize=int8 (int8 weights, float32 activations); got bfloat16"),
 }
 
 

@@ -23,6 +23,7 @@ from xlnet_tf.text.tokenizer import XLNetTokenizer
 from xlnet_tf.serving import saved_model, version_directories
 from xlnet_tf.serving.saved_model import (LONG_DOCUMENTS_FILE, WARMUP_FILE, export_saved_model,
                                           load_exportable_model)
+from xlnet_tf.serving.onnx_quantization import relative_error
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering
@@ -489,3 +490,29 @@ def test_an_export_failing_midway_leaves_nothing(sp_model, tokenizer, tmp_path, 
   with pytest.raises(OSError, match="No space left on device"):
     export_saved_model(XLNetModel(config), sp_model, str(tmp_path / "serving"), "m", LENGTH)
   assert os.listdir(tmp_path) == []
+
+
+def test_int8_export_serves_the_quantized_model(sp_model, tokenizer, tmp_path, serve):
+  """quantize="int8": the model quantized and checked against its float outputs; the graph
+  multiplies with oneDNN's int8 kernel on constant weights; served from strings in a process
+  without xlnet_tf, within a few percent of the float model and equal to the quantized one."""
+  config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
+  model = XLNetClassifier(XLNetModel(config), 3)
+  randomize_weights(model, 0)
+  features = encode_examples(tokenizer, [TextExample(t, None, None, "") for t in TEXTS], LENGTH)
+  expected = model(features).numpy()
+  path = export_saved_model(model, sp_model, str(tmp_path), "int8", LENGTH, quantize="int8")
+  assert model.quantization == "int8"
+  with open(os.path.join(path, "saved_model.pb"), "rb") as graph:
+    assert b"QuantizedMatMulWithBias" in graph.read()
+  outputs = serve(path, {"strings": ("serving_default", {"text": TEXTS}),
+                         "ids": ("serve_ids", {k: features[k].tolist() for k in features})})
+  served = np.asarray(outputs["strings"]["logits"])
+  np.testing.assert_allclose(outputs["ids"]["logits"], served, atol=1e-5)
+  assert 1e-5 < relative_error(expected, served) < 0.05
+  np.testing.assert_allclose(served, model(features).numpy(), atol=0.05 * np.abs(expected).max())
+  with pytest.raises(UserInputError, match="already quantized"):
+    export_saved_model(model, sp_model, str(tmp_path), "again", LENGTH, quantize="int8")
+  with pytest.raises(UserInputError, match="must be one of"):
+    export_saved_model(model, sp_model, str(tmp_path), "int4", LENGTH, quantize="int4")
+  assert sorted(os.listdir(tmp_path)) == ["int8"]

@@ -33,18 +33,17 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.checkpoints.labels import save_labels
-from xlnet_tf.checkpoints.naming import backbone_of
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError, require
 from xlnet_tf.serving import onnx_quantization
 from xlnet_tf.serving.onnx_runtime import missing_package, run_onnx
-from xlnet_tf.serving.saved_model import ids_input_signature, ids_serving_function
+from xlnet_tf.serving.saved_model import (QUANTIZE_MODES, ids_input_signature,
+                                          ids_serving_function, verification_inputs)
 from xlnet_tf.serving.version_directories import staged_version
 from xlnet_tf.modeling.ops import compile as compile_ops
 
 EXPORT_FORMATS = ("savedmodel", "onnx", "litert")
 FILE_NAMES = {"onnx": "model.onnx", "litert": "model.tflite"}
-QUANTIZE_MODES = ("none", "int8")  # int8: ONNX only (onnx_quantization)
 ONNX_OPSET = 17
 # Beyond this the file is not the model (float32 rounding differs by ~1e-6 on the tiny model).
 TOLERANCE = 1e-3
@@ -98,28 +97,6 @@ def run_litert(path: str, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray
 RUNNERS = {"onnx": run_onnx, "litert": run_litert}
 
 
-def verification_inputs(model, max_seq_length: int, seed: int = 0) -> Dict[str, np.ndarray]:
-  """Three rows with left padding 0, T/4 and T/2 and three segments (A, B, <cls>) ([B, 2, T] for
-  multiple choice), to compare an exported file with the Keras model."""
-  rng = np.random.default_rng(seed)
-  n_token = backbone_of(model).config.n_token
-  options = "options" in (getattr(model, "serving_text_inputs", None) or ())
-  rows = 6 if options else 3
-  input_ids = rng.integers(10, n_token, size=[rows, max_seq_length]).astype(np.int32)
-  segment_ids = np.zeros([rows, max_seq_length], np.int32)
-  input_mask = np.ones([rows, max_seq_length], np.float32)
-  for row in range(rows):
-    padding = (row % 3) * max_seq_length // 4
-    middle = (padding + max_seq_length) // 2
-    segment_ids[row, :padding], input_mask[row, :padding] = 4, 0.0
-    segment_ids[row, middle:] = 1
-    segment_ids[row, -1] = 2
-  inputs = {"input_ids": input_ids, "segment_ids": segment_ids, "input_mask": input_mask}
-  if options:
-    inputs = {key: value.reshape(3, 2, max_seq_length) for key, value in inputs.items()}
-  return inputs
-
-
 def max_difference(model, export_format: str, path: str, max_seq_length: int, sep_id: int,
                    inputs: Optional[Dict[str, np.ndarray]] = None) -> float:
   """Max |exported file's output - Keras model's output| over every output (indices
@@ -158,6 +135,10 @@ def export_file(model, export_format: str, directory: str, max_seq_length: int, 
           repr(quantize))
   require(quantize == "none" or export_format == "onnx", "quantize", "'none' with "
           f"export format {export_format!r} (int8 files are ONNX's)", repr(quantize))
+  if getattr(model, "quantization", None) is not None:
+    raise UserInputError(f"{type(model).__name__} '{model.name}' is quantized "
+                         f"({model.quantization}): the {export_format} file is written from "
+                         "the float model (ONNX: quantize='int8' quantizes the file)")
   segments = getattr(model, "max_segments", 1)
   require(segments == 1, "--format", "savedmodel for a long-document classifier (the ONNX and "
           "LiteRT files read one segment; its head.json says max_segments="
