@@ -9,11 +9,14 @@ ONNX Runtime on the project's own ONNX export of the backbone (ort: float32; ort
 file after xlnet_tf.serving.onnx_quantization.quantize_onnx_int8, int8 weights and dynamic
 activations; exported once per model shape, untimed, into a temporary folder; intra-op threads =
 this machine's CPUs, every graph optimization) and the int8 models of xlnet_tf and keras-hub
-after Keras' quantize("int8") (xlnet_tf_int8, keras_hub_int8); the int8 rows are float32 only and
-report the relative error of their output against their float model's on the same inputs
-(relative_error). The serving table of docs/benchmarks.md:
+after Keras' quantize("int8") (xlnet_tf_int8, keras_hub_int8; xlnet_tf_int8 traced in
+constant_int8_weights, oneDNN's int8 kernel, and with --modes=serve its SavedModel exported with
+quantize="int8"); the int8 rows are float32 only and report the relative error of their output
+against their float model's on the same inputs (relative_error). The serving table of
+docs/benchmarks.md:
 
-  python run/benchmark.py --sizes=base --shapes=4x128,2x512 --dtypes=float32 --modes=forward \
+  python run/benchmark.py --sizes=base --shapes=4x128,2x512 --dtypes=float32 \
+      --modes=forward,serve \
       --implementations=xlnet_tf,xlnet_tf_int8,ort,ort_int8,keras_hub,keras_hub_int8,hf_torch \
       --dropout=false --data_copies=0 --repeats=3 --rounds=3 \
       --output=docs/benchmarks/int8_serving_base_4x128_2x512_CPU     # name it after the CPU
@@ -110,7 +113,7 @@ flags.DEFINE_list("implementations", ["xlnet_tf", "hf_torch", "keras_hub"],
                   "Which to run (skipped when not importable): xlnet_tf, hf_torch, keras_hub, "
                   "and for float32 forward rows ort, ort_int8 (ONNX Runtime on the project's "
                   "ONNX export, float32 / int8), xlnet_tf_int8, keras_hub_int8 (Keras' "
-                  "quantize('int8')).")
+                  "quantize('int8'); xlnet_tf_int8 also serve and generate).")
 flags.DEFINE_bool("dropout", True, "Also time keras.layers.Dropout against FastDropout.")
 flags.DEFINE_integer("data_copies", 8, "Time the data stage on the Python documentation repeated "
                      "this many times (0: skip it).")
@@ -375,7 +378,7 @@ WORKERS = {"xlnet_tf": run_xlnet_tf, "xlnet_tf_int8": run_xlnet_tf, "hf_torch": 
 MODES = {"forward": {"xlnet_tf", "hf_torch", "keras_hub", "ort", "ort_int8", "xlnet_tf_int8",
                      "keras_hub_int8"},
          "train": {"xlnet_tf", "hf_torch"},  # keras-hub's backbone has no permutation-LM path
-         "serve": {"xlnet_tf"}, "serve_xla": {"xlnet_tf"},
+         "serve": {"xlnet_tf", "xlnet_tf_int8"}, "serve_xla": {"xlnet_tf"},
          "generate": {"xlnet_tf", "xlnet_tf_int8", "hf_torch"},
          "infill": {"xlnet_tf"}, "infill_recompute": {"xlnet_tf"},
          "lm_eval": {"xlnet_tf"}, "lm_eval_vanilla": {"xlnet_tf"}}

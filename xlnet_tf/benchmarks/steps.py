@@ -113,17 +113,21 @@ def distinct_weights(model, seed=0):
 
 
 def build_xlnet_tf_int8_step(spec):
-  """The forward of build_xlnet_tf_step (XLA for float32 unless spec["jit"] says otherwise)
-  after XLNetModel.quantize("int8"), weights from distinct_weights: (run, the float model's
-  sequence output on the same inputs, computed before quantizing); --modes=generate: the
-  int8 LM's generation (_generation_step)."""
+  """The backbone's forward after XLNetModel.quantize("int8"), weights from distinct_weights:
+  (run, the float model's sequence output on the same inputs, computed before quantizing).
+  The forward is traced in ops.quantized_matmul.constant_int8_weights without XLA (oneDNN's
+  int8 kernel on constant weights: the fastest int8 path on CPU, docs/performance.md) unless
+  spec["jit"] is True (the default int8 path under XLA). --modes=serve: the SavedModel of
+  export_saved_model(quantize="int8"), what TF Serving runs; --modes=generate: the int8 LM's
+  generation (_generation_step)."""
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
   if spec["mode"] == "generate":
     return _generation_step(spec, int8=True)
+  import contextlib
   import tensorflow as tf
   from xlnet_tf import XLNetConfig, XLNetModel
-  jit = spec.get("jit")
-  jit = spec["dtype"] == "float32" if jit is None else jit
+  from xlnet_tf.modeling.ops.quantized_matmul import constant_int8_weights
+  jit = bool(spec.get("jit"))
   vocab = spec.get("vocab", VOCAB)
   model = XLNetModel(XLNetConfig.preset(spec["size"], n_token=vocab, dropout=0.0, dropatt=0.0))
   distinct_weights(model)
@@ -131,8 +135,12 @@ def build_xlnet_tf_int8_step(spec):
   inputs = {"input_ids": tf.constant(ids), "segment_ids": tf.zeros_like(ids),
             "input_mask": tf.ones(ids.shape)}
   reference = model(inputs, training=False)["sequence_output"].numpy()
+  if spec["mode"] == "serve":  # export_saved_model quantizes it
+    return _serving_step(model, inputs, spec["seq_len"], xla=False, quantize="int8"), reference
   model.quantize("int8")
   forward = tf.function(lambda x: model(x, training=False)["sequence_output"], jit_compile=jit)
+  with contextlib.nullcontext() if jit else constant_int8_weights():
+    forward(inputs)  # traced here
   return lambda: forward(inputs).numpy(), reference
 
 
@@ -336,7 +344,7 @@ def _lm_evaluation_step(spec, jit):
   return vanilla_evaluation(model, ids, length, LM_EVAL_WINDOWS, jit)
 
 
-def _serving_step(model, inputs, seq_len, xla):
+def _serving_step(model, inputs, seq_len, xla, quantize="none"):
   """The backbone exported for TF Serving (xlnet_tf.serving.saved_model), loaded back: its serve_ids
   signature, in the graph a model server runs (the policy's dtype; the element-wise regions
   as plain ops, or XLA-compiled with `xla`)."""
@@ -349,6 +357,6 @@ def _serving_step(model, inputs, seq_len, xla):
                                       os.path.join(directory, "corpus"), num_files=1)
     sp_path = train_sentencepiece(files, os.path.join(directory, "spiece"), vocab_size=1000)
     path = export_saved_model(model, sp_path, directory, "bench", seq_len, warmup_requests=0,
-                              xla=xla)
+                              xla=xla, **({"quantize": quantize} if quantize != "none" else {}))
     serve_ids = tf.saved_model.load(path).signatures["serve_ids"]
   return lambda: serve_ids(**inputs)["sequence_output"].numpy()

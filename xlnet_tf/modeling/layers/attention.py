@@ -76,7 +76,11 @@ def _projected(equation, states, kernel):
 
 
 def _heads_first(tensor):
-  """[B, L, N, H] -> [B, N, L, H]."""
+  """[B, L, N, H] -> [B, N, L, H] (one row, L = 1, as decoding's new token: the same layout, a
+  reshape instead of a transpose's copy)."""
+  if tensor.shape[1] == 1:
+    return tf.reshape(tensor, tf.concat([tf.shape(tensor)[:1], [tensor.shape[2], 1,
+                                                                 tensor.shape[3]]], 0))
   return tf.transpose(tensor, [0, 2, 1, 3])
 
 
