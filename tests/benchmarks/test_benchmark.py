@@ -54,7 +54,7 @@ def test_benchmark_measures_and_reports(tmp_path):
   table = (tmp_path / "bench.md").read_text()
   assert "| tiny | 2x16 | float32 | train | xlnet_tf |" in table
   assert "| tiny | 2x16 | float32 | forward | ort_int8 |" in table
-  assert " peak RSS (GB) | int8 relative error |" in table
+  assert " peak RSS (GB) | int8 vs float |" in table
   assert "| tiny | 2x16 | float32 | serve | xlnet_tf |" in table
   assert "| tiny | 2x16+4 | float32 | generate | xlnet_tf |" in table
   assert rows[-1]["tokens_per_sec"] == pytest.approx(2 * 4 / rows[-1]["seconds"])

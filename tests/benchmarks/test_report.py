@@ -58,12 +58,24 @@ def test_int8_rows_are_compared_with_int8_peers_and_show_their_error():
     report.add_rates(result, {"float32": 100.0})
   assert "mfu" in results[1] and "mfu" not in results[4]  # no int8 matmul rate is measured
   table = report.markdown(results, {"float32": 100.0})
-  assert "| MFU | peak RSS (GB) | int8 relative error |" in table
+  assert "| MFU | peak RSS (GB) | int8 vs float |" in table
   assert "| tiny | 2x16 | float32 | forward | xlnet_tf | 128.0 | 0.80x |" in table  # vs ort
   assert "| forward | xlnet_tf_int8 | 160.0 | 0.50x |  | 1.50 | 1.0e-03 |" in table  # vs ort_int8
   assert "| forward | ort_int8 | 320.0 |  |  | 1.50 | 2.0e-03 |" in table
   assert "| forward | ort | 160.0 |  | " in table and "| 1.50 | |" in table
   assert "ONNX Runtime on the project's ONNX export" in table
+
+
+def test_int8_generation_is_compared_with_the_float_peers_and_shows_its_same_tokens():
+  results = [row("xlnet_tf", 1.0, mode="generate", new_tokens=4),
+             row("xlnet_tf_int8", 0.5, mode="generate", new_tokens=4, same_tokens=0.97),
+             row("hf_torch", 4.0, mode="generate", new_tokens=4)]
+  for result in results:
+    report.add_rates(result, {"float32": 100.0})
+  table = report.markdown(results, {"float32": 100.0})
+  assert "| 2x16+4 | float32 | generate | xlnet_tf | 8.0 | 4.00x |  | 1.50 | |" in table
+  assert ("| 2x16+4 | float32 | generate | xlnet_tf_int8 | 16.0 | 8.00x |  | 1.50 | 97% same "
+          "tokens |") in table
 
 
 def test_the_chart_has_a_bar_per_implementation_of_this_revision(tmp_path, monkeypatch):
