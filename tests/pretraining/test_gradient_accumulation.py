@@ -1,21 +1,15 @@
 """Pretraining with --gradient_accumulation_steps: K micro-batches (each with its rows' memory,
 forward and backward halves kept together with bi_data) make the update, the loss and the new
-memory of one step on the whole batch (float32, dropout off)."""
-
-import json
-import os
+memory of one step on the whole batch (float32, dropout off). Micro-batches over mirrored
+replicas: test_loop_distributed.py, beside the one-device run it compares with."""
 
 import keras
 import numpy as np
-import pytest
 import tensorflow as tf
 
-from forked_tools import run_forked
 from xlnet_tf.pretraining.loop import PretrainingOptions, PretrainingRun
 from xlnet_tf.pretraining.data.records import load_record_info
 from xlnet_tf import XLNetConfig
-
-RUNNER = os.path.join(os.path.dirname(__file__), "distributed_run.py")
 
 
 def _steps(data, model_dir, accumulation, steps=3):
@@ -45,21 +39,3 @@ def test_micro_batches_with_memory_equal_the_whole_batch(small_data, tmp_path):
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
 
 
-def _weights(args):
-  result = run_forked([RUNNER] + [str(a) for a in args], timeout=900)
-  assert result.returncode == 0, result.stderr[-3000:]
-  with np.load(f"{args[3]}.npz") as weights:
-    return {name: weights[name] for name in weights.files}
-
-
-@pytest.mark.slow
-def test_micro_batches_over_mirrored_replicas_equal_one_device(small_data, tmp_path):
-  """Two logical CPU devices, 2 rows each split into 2 micro-batches of one row: the weights
-  of one device on the whole batch."""
-  data = small_data["uni"]
-  one = _weights(["one_device", 0, data, tmp_path / "one", 3, "--weights"])
-  micro = _weights(["mirrored", 2, data, tmp_path / "micro", 3, "--weights",
-                    "--options=" + json.dumps({"gradient_accumulation_steps": 2})])
-  assert one.keys() == micro.keys()
-  for name in one:
-    np.testing.assert_allclose(micro[name], one[name], rtol=0, atol=2e-6, err_msg=name)

@@ -1,5 +1,6 @@
-"""The pretraining loop under tf.distribute: mirrored and two workers equal one device; two
-workers stop together at a signal to one of them."""
+"""The pretraining loop under tf.distribute: mirrored (with and without gradient accumulation)
+and two workers equal one device; two workers stop together at a signal to one of them. Every
+test compares with one run on one device (a module fixture: one process instead of three)."""
 
 import json
 import os
@@ -16,24 +17,53 @@ from tiny_pretraining import RUNNER, run_distributed
 INTERRUPTED_TOOL = os.path.join(os.path.dirname(__file__), "..", "interrupted_tool.py")
 
 
+STEPS = 4
+
+
+@pytest.fixture(scope="module")
+def one_device(small_data, tmp_path_factory):
+  """(losses, final weights by variable path) of STEPS steps on one device, on the two
+  identical shards: the global batch of one device, of mirrored replicas and of two workers
+  each reading one shard."""
+  model_dir = tmp_path_factory.mktemp("one_device") / "one"
+  losses = run_distributed(["one_device", 0, small_data["twin"], model_dir, STEPS, "--weights"])
+  with np.load(f"{model_dir}.npz") as weights:
+    return losses, {name: weights[name] for name in weights.files}
+
+
 @pytest.mark.slow
-def test_mirrored_equals_one_device(small_data, tmp_path):
-  data = small_data["uni"]
-  one = run_distributed(["one_device", 0, data, tmp_path / "one", 5])
-  mirrored = run_distributed(["mirrored", 2, data, tmp_path / "mirrored", 5])
-  assert len(one) == 5
+def test_mirrored_equals_one_device(small_data, one_device, tmp_path):
+  one, _ = one_device
+  mirrored = run_distributed(["mirrored", 2, small_data["twin"], tmp_path / "mirrored", STEPS])
+  assert len(one) == STEPS
   np.testing.assert_allclose(mirrored, one, rtol=2e-5)
 
 
 @pytest.mark.slow
-def test_two_workers_equal_one_device_and_stop_together_at_a_signal_to_one(small_data, tmp_path):
+def test_micro_batches_over_mirrored_replicas_equal_one_device(small_data, one_device, tmp_path):
+  """Two logical CPU devices, 2 rows each split into 2 micro-batches of one row: the weights
+  of one device on the whole batch (one step on one device with micro-batches:
+  test_gradient_accumulation.py)."""
+  _, one = one_device
+  run_distributed(["mirrored", 2, small_data["twin"], tmp_path / "micro", STEPS, "--weights",
+                   "--options=" + json.dumps({"gradient_accumulation_steps": 2})])
+  with np.load(tmp_path / "micro.npz") as weights:
+    micro = {name: weights[name] for name in weights.files}
+  assert one.keys() == micro.keys()
+  for name in one:
+    np.testing.assert_allclose(micro[name], one[name], rtol=0, atol=2e-6, err_msg=name)
+
+
+@pytest.mark.slow
+def test_two_workers_equal_one_device_and_stop_together_at_a_signal_to_one(small_data, one_device,
+                                                                           tmp_path):
   """Two worker processes on 127.0.0.1, each reading one of two identical shards: the global
   batch holds every row twice, so loss and update equal one device on one copy. SIGTERM to
   worker 1 alone during step 2 stops both after it (the flag agreed by an all-reduce: neither
   waits for the other in step 3), each with its line and 143; both started again resume from
   the chief's checkpoint (worker 1 its memory) and go on as one device does."""
   data = small_data["twin"]
-  one = run_distributed(["one_device", 0, data, tmp_path / "one", 4])
+  one, _ = one_device
   model_dir = tmp_path / "mw"
 
   def workers(pause_worker_1):
@@ -44,7 +74,7 @@ def test_two_workers_equal_one_device_and_stop_together_at_a_signal_to_one(small
           {"cluster": {"worker": addresses}, "task": {"type": "worker", "index": index}}))
       pause = [INTERRUPTED_TOOL, "--pause_after=2"] if pause_worker_1 and index == 1 else []
       processes.append(start_forked([*pause, RUNNER, "multi_worker_mirrored", "0", data,
-                                     str(model_dir), "4"], env=env))
+                                     str(model_dir), str(STEPS)], env=env))
     return processes
 
   processes = workers(pause_worker_1=True)
@@ -67,7 +97,7 @@ def test_two_workers_equal_one_device_and_stop_together_at_a_signal_to_one(small
     with process:
       stdout, stderr = process.communicate(timeout=600)
     assert process.returncode == 0, stderr[-3000:]
-    assert f"Resuming from step 2 of 4: {model_dir}/ckpt-2" in stdout
+    assert f"Resuming from step 2 of {STEPS}: {model_dir}/ckpt-2" in stdout
     losses = json.loads([out for out in stdout.splitlines()
                          if out.startswith("LOSSES ")][-1][len("LOSSES "):])
     np.testing.assert_allclose(losses, one[2:], rtol=2e-5)
