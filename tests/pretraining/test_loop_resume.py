@@ -19,19 +19,32 @@ from xlnet_tf.utils.errors import UserInputError
 INTERRUPTED_TOOL = os.path.join(os.path.dirname(__file__), "..", "interrupted_tool.py")
 
 
-def test_killed_run_resumes_to_the_same_weights(small_data, tmp_path):
+DROPOUT = {"dropout": 0.1, "dropatt": 0.1}
+
+
+@pytest.fixture(scope="module")
+def straight(small_data, tmp_path_factory):
+  """6 uninterrupted steps with dropout on one device: the run each interrupted one here must
+  end as (trained once for both one-device tests)."""
+  run = make_run(small_data["bi"], tmp_path_factory.mktemp("straight") / "straight", 6,
+                 model=DROPOUT)
+  run.train()
+  return run
+
+
+def test_killed_run_resumes_to_the_same_weights(small_data, straight, tmp_path):
   data = small_data["bi"]
-  straight = make_run(data, tmp_path / "straight", 6)
-  straight.train()
-  assert not os.path.exists(tmp_path / "straight" / "pretrained")  # the caller exports
-  assert straight.export() == {"pretrained": str(tmp_path / "straight" / "pretrained"),
-                               "lm": str(tmp_path / "straight" / "lm")}
-  assert XLNetModel.from_pretrained(str(tmp_path / "straight" / "pretrained")).config == (
+  model_dir = straight.options.model_dir
+  assert not os.path.exists(os.path.join(model_dir, "pretrained"))  # the caller exports
+  assert straight.export() == {"pretrained": os.path.join(model_dir, "pretrained"),
+                               "lm": os.path.join(model_dir, "lm")}
+  assert XLNetModel.from_pretrained(os.path.join(model_dir, "pretrained")).config == (
       straight.config)
-  interrupted = make_run(data, tmp_path / "interrupted", 6)
+  interrupted = make_run(data, tmp_path / "interrupted", 6, model=DROPOUT)
   interrupted.train(stop_after=4)  # checkpoint at 3; step 4 is lost with the "kill"
   assert interrupted.checkpoints.manager.latest_checkpoint.endswith("ckpt-3")
-  resumed = make_run(data, tmp_path / "interrupted", 6, seed=99)  # other init: restored anyway
+  # other init: restored anyway
+  resumed = make_run(data, tmp_path / "interrupted", 6, seed=99, model=DROPOUT)
   result = resumed.train()
   assert result["history"][0]["step"] == 4
   for a, b in zip(straight.model.weights, resumed.model.weights):
@@ -51,7 +64,7 @@ def _assert_damaged_newest_passed_over(data, model_dir):
                        (mems_file, "File is not a zip file")):
     original = damaged.read_bytes()
     damaged.write_bytes(original[:len(original) // 2])
-    run = make_run(data, model_dir, 6, seed=99)
+    run = make_run(data, model_dir, 6, seed=99, model=DROPOUT)
     expected = np.load(model_dir / "mems-3-worker0.npz")["layer_0"]
     with _warnings() as warnings:
       step, mems = run.checkpoints.restore(run._zero_mems)
@@ -65,7 +78,7 @@ def _assert_damaged_newest_passed_over(data, model_dir):
   (model_dir / "ckpt-3.data-00000-of-00001").write_bytes(b"")
   with pytest.raises(UserInputError, match=rf"^{model_dir}: no checkpoint reads whole: "
                      rf"{model_dir}/ckpt-6 \(.*\), {model_dir}/ckpt-3 \(.*\); restore them"):
-    make_run(data, model_dir, 6).checkpoints.restore(lambda: ())
+    make_run(data, model_dir, 6, model=DROPOUT).checkpoints.restore(lambda: ())
 
 
 class _warnings:
@@ -82,12 +95,9 @@ class _warnings:
     logging.getLogger().removeHandler(self.handler)
 
 
-DROPOUT = {"dropout": 0.1, "dropatt": 0.1}
-
-
-def _runner_options(**options):
+def _runner_options(n_layer=2, **options):
   """distributed_run.py's arguments for 6 steps with make_run's options and dropout."""
-  return ["--model=" + json.dumps(DROPOUT),
+  return ["--model=" + json.dumps(dict(DROPOUT, n_layer=n_layer)),
           "--options=" + json.dumps(dict(save_steps=3, warmup_steps=2, **options))]
 
 
@@ -130,7 +140,7 @@ def _stop_by_sigterm(strategy, cpu_replicas, data, model_dir, step, resumed_from
 
 
 def test_killed_process_resumes_to_the_weights_of_an_uninterrupted_run_with_dropout(
-    small_data, tmp_path):
+    small_data, straight, tmp_path):
   """Dropout 0.1: the masks of a step depend on (seed, step, replica) only, so the resumed
   run redraws step 4's masks; its lock is taken over. Resumed, it is stopped by SIGTERM
   during step 5 and resumed again."""
@@ -140,8 +150,6 @@ def test_killed_process_resumes_to_the_weights_of_an_uninterrupted_run_with_drop
   resumed = make_run(data, tmp_path / "killed", 6, seed=99, model=DROPOUT)  # other init
   assert resumed.train()["history"][0]["step"] == 6
   assert not os.path.exists(tmp_path / "killed" / run_lock.LOCK_FILE)
-  straight = make_run(data, tmp_path / "straight", 6, model=DROPOUT)
-  straight.train()
   _assert_same_weights({v.path: v.numpy() for v in straight.model.weights},
                        {v.path: v.numpy() for v in resumed.model.weights})
 
@@ -150,12 +158,12 @@ def test_killed_process_resumes_to_the_weights_of_an_uninterrupted_run_with_drop
 def test_mirrored_run_stopped_by_sigterm_resumes_to_the_weights_of_an_uninterrupted_run(
     small_data, tmp_path):
   """Two replicas (each its own masks and memory rows): stopped by SIGTERM during step 4,
-  resumed in a new process, equal to an uninterrupted run (without XLA, which compiles slowly
-  per replica; the one-device test covers it). kill -9 resumes the same way (the one-device
-  test)."""
+  resumed in a new process, equal to an uninterrupted run (one layer and no XLA, which compiles
+  slowly per replica: the one-device tests cover both). kill -9 resumes the same way (the
+  one-device test)."""
   data = small_data["uni"]
-  _stop_by_sigterm("mirrored", 2, data, tmp_path / "stopped", 4, jit_compile=False)
+  _stop_by_sigterm("mirrored", 2, data, tmp_path / "stopped", 4, jit_compile=False, n_layer=1)
   run_distributed(["mirrored", 2, data, f"{tmp_path / 'stopped'},{tmp_path / 'straight'}", 6,
-                   "--weights", *_runner_options(jit_compile=False)])
+                   "--weights", *_runner_options(jit_compile=False, n_layer=1)])
   with np.load(tmp_path / "straight.npz") as straight, np.load(tmp_path / "stopped.npz") as resumed:
     _assert_same_weights(dict(straight), dict(resumed))
