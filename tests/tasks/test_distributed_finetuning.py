@@ -81,14 +81,19 @@ def test_steps_equal_model_fit_with_the_same_optimizer(head):
                                                         make().trainable_weights])) > 1e-3
 
 
+@pytest.fixture(scope="module")
+def whole_batch():
+  """The weights after two steps of regression (squared error) on whole batches of 8 rows."""
+  return trained(classifier(1), classification_features(), "score",
+                 keras.losses.MeanSquaredError(), options())
+
+
 @pytest.mark.parametrize("accumulation", [2, 4])
-def test_accumulation_equals_the_whole_batch(accumulation):
+def test_accumulation_equals_the_whole_batch(whole_batch, accumulation):
   """Regression (squared error) on micro-batches of 4 or 2 rows: the same update as 8 rows."""
-  features = classification_features()
-  loss = keras.losses.MeanSquaredError()
-  whole = trained(classifier(1), features, "score", loss, options())
-  micro = trained(classifier(1), features, "score", loss, options(accumulation=accumulation))
-  assert_weights_close(micro, whole)
+  micro = trained(classifier(1), classification_features(), "score",
+                  keras.losses.MeanSquaredError(), options(accumulation=accumulation))
+  assert_weights_close(micro, whole_batch)
 
 
 @pytest.mark.parametrize("steps, batch, message", [
@@ -124,43 +129,52 @@ def _assert_same_run(result, weights_path, reference, reference_weights_path):
   assert_weights_close(_weights(weights_path), _weights(reference_weights_path))
 
 
+@pytest.fixture(scope="module")
+def one_device(tmp_path_factory):
+  """(OUT, {run: RESULT}) of the one-device runs (tagger and classifier) that both tests below
+  compare with, in one process: the first in OUT, so it writes the initial weights every later
+  run in OUT starts from."""
+  out = tmp_path_factory.mktemp("distributed_finetuning")
+  results, = _results([start_forked([RUNNER, "0", str(out),
+                                     "one_device:1,one_device:1:classifier"])])
+  return out, results
+
+
 @pytest.mark.slow
-def test_mirrored_and_accumulation_equal_one_device(tmp_path):
+def test_mirrored_and_accumulation_equal_one_device(one_device):
   """A tagger (the loss a mean over scored tokens, which differ per replica and micro-batch)
   and a classifier (a Keras loss) on two logical CPU devices, with and without 2
   micro-batches, equal one device: losses (a mean, not a replica's share), dev scores, weights."""
   # (one device with micro-batches: test_accumulation_equals_the_whole_batch, in process)
-  runs = ["one_device:1", "mirrored:1", "mirrored:2", "one_device:1:classifier",
-          "mirrored:2:classifier"]
-  process = start_forked([RUNNER, "2", str(tmp_path), ",".join(runs)])
+  out, one = one_device
+  runs = ["mirrored:1", "mirrored:2", "mirrored:2:classifier"]
+  process = start_forked([RUNNER, "2", str(out), ",".join(runs)])
   results, = _results([process])
   for run in runs:
     reference = "one_device:1:classifier" if run.endswith("classifier") else "one_device:1"
-    assert len(results[reference]["losses"]) == STEPS
-    _assert_same_run(results[run], tmp_path / f"{run.replace(':', '-')}-0.npz",
-                     results[reference], tmp_path / f"{reference.replace(':', '-')}-0.npz")
+    assert len(one[reference]["losses"]) == STEPS
+    _assert_same_run(results[run], out / f"{run.replace(':', '-')}-0.npz",
+                     one[reference], out / f"{reference.replace(':', '-')}-0.npz")
   assert 0.9 < results["mirrored:2:classifier"]["losses"][0] / np.log(3) < 1.1  # a mean
 
 
 @pytest.mark.slow
-def test_two_workers_equal_one_device(tmp_path):
+def test_two_workers_equal_one_device(one_device):
   """Two worker processes on 127.0.0.1 (each half of every global batch), with and without
   micro-batches: the losses, dev scores (evaluated on every worker) and weights of one device;
   only the chief writes the best weights (both would otherwise hold the same run lock)."""
-  one, = _results([start_forked([RUNNER, "0", str(tmp_path),
-                                 "one_device:1,one_device:1:classifier"])])
+  out, one = one_device
   runs = "multi_worker_mirrored:1,multi_worker_mirrored:2:classifier"
   workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
   processes = []
   for index in range(2):
     env = dict(os.environ, TF_CONFIG=json.dumps(
         {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
-    processes.append(start_forked([RUNNER, "0", str(tmp_path), runs], env=env))
+    processes.append(start_forked([RUNNER, "0", str(out), runs], env=env))
   for worker, results in enumerate(_results(processes)):
     for run in runs.split(","):
       reference = "one_device:1:classifier" if run.endswith("classifier") else "one_device:1"
-      _assert_same_run(results[run], tmp_path / f"{run.replace(':', '-')}-{worker}.npz",
-                       one[reference], tmp_path / f"{reference.replace(':', '-')}-0.npz")
-  assert os.path.exists(tmp_path / "best-multi_worker_mirrored-2-classifier" /
-                        "model.weights.h5")
+      _assert_same_run(results[run], out / f"{run.replace(':', '-')}-{worker}.npz",
+                       one[reference], out / f"{reference.replace(':', '-')}-0.npz")
+  assert os.path.exists(out / "best-multi_worker_mirrored-2-classifier" / "model.weights.h5")
   assert 0.9 < one["one_device:1"]["losses"][0] / np.log(3) < 1.1  # a mean over the tokens
