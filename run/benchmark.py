@@ -338,12 +338,15 @@ def run_matmul(spec):
 
 
 def run_dropout(spec):
-  """keras.layers.Dropout against FastDropout on one layer's dropout sites (base, 4x128)."""
+  """keras.layers.Dropout against FastDropout on one layer's dropout sites at 4x128 (the
+  attention probabilities, the feed-forward's inner and outer activations) of the first
+  --sizes (base: 5.3M elements)."""
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
   import keras
   import tensorflow as tf
   from xlnet_tf.modeling.layers.dropout import FastDropout
-  shapes = [[4, 12, 128, 128], [4, 128, 3072], [4, 128, 768]]
+  size = SIZES[spec.get("size", "base")]
+  shapes = [[4, size["n_head"], 128, 128], [4, 128, size["d_inner"]], [4, 128, size["d_model"]]]
   inputs = [tf.random.normal(shape) for shape in shapes]
   layer = {"keras": keras.layers.Dropout, "xlnet_tf": FastDropout}[spec["layer"]](0.1, seed=0)
   step = tf.function(lambda xs: [tf.reduce_sum(layer(x, training=True)) for x in xs],
@@ -491,7 +494,7 @@ def main(argv):
     for layer in ("keras", "xlnet_tf"):
       for xla in (False, True):
         dropout.append(measure({"implementation": "dropout", "layer": layer, "xla": xla,
-                                "repeats": 5}))
+                                "size": FLAGS.sizes[0], "repeats": 5}))
   data_stage = None
   if FLAGS.data_copies:
     data_stage = measure({"implementation": "data_stage", "copies": FLAGS.data_copies,

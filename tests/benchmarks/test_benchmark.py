@@ -59,6 +59,7 @@ def test_benchmark_measures_and_reports(tmp_path):
   assert "| tiny | 2x16+4 | float32 | generate | xlnet_tf |" in table
   assert rows[-1]["tokens_per_sec"] == pytest.approx(2 * 4 / rows[-1]["seconds"])
   assert "corpus tokens/s" in table
+  assert "| dropout layer | XLA | ms per call (0.3M elements) |" in table  # --sizes' first
 
 
 @pytest.mark.slow

@@ -79,7 +79,9 @@ def better_round(previous, result):
 def dropout_markdown(dropout):
   if not dropout:
     return ""
-  lines = ["\n| dropout layer | XLA | ms per call (5.3M elements) |", "|---|---|---:|"]
+  elements = dropout[0].get("elements")
+  lines = [f"\n| dropout layer | XLA | ms per call ({elements / 1e6:.1f}M elements) |"
+           if elements else "\n| dropout layer | XLA | ms per call |", "|---|---|---:|"]
   for r in dropout:
     time_ms = f"{r['seconds'] * 1000:.1f}" if "error" not in r else f"error: {r['error']}"
     lines.append(f"| {r['layer']} | {'yes' if r['xla'] else 'no'} | {time_ms} |")
