@@ -1,5 +1,6 @@
 """quantize("int8") on every head: its backbone's and its own Dense layers' projections in int8,
-outputs within 2% of float (batch > 1, padding, several segments), .keras files, refusals.
+outputs within 2% of float (batch > 1, padding, several segments), .keras files,
+save_pretrained / from_pretrained, refusals.
 
 As in tests/modeling/test_quantization.py, the tiny models are initialized with init_std 0.15
 so that every sublayer and head layer moves its output (with 0.02 they barely do)."""
@@ -12,7 +13,10 @@ import tensorflow as tf
 from layer_checks import assert_keras_file_round_trip
 from model_inputs import padded_pair_batch, tiny_config
 from xlnet_tf import (XLNetClassifier, XLNetModel, XLNetMultipleChoice, XLNetPretrainer,
-                      XLNetQuestionAnswering, XLNetTokenClassifier)
+                      XLNetQuestionAnswering, XLNetTokenClassifier, checkpoints)
+from xlnet_tf.checkpoints.assign import CheckpointMismatchError
+from xlnet_tf.tasks.finetuning import load_pretrained_weights
+from xlnet_tf.utils.errors import UserInputError
 
 LENGTH, N_TOKEN = 10, 50
 # Relative error of an int8 head output against float. Looser than the backbone's 0.02: a
@@ -109,7 +113,9 @@ def test_int8_head_is_close_to_float(name, tmp_path):
     assert restored.quantization == "int8"
 
 
-def test_head_refuses_unsupported_modes_and_save_pretrained(tmp_path):
+def test_head_refuses_unsupported_modes_saves_int8_and_refuses_training(tmp_path):
+  """save_pretrained of a quantized head: from_pretrained gives it back quantized, with the
+  same outputs; it is refused as another head's backbone, by fine-tuning and by fit."""
   keras.utils.set_random_seed(0)
   head = XLNetTokenClassifier(backbone(), 5)
   weights = head.get_weights()
@@ -117,8 +123,23 @@ def test_head_refuses_unsupported_modes_and_save_pretrained(tmp_path):
     head.quantize("int4")
   assert head.quantization is None
   assert all(np.array_equal(a, b) for a, b in zip(head.get_weights(), weights))
+  float_directory = str(tmp_path / "float")
+  head.save_pretrained(float_directory)
   head.quantize("int8")
-  with pytest.raises(ValueError, match=r"quantized \(int8\)"):
-    head.save_pretrained(str(tmp_path / "tagger"))
-  assert not (tmp_path / "tagger").exists()
+  directory = str(tmp_path / "tagger")
+  head.save_pretrained(directory)
+  inputs = pair_batch()
+  restored = XLNetTokenClassifier.from_pretrained(directory)
+  assert restored.quantization == "int8"
+  np.testing.assert_array_equal(restored(inputs).numpy(), head(inputs).numpy())
+  with pytest.raises(CheckpointMismatchError, match="quantized head"):
+    XLNetModel.from_pretrained(directory)  # its backbone alone (for another head)
+  with pytest.raises(UserInputError, match="quantized to int8.*fine-tuning starts from float"):
+    load_pretrained_weights(XLNetModel(tiny_config(n_token=N_TOKEN)), directory)
+  with pytest.raises(ValueError, match=r"quantized \(int8\), for inference"):
+    restored.fit(inputs, np.zeros([BATCH, LENGTH]), epochs=1, verbose=0)
+  with pytest.raises(CheckpointMismatchError, match="holds float weights.*is int8"):
+    checkpoints.load_own_checkpoint(restored, float_directory)
+  head.save_pretrained(float_directory)  # over a float directory: marked quantized
+  assert XLNetTokenClassifier.from_pretrained(float_directory).quantization == "int8"
 

@@ -16,6 +16,8 @@ from model_inputs import padded_pair_batch, tiny_config
 from xlnet_tf import XLNetModel
 from xlnet_tf import checkpoints
 from xlnet_tf.checkpoints import naming
+from xlnet_tf.serving.conversion import convert_checkpoint
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.modeling.layers.feed_forward import PositionwiseFeedForward
 from xlnet_tf.modeling.ops.quantized_matmul import (Int8Kernel, constant_int8_weights,
                                                     int8_projection, onednn_available,
@@ -111,16 +113,24 @@ def test_quantized_model_round_trips_through_config_and_keras_file(quantized, tm
   assert "quantization" not in make_model().get_config()  # a float model's config as before
 
 
-def test_float_checkpoint_formats_refuse_a_quantized_model(quantized, tmp_path):
-  """save_pretrained, and every reader or writer of the original's names (Hugging Face, TF1,
-  conversion), refuse rather than write or read int8 values as float ones."""
-  with pytest.raises(ValueError, match=r"quantized \(int8\).*\.keras"):
-    quantized[2].save_pretrained(str(tmp_path / "model"))
-  with pytest.raises(ValueError, match=r"quantized \(int8\).*\.keras"):
-    checkpoints.save_pretrained(quantized[2], str(tmp_path / "model"))
-  assert not (tmp_path / "model").exists()
+def test_save_pretrained_keeps_int8_and_float_formats_refuse_it(quantized, tmp_path):
+  """save_pretrained writes the int8 weights and quantization.json: from_pretrained gives the
+  quantized model back with the same outputs. Every reader or writer of the original's names
+  (Hugging Face, TF1) and the conversion refuse rather than write or read int8 values as
+  float ones."""
+  inputs, _, model, _ = quantized
+  directory = str(tmp_path / "model")
+  model.save_pretrained(directory)
+  assert checkpoints.own.stored_quantization(directory) == "int8"
+  restored = XLNetModel.from_pretrained(directory)
+  assert restored.quantization == "int8"
+  for name, value in outputs_of(restored, inputs).items():
+    np.testing.assert_array_equal(value, outputs_of(model, inputs)[name])
   with pytest.raises(AttributeError, match=r"quantized \(int8\): its float kernel query_kernel"):
-    naming.original_variable_map(quantized[2])
+    naming.original_variable_map(model)
+  with pytest.raises(UserInputError, match="quantized to int8: the checkpoint formats hold"):
+    convert_checkpoint(directory, "own", str(tmp_path / "hf"), "huggingface")
+  assert not (tmp_path / "hf").exists()
 
 
 @pytest.mark.parametrize("mode, error", [("int4", NotImplementedError),

@@ -1,7 +1,9 @@
 """The project's own format: a directory with the full config JSON and a Keras weights file
 (and, for a head, head.json: its class and constructor arguments; for a classifier or tagger,
 labels.json; for a multi-label classifier, thresholds.json; with its tokenizer, spiece.model and
-tokenizer_config.json; with a head's preprocessor, also preprocessor.json).
+tokenizer_config.json; with a head's preprocessor, also preprocessor.json; for a model after
+`quantize("int8")`, quantization.json, the weights file then holding its int8 kernels and
+scales: loaded into the model it came from only, quantized before its weights load).
 
 head.json is read here only (`read_head_file`), for loading, conversion and export; which class
 its name stands for is the heads' registry's business (xlnet_tf.heads.registry).
@@ -28,6 +30,7 @@ from xlnet_tf.utils.json_files import read_json_object, write_json
 CONFIG_FILE = "xlnet_config.json"
 WEIGHTS_FILE = "model.weights.h5"
 HEAD_FILE = "head.json"
+QUANTIZATION_FILE = "quantization.json"  # {"mode": "int8"} for a quantized model's weights
 # The group of a head's weights file that holds its backbone's weights (the attribute name).
 BACKBONE_GROUP = "backbone"
 
@@ -39,14 +42,7 @@ def save_pretrained(model_or_head, directory: str) -> str:
   it, or its backbone, knows its `tokenizer`; a head's `preprocessor` writes its own tokenizer
   there and `preprocessor.json`. Returns `directory`."""
   backbone = backbone_of(model_or_head)
-  quantized = getattr(backbone, "quantization", None)
-  if quantized is not None:  # int8 kernels and their scales: no float weights to write
-    raise ValueError(
-        f"{type(model_or_head).__name__} '{model_or_head.name}' is quantized ({quantized}); "
-        "save_pretrained writes float checkpoints, which from_pretrained loads into float "
-        "models. Save the float model and quantize after from_pretrained, or save the "
-        "quantized one as a .keras file (model.save('model.keras'), keras.models.load_model). "
-        "Nothing was written")
+  quantized = getattr(model_or_head, "quantization", None)
   labels = getattr(model_or_head, "labels", None)
   count = class_count(model_or_head)
   if labels is not None:
@@ -55,6 +51,11 @@ def save_pretrained(model_or_head, directory: str) -> str:
   files.makedirs(directory)
   backbone.config.to_json_file(os.path.join(directory, CONFIG_FILE))
   model_or_head.save_weights(os.path.join(directory, WEIGHTS_FILE))
+  quantization_path = os.path.join(directory, QUANTIZATION_FILE)
+  if quantized is not None:
+    write_json(quantization_path, {"mode": quantized})
+  elif files.exists(quantization_path):  # a float model saved over a quantized one
+    files.remove(quantization_path)
   if hasattr(model_or_head, "head_config"):
     write_json(os.path.join(directory, HEAD_FILE),
                {"class": type(model_or_head).__name__, **model_or_head.head_config()})
@@ -121,9 +122,32 @@ def load_pretrained_head(directory: str, head_class, **config_overrides):
   return head
 
 
+def stored_quantization(directory: str) -> Optional[str]:
+  """The quantization mode of the weights `save_pretrained` wrote in `directory` ("int8"), or
+  None (float weights)."""
+  path = os.path.join(directory, QUANTIZATION_FILE)
+  if not files.exists(path):
+    return None
+  mode = read_json_object(path, expected='a JSON object such as {"mode": "int8"}').get("mode")
+  require(mode == "int8", f"{path}: mode", '"int8"', repr(mode))
+  return mode
+
+
 def load_own_checkpoint(model_or_head, directory: str) -> None:
-  """Loads `model.weights.h5` after checking the stored architecture equals the model's."""
-  _load_weights_strictly(model_or_head, _checked_weights_file(model_or_head, directory))
+  """Loads `model.weights.h5` after checking the stored architecture equals the model's. A
+  quantized directory's weights load into the same model quantized: a float model is quantized
+  first (its own values are then replaced), a model quantized otherwise is refused."""
+  weights_path = _checked_weights_file(model_or_head, directory)
+  stored = stored_quantization(directory)
+  current = getattr(model_or_head, "quantization", None)
+  if stored != current and not (stored and current is None):
+    raise CheckpointMismatchError(
+        f"{directory}: holds {stored or 'float'} weights; {type(model_or_head).__name__} "
+        f"'{model_or_head.name}' is {current or 'float'}"
+        + (" (load the float weights, then quantize)" if current else ""))
+  if stored and current is None:
+    model_or_head.quantize(stored)
+  _load_weights_strictly(model_or_head, weights_path)
 
 
 def load_own_backbone(model, directory: str) -> None:
@@ -131,8 +155,13 @@ def load_own_backbone(model, directory: str) -> None:
   for any head (the part of the head's weights file that holds its backbone)."""
   weights_path = _checked_weights_file(model, directory)
   if not files.exists(os.path.join(directory, HEAD_FILE)):
-    _load_weights_strictly(model, weights_path)
+    load_own_checkpoint(model, directory)
     return
+  if stored_quantization(directory):
+    raise CheckpointMismatchError(
+        f"{directory}: holds a quantized head ({stored_quantization(directory)}); its weights "
+        "load only into that head (its class's from_pretrained), not as the backbone of "
+        "another: start from the float checkpoint")
   with tempfile.TemporaryDirectory() as folder, files.local_copy(weights_path) as local_path:
     backbone_path = os.path.join(folder, WEIGHTS_FILE)
     with open_hdf5(local_path, shown=weights_path) as source:

@@ -93,7 +93,13 @@ class XLNetHead(keras.Model):
     return super().__call__(*args, **kwargs)
 
   def fit(self, x=None, y=None, *args, **kwargs):
-    """Keras' fit; raw strings in `x` or validation_data go through `.preprocessor`."""
+    """Keras' fit; raw strings in `x` or validation_data go through `.preprocessor`. A
+    quantized head is refused (its int8 kernels take no gradient: only the biases and
+    LayerNorms would move)."""
+    if self.quantization is not None:
+      raise ValueError(f"{type(self).__name__} '{self.name}' is quantized "
+                       f"({self.quantization}), for inference: fit the float model, then "
+                       "quantize")
     if kwargs.get("validation_data") is not None:
       kwargs["validation_data"] = text_inputs.packed_validation_data(
           self, kwargs["validation_data"])

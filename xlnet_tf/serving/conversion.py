@@ -25,11 +25,12 @@ from xlnet_tf.checkpoints.labels import save_labels, saved_labels
 from xlnet_tf.checkpoints.naming import backbone_of, original_variable_map
 from xlnet_tf.checkpoints.original import (load_original_checkpoint, resolve_prefix,
                                            save_original_checkpoint)
-from xlnet_tf.checkpoints.own import CONFIG_FILE, load_own_checkpoint, save_pretrained
+from xlnet_tf.checkpoints.own import (CONFIG_FILE, load_own_checkpoint, save_pretrained,
+                                      stored_quantization)
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.heads import registry
 from xlnet_tf.modeling.backbone import XLNetModel
-from xlnet_tf.utils.errors import require
+from xlnet_tf.utils.errors import UserInputError, require
 
 INPUT_FORMATS = ("original", "huggingface", "own")
 OUTPUT_FORMATS = ("own", "original", "huggingface")
@@ -80,6 +81,10 @@ def convert_checkpoint(input_path: str, input_format: str, output_dir: str,
     raise NotADirectoryError(f"{output_dir}: exists and is not a directory")
   if output_format == "huggingface":
     _check_no_other_huggingface_weights(output_dir)
+  if input_format == "own" and stored_quantization(input_path):
+    raise UserInputError(f"{input_path}: holds a model quantized to "
+                         f"{stored_quantization(input_path)}: the checkpoint formats hold float "
+                         "weights; convert the float model")
   model, load_summary = load_any(input_path, input_format, config_file)
   if output_format == "huggingface":
     huggingface_architecture(model)  # a head transformers has no class for: refused now

@@ -339,7 +339,12 @@ def load_pretrained_weights(backbone, path: str, checkpoint_format: str = "own")
   """Loads a pretrained checkpoint (--init_checkpoint: a directory of `checkpoint_format`
   holding a backbone or any head, or an original checkpoint prefix) into `backbone`, as
   XLNetModel.from_pretrained does; returns the loader's report. A damaged file is a user error
-  naming it, not a reader's traceback."""
+  naming it, not a reader's traceback. A quantized model's directory is refused: its int8
+  weights are for inference."""
+  if checkpoint_format == "own" and checkpoints.own.stored_quantization(path):
+    raise UserInputError(f"--init_checkpoint={path}: holds a model quantized to "
+                         f"{checkpoints.own.stored_quantization(path)} (for inference); "
+                         "fine-tuning starts from float weights")
   try:
     return pretrained.load_backbone(backbone, pretrained.Pretrained(path, path, checkpoint_format))
   except (UserInputError, FileNotFoundError):
