@@ -246,7 +246,7 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
   written). A quantized model (so quantized, or by the caller) is traced in
   ops.quantized_matmul.constant_int8_weights unless `xla`: its int8 kernels become constants of
   the graph, multiplied by oneDNN's int8 kernel (QuantizedMatMulWithBias, in TensorFlow's x86
-  builds), 2x the float32 forward's speed on a CPU with VNNI (docs/performance.md).
+  builds), 1.5-1.7x the float32 SavedModel on a CPU with VNNI (docs/benchmarks.md).
 
   A classifier with max_segments S > 1 reads each text (or pair) as S segments of
   max_seq_length (text.packing's layout, the split of the Python builders) with memory:
