@@ -1,7 +1,23 @@
 import os
 import shutil
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# One XLA compilation cache for the run: the pytest workers and every tool they start compile
+# the same tiny models' steps again and again (the cache is keyed on the compiled program, so
+# a hit runs exactly what a compilation would give). Made by the first process (xdist's
+# controller, which the workers inherit it from), removed by it at the end.
+XLA_CACHE_VARIABLE = "XLNET_TF_TESTS_XLA_CACHE"
+if XLA_CACHE_VARIABLE not in os.environ:
+  os.environ[XLA_CACHE_VARIABLE] = tempfile.mkdtemp(prefix="xlnet_tf_tests_xla_")
+  _OWNS_XLA_CACHE = True
+else:
+  _OWNS_XLA_CACHE = False
+_CACHE_FLAG = f"--tf_xla_persistent_cache_directory={os.environ[XLA_CACHE_VARIABLE]}"
+if _CACHE_FLAG not in os.environ.get("TF_XLA_FLAGS", ""):
+  os.environ["TF_XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("TF_XLA_FLAGS"),
+                                                      _CACHE_FLAG]))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -69,3 +85,8 @@ def small_data(tmp_path_factory):
   write_json(str(twin / "record_info.json"), info)
   made["twin"] = str(twin)
   return made
+
+
+def pytest_unconfigure(config):
+  if _OWNS_XLA_CACHE:
+    shutil.rmtree(os.environ[XLA_CACHE_VARIABLE], ignore_errors=True)
