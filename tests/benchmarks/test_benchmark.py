@@ -12,10 +12,12 @@ from repository import ROOT
 
 
 def _benchmark(output, *flags):
-  """Runs run/benchmark.py at the tiny size, float32, xlnet_tf only: its JSON report."""
+  """Runs run/benchmark.py at the tiny size, float32, xlnet_tf only, the rows that import
+  TensorFlow forked (--fork_rows; the PyTorch and ONNX Runtime rows start fresh): its JSON
+  report."""
   result = run_forked([os.path.join(ROOT, "run", "benchmark.py"), "--sizes=tiny",
                        "--shapes=2x16", "--dtypes=float32", "--implementations=xlnet_tf",
-                       "--repeats=1", f"--output={output}", *flags])
+                       "--repeats=1", "--fork_rows", f"--output={output}", *flags])
   assert result.returncode == 0, result.stderr[-3000:]
   return json.loads((output.parent / (output.name + ".json")).read_text())
 
@@ -41,10 +43,13 @@ def test_benchmark_measures_and_reports(tmp_path):
     assert ("relative_error" in row) == (row["implementation"] in int8_peers), row
     assert 0 < row.get("relative_error", 1e-3) < 0.05, row
     assert "onnx_dir" not in row  # the run's temporary folder, removed
+  # A row that fails (a vocabulary of 0) is reported with its error's line; the others run.
   rounds = _benchmark(tmp_path / "rounds", "--modes=forward", "--rounds=2", "--nodropout",
-                      "--data_copies=0", "--jit_compile=false")["results"]
+                      "--data_copies=0", "--jit_compile=false", "--vocab_sizes=32000,0")["results"]
+  assert [r.get("vocab") for r in rounds] == [None, 0]
   assert all(len(r["round_seconds"]) == 2 and r["seconds"] == min(r["round_seconds"])
-             for r in rounds) and rounds  # each row is its best round
+             for r in rounds[:1])  # each row is its best round
+  assert "UserInputError" in rounds[1]["error"] and "n_token" in rounds[1]["error"], rounds[1]
   assert report["matmul_gflops"]["float32"] > 0
   assert [(d["layer"], d["xla"]) for d in report["dropout"] if "error" not in d] == [
       ("keras", False), ("keras", True), ("xlnet_tf", False), ("xlnet_tf", True)]
@@ -86,3 +91,13 @@ def test_profile_step_lists_op_times():
   assert "s per step" in lines[0]
   rows = [line.split() for line in lines[2:]]
   assert len(rows) == 8 and all(float(row[0]) >= 0 and int(row[1]) > 0 for row in rows)
+
+
+def test_forked_rows_are_refused_for_the_memory_table(tmp_path):
+  result = run_forked([os.path.join(ROOT, "run", "benchmark.py"), "--memory", "--fork_rows",
+                       f"--output={tmp_path / 'memory'}"])
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines() == [
+      "error: --fork_rows: not with --memory (a forked row's peak RSS misses pages of the "
+      "TensorFlow import)"]
+  assert list(tmp_path.iterdir()) == []
