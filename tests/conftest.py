@@ -96,14 +96,6 @@ def small_data(tmp_path_factory):
   return made
 
 
-def pytest_collection_modifyitems(items):
-  """The files holding a slow test first, each file otherwise in collection order: xdist hands
-  out whole files in this order (setup.cfg: --dist loadfile --no-loadscope-reorder), so the
-  longest start early instead of running alone at the end while the other worker idles."""
-  slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-  items.sort(key=lambda item: item.path not in slow_files)  # a stable sort
-
-
 def pytest_unconfigure(config):
   if _OWNS_XLA_CACHE:
     shutil.rmtree(os.environ[XLA_CACHE_VARIABLE], ignore_errors=True)

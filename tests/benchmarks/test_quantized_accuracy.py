@@ -42,7 +42,6 @@ def labelled_file(path, count, seed):
                    + "\n")
 
 
-@pytest.mark.slow
 def test_a_fine_tuned_classifier_end_to_end(sp_model, tmp_path):
   labelled_file(tmp_path / "train.jsonl", 64, 0)
   labelled_file(tmp_path / "dev.jsonl", 24, 1)

@@ -3,7 +3,6 @@ import os
 import re
 
 import numpy as np
-import pytest
 
 from cli_output import run_tool
 from model_inputs import padded_pair_batch, tiny_config
@@ -51,7 +50,6 @@ def test_race_reader_and_layout(tmp_path, sp_model):
   assert features["label"].tolist() == [0, 0, 0] and features["level"].tolist() == [0, 0, 1]
 
 
-@pytest.mark.slow
 def test_race_cli(tmp_path, sp_model):
   rng = np.random.default_rng(0)
   words = ["class", "module", "value", "object"]

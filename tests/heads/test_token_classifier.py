@@ -4,7 +4,6 @@ import re
 
 import numpy as np
 import tensorflow as tf
-import pytest
 
 from cli_output import run_tool
 from model_inputs import padded_pair_batch, tiny_config
@@ -29,7 +28,6 @@ def test_logits_per_token(rng):
   assert set(model.huggingface_head_names()) == {"classifier.weight", "classifier.bias"}
 
 
-@pytest.mark.slow
 def test_tagger_cli_learns_a_keyword_tagger(sp_model, tmp_path):
   rng = np.random.default_rng(0)
   words = ["class", "function", "module", "value", "object", "return", "list", "string"]

@@ -313,7 +313,6 @@ def test_score_candidates_ranks_by_span_log_prob(sp_model):
     infilling.score_candidates(model, tokenizer, "no blank here", candidates)
 
 
-@pytest.mark.slow
 def test_cli_fills_blanks_and_ranks_candidates(sp_model, tmp_path):
   keras.utils.set_random_seed(0)
   model = XLNetPretrainer(XLNetModel(XLNetConfig.preset("tiny", n_token=1000, bi_data=False)))

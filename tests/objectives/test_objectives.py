@@ -243,7 +243,6 @@ def test_memory_off_means_no_memory(objective_data, tmp_path):
     assert same != carried
 
 
-@pytest.mark.slow
 def test_next_sentence_loss_is_added(objective_data, tmp_path):
   run = _run(objective_data["perm"], tmp_path / "ns", next_sentence=True)
   batch = next(iter(pretraining_dataset(objective_data["perm"])))

@@ -75,7 +75,6 @@ def test_memory_is_used_and_carried(small_data, tmp_path):
   assert abs(loss_with - loss_without) > 1e-3
 
 
-@pytest.mark.slow
 def test_tiny_model_overfits_a_fixed_batch(small_data):
   data = small_data["uni"]
   keras.utils.set_random_seed(0)

@@ -3,13 +3,10 @@ setting: two variants that differ in encoding, recurrence and loss, the tables a
 
 import json
 
-import pytest
-
 from xlnet_tf.pretraining.data import corpus
 from xlnet_tf.studies import context_ablation
 
 
-@pytest.mark.slow
 def test_study_trains_the_group_and_writes_table5_and_recl(tmp_path):
   documents = corpus.python_docs_documents()
   corpus.write_corpus_files(documents[:24], str(tmp_path / "train"), num_files=2)

@@ -21,7 +21,6 @@ def _weights(directory):
   return [w.numpy() for w in XLNetModel.from_pretrained(str(directory)).weights]
 
 
-@pytest.mark.slow
 def test_a_run_killed_between_snapshots_resumes_to_the_same_backbones(small_data, tmp_path,
                                                                      monkeypatch):
   recipe = _recipe()

@@ -28,7 +28,6 @@ def _topic_task(directory):
   return directory
 
 
-@pytest.mark.slow
 def test_cli_runs_the_study_end_to_end(tmp_path):
   # The smallest settings that still check every assertion below: half the corpus (the data
   # stage), one fine-tuning batch shape that divides every split (one compiled predict), one

@@ -7,7 +7,6 @@ import re
 
 import keras
 import numpy as np
-import pytest
 
 from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel
 from xlnet_tf.text.tokenizer import XLNetTokenizer
@@ -54,7 +53,6 @@ def test_learns_a_task_that_needs_both_segments(small_data, tmp_path):
   assert result["best"]["accuracy"] > 0.9, result["history"]
 
 
-@pytest.mark.slow
 def test_cli_trains_evaluates_and_predicts(small_data, tmp_path):
   """Labels inferred from the training file (GLUE's sentence1/sentence2 header), saved beside
   the best weights and read back by a predict-only run (which predicts the same) and by the

@@ -10,7 +10,6 @@ import signal
 
 import h5py
 import numpy as np
-import pytest
 
 from cli_output import ROOT, run_tool, start_tool
 from forked_tools import run_forked
@@ -30,7 +29,6 @@ def _weights(best_dir):
   return values
 
 
-@pytest.mark.slow
 def test_classifier_resumes_after_kill_9_a_full_disk_and_sigterm_to_an_uninterrupted_end(
     small_data, tmp_path):
   reordering_task(tmp_path / "train.csv", 48, 0)

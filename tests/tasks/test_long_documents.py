@@ -105,7 +105,6 @@ def _predictions(path):
     return np.array([float(row["prediction"]) for row in csv.DictReader(handle, delimiter="\t")])
 
 
-@pytest.mark.slow
 def test_classifier_cli_with_segments_equals_the_library(sp_model, tmp_path):
   """Training with --max_segments=3 --mem_len=32, then a predict-only run that takes both from
   best/: the predicted scores are the library's on features laid out by hand."""

@@ -115,7 +115,6 @@ def test_head_outputs_and_loss(sp_model, tmp_path):
                                                  "answer_class.dense_1.weight"}
 
 
-@pytest.mark.slow
 def test_squad_cli(sp_model, tmp_path):
   path = squad_file(tmp_path / "train.json")
   XLNetConfig.preset("tiny", n_token=XLNetTokenizer(sp_model).vocab_size).to_json_file(
