@@ -11,9 +11,10 @@ activations; exported once per model shape, untimed, into a temporary folder; in
 this machine's CPUs, every graph optimization) and the int8 models of xlnet_tf and keras-hub
 after Keras' quantize("int8") (xlnet_tf_int8, keras_hub_int8; xlnet_tf_int8 traced in
 constant_int8_weights, oneDNN's int8 kernel, and with --modes=serve its SavedModel exported with
-quantize="int8"); the int8 rows are float32 only and report the relative error of their output
-against their float model's on the same inputs (relative_error). The serving table of
-docs/benchmarks.md:
+quantize="int8"), and keras-hub on Keras' JAX backend (keras_hub_jax, keras_hub_jax_int8: its
+predict function, jax.jit-compiled; needs jax, no dependency of the project); the int8 rows are
+float32 only and report the relative error of their output against their float model's on the
+same inputs (relative_error). The serving table of docs/benchmarks.md:
 
   python run/benchmark.py --sizes=base --shapes=4x128,2x512 --dtypes=float32 \
       --modes=forward,serve \
@@ -115,7 +116,8 @@ flags.DEFINE_list("implementations", ["xlnet_tf", "hf_torch", "keras_hub"],
                   "Which to run (skipped when not importable): xlnet_tf, hf_torch, keras_hub, "
                   "and for float32 forward rows ort, ort_int8 (ONNX Runtime on the project's "
                   "ONNX export, float32 / int8), xlnet_tf_int8, keras_hub_int8 (Keras' "
-                  "quantize('int8'); xlnet_tf_int8 also serve and generate).")
+                  "quantize('int8'); xlnet_tf_int8 also serve and generate), keras_hub_jax, "
+                  "keras_hub_jax_int8 (keras-hub on Keras' JAX backend; needs jax).")
 flags.DEFINE_bool("dropout", True, "Also time keras.layers.Dropout against FastDropout.")
 flags.DEFINE_integer("data_copies", 8, "Time the data stage on the Python documentation repeated "
                      "this many times (0: skip it).")
@@ -268,14 +270,17 @@ def _synchronized(run):
 
 
 def run_keras_hub(spec):
-  """keras-hub's XLNetBackbone forward, compiled as xlnet_tf's (XLA for float32 only); for
-  keras_hub_int8 after its quantize("int8") (Keras' int8 Dense, EinsumDense and Embedding)."""
+  """keras-hub's XLNetBackbone forward on Keras' TensorFlow backend, compiled as xlnet_tf's
+  (XLA for float32 only), or on its JAX backend (keras_hub_jax*: Keras' predict function, which
+  jax.jit compiles, at every precision); for the *_int8 rows after its quantize("int8")
+  (Keras' int8 Dense, EinsumDense and Embedding)."""
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-  os.environ["KERAS_BACKEND"] = "tensorflow"
+  on_jax = spec["implementation"].startswith("keras_hub_jax")
+  os.environ["KERAS_BACKEND"] = "jax" if on_jax else "tensorflow"
   import functools
   import keras
   import keras_hub
-  import tensorflow as tf
+  import numpy as np
   if spec["dtype"] == "bfloat16":
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
   s = SIZES[spec["size"]]
@@ -285,18 +290,25 @@ def run_keras_hub(spec):
       activation=functools.partial(keras.activations.gelu, approximate=True))  # XLNet's gelu
   batch, seq_len = spec["batch"], spec["seq_len"]
   ids, _, _ = random_inputs(batch, seq_len)
-  inputs = {"token_ids": tf.constant(ids), "segment_ids": tf.zeros([batch, seq_len], tf.int32),
-            "padding_mask": tf.ones([batch, seq_len], tf.int32)}
+  inputs = {"token_ids": ids, "segment_ids": np.zeros([batch, seq_len], np.int32),
+            "padding_mask": np.ones([batch, seq_len], np.int32)}
+  if not on_jax:
+    import tensorflow as tf
+    inputs = {name: tf.constant(value) for name, value in inputs.items()}
   reference = None
-  if spec["implementation"] == "keras_hub_int8":
-    reference = model(inputs, training=False).numpy()
+  if spec["implementation"].endswith("_int8"):  # the float model's output, eagerly
+    reference = np.asarray(model(inputs, training=False))
     model.quantize("int8")
-  forward = tf.function(lambda x: model(x, training=False),
-                        jit_compile=spec["dtype"] == "float32")
-  result = _time(lambda: forward(inputs).numpy(), spec)
+  if on_jax:
+    forward = model.predict_on_batch
+  else:  # traced after quantize: a trace holds the variables it was traced with
+    compiled = tf.function(lambda x: model(x, training=False),
+                           jit_compile=spec["dtype"] == "float32")
+    forward = lambda x: compiled(x).numpy()  # noqa: E731
+  result = _time(lambda: forward(inputs), spec)
   if reference is None:
     return result
-  return _with_relative_error(result, reference, lambda: forward(inputs).numpy())
+  return _with_relative_error(result, reference, lambda: np.asarray(forward(inputs)))
 
 
 def run_data_stage(spec):
@@ -381,18 +393,19 @@ def _time(run, spec, flops=None, device_memory=None):
 
 WORKERS = {"xlnet_tf": run_xlnet_tf, "xlnet_tf_int8": run_xlnet_tf, "hf_torch": run_hf_torch,
            "keras_hub": run_keras_hub, "keras_hub_int8": run_keras_hub,
+           "keras_hub_jax": run_keras_hub, "keras_hub_jax_int8": run_keras_hub,
            "ort": run_onnx_runtime, "ort_int8": run_onnx_runtime, "onnx_export": run_onnx_export,
            "matmul": run_matmul, "dropout": run_dropout, "data_stage": run_data_stage,
            "finetune_memory": finetuning_memory.step_memory}
 MODES = {"forward": {"xlnet_tf", "hf_torch", "keras_hub", "ort", "ort_int8", "xlnet_tf_int8",
-                     "keras_hub_int8"},
+                     "keras_hub_int8", "keras_hub_jax", "keras_hub_jax_int8"},
          "train": {"xlnet_tf", "hf_torch"},  # keras-hub's backbone has no permutation-LM path
          "serve": {"xlnet_tf", "xlnet_tf_int8"}, "serve_xla": {"xlnet_tf"},
          "generate": {"xlnet_tf", "xlnet_tf_int8", "hf_torch"},
          "infill": {"xlnet_tf"}, "infill_recompute": {"xlnet_tf"},
          "lm_eval": {"xlnet_tf"}, "lm_eval_vanilla": {"xlnet_tf"}}
 # ONNX files and the int8 models hold float32 (the int8 rows: float32 activations).
-FLOAT32_ONLY = {"ort", "ort_int8", "xlnet_tf_int8", "keras_hub_int8"}
+FLOAT32_ONLY = {"ort", "ort_int8", "xlnet_tf_int8", "keras_hub_int8", "keras_hub_jax_int8"}
 flags.register_validator("modes", lambda modes: set(modes) <= set(MODES),
                          f"--modes: {', '.join(MODES)}")
 
@@ -506,7 +519,8 @@ def _import_xlnet_tf_from(source):
 
 PACKAGES = {"xlnet_tf": ["tensorflow"], "xlnet_tf_int8": ["tensorflow"],
             "hf_torch": ["transformers", "torch"], "keras_hub": ["keras_hub"],
-            "keras_hub_int8": ["keras_hub"],
+            "keras_hub_int8": ["keras_hub"], "keras_hub_jax": ["keras_hub", "jax"],
+            "keras_hub_jax_int8": ["keras_hub", "jax"],
             # the export (tf2onnx), the session, and the quantization tool (onnx)
             "ort": ["tensorflow", "tf2onnx", "onnxruntime"],
             "ort_int8": ["tensorflow", "tf2onnx", "onnxruntime", "onnx"]}
@@ -523,7 +537,9 @@ def available(implementation):
   if not implementation.startswith("keras_hub"):
     return True
   probe = "import keras_hub; keras_hub.models.XLNetBackbone"
-  return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
+  backend = "jax" if implementation.startswith("keras_hub_jax") else "tensorflow"
+  return subprocess.run([sys.executable, "-c", probe], capture_output=True,
+                        env=dict(os.environ, KERAS_BACKEND=backend)).returncode == 0
 
 
 def main(argv):

@@ -18,7 +18,7 @@ SIZES = {name: SIZE_PRESETS[name] for name in ("tiny", "demo", "base", "large")}
 OWN = ("xlnet_tf", "xlnet_tf_int8")
 # Rows with int8 weights (and activations quantized at run time): compared with int8 peers only,
 # and without MFU (the matmul rate measured is float32's).
-INT8 = ("xlnet_tf_int8", "ort_int8", "keras_hub_int8")
+INT8 = ("xlnet_tf_int8", "ort_int8", "keras_hub_int8", "keras_hub_jax_int8")
 
 
 def model_flops(size, batch, seq_len, mode, vocab=VOCAB):
