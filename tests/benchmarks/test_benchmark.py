@@ -73,6 +73,7 @@ def test_benchmark_times_table7_evaluation_with_memory_and_vanilla(tmp_path):
   result = run_forked([os.path.join(ROOT, "run", "benchmark.py"), "--sizes=tiny",
                        "--shapes=1x32", "--dtypes=float32", "--implementations=xlnet_tf",
                        "--modes=lm_eval,lm_eval_vanilla", "--repeats=1", "--nodropout",
+                       "--fork_rows",
                        "--data_copies=0", f"--output={output}"])
   assert result.returncode == 0, result.stderr[-3000:]
   rows = json.loads((tmp_path / "table7.json").read_text())["results"]
