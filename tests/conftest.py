@@ -32,7 +32,7 @@ if _CACHE_FLAG not in os.environ.get("TF_XLA_FLAGS", ""):
 # and LLVM's optimization of it most of a compilation. Level 0 compiles faster; the code
 # computes the same operations in the same order (no fast-math at any level; rounding may
 # differ where LLVM would fuse a multiply-add). Measured on test_loop.py and test_backbone.py:
-# 84 s -> 70 s. Tools the tests start inherit it.
+# 84 s -> 70 s; the whole suite 12:37 -> 11:44. Tools the tests start inherit it.
 _XLA_LEVEL = "--xla_backend_optimization_level=0"
 if _XLA_LEVEL not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), _XLA_LEVEL]))
