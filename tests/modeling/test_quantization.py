@@ -19,8 +19,9 @@ from xlnet_tf.checkpoints import naming
 from xlnet_tf.serving.conversion import convert_checkpoint
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.modeling.layers.feed_forward import PositionwiseFeedForward
-from xlnet_tf.modeling.ops.quantized_matmul import (Int8Kernel, constant_int8_weights,
-                                                    int8_projection, onednn_available,
+from xlnet_tf.modeling.ops.quantized_matmul import (Epilogue, Int8Kernel, constant_int8_weights,
+                                                    int8_matmul, int8_projection,
+                                                    int8_projections, onednn_available,
                                                     quantize_kernel)
 
 LENGTH, N_TOKEN = 12, 50
@@ -204,6 +205,86 @@ def test_constant_weights_take_onednn_and_compute_the_same():
   for got in results:
     for want, value in zip(expected, got):
       np.testing.assert_allclose(value, want, atol=1e-6)
+
+
+def test_constant_weights_model_computes_the_default_int8_numbers(quantized):
+  """The whole model traced in constant_int8_weights (keys, values and queries in one product,
+  transposes, biases, the activation and the residual LayerNorms inside the quantization
+  regions) against the default int8 path: both streams, padding, three segments, and a second
+  call over memory (the keys' product then separate)."""
+  inputs, _, model, expected = quantized
+  with constant_int8_weights():
+    traced = tf.function(lambda features: model(features, training=False))
+    first = traced(inputs)
+    operations = [operation.type for operation in
+                  traced.get_concrete_function(inputs).graph.get_operations()]
+    with_memory = dict(inputs, mems=first["new_mems"])
+    second = traced(with_memory)
+  if onednn_available():
+    assert "QuantizedMatMulWithBias" in operations
+  for name in expected:
+    np.testing.assert_allclose(first[name], expected[name], atol=2e-5, err_msg=name)
+  default = model(with_memory, training=False)
+  for name in expected:
+    np.testing.assert_allclose(second[name], default[name], atol=2e-5, err_msg=name)
+
+
+def _head_kernels(rng, count, heads=2, head_size=4, d_model=8):
+  return [Int8Kernel(*(keras.Variable(array) for array in quantize_kernel(
+      rng.normal(size=[d_model, heads, head_size])))) for _ in range(count)]
+
+
+def test_projections_side_by_side_equal_one_at_a_time():
+  """int8_projections (one product in constant_int8_weights) gives each int8_projection of
+  the same states, heads first, plus its biases, in both paths."""
+  rng = np.random.default_rng(1)
+  states = tf.constant(rng.normal(size=[3, 5, 8]).astype(np.float32))
+  kernels = _head_kernels(rng, 3)
+  biases = [(), [tf.constant(rng.normal(size=[2, 4]).astype(np.float32)) for _ in range(3)],
+            ()]
+  want = [int8_projection(states, kernel, heads_first=True, plus=plus)
+          for kernel, plus in zip(kernels, biases)]
+  projected_heads = tf.transpose(int8_projection(states, kernels[0]), [0, 2, 1, 3])
+  np.testing.assert_allclose(want[0], projected_heads, atol=1e-6)
+  for bias, got in zip(biases[1], want[1]):
+    np.testing.assert_allclose(
+        got, tf.transpose(int8_projection(states, kernels[1]), [0, 2, 1, 3]) + bias[:, None],
+        atol=1e-6)
+  with constant_int8_weights():
+    got = tf.function(lambda states: int8_projections(states, kernels, biases))(states)
+  assert len(got[1]) == 3 and got[0].shape == got[2].shape == (3, 2, 5, 4)
+  for group_want, group_got in zip(want, got):
+    np.testing.assert_allclose(group_got, group_want, atol=1e-5)
+
+
+def test_an_epilogue_runs_on_the_product_rows_in_both_paths():
+  rng = np.random.default_rng(2)
+  states = tf.constant(rng.normal(size=[2, 3, 8]).astype(np.float32))
+  values, scale = quantize_kernel(rng.normal(size=[8, 6]))
+  shift = tf.constant(rng.normal(size=[6]).astype(np.float32))
+  epilogue = Epilogue(lambda rows, shift, power: (rows + shift) ** power, (shift,),
+                      (("power", 2),))
+  want = (int8_matmul(states, values, scale).numpy() + shift.numpy()) ** 2
+  np.testing.assert_allclose(int8_matmul(states, values, scale, epilogue=epilogue), want,
+                             rtol=1e-5)
+  with constant_int8_weights():
+    got = tf.function(lambda states: int8_matmul(states, values, scale, epilogue=epilogue))(
+        states)
+  np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_misplaced_biases_and_epilogues_are_refused():
+  rng = np.random.default_rng(3)
+  states = tf.zeros([1, 2, 8])
+  kernel = _head_kernels(rng, 1)[0]
+  output_kernel = kernel._replace(reduces_heads=True)
+  with pytest.raises(ValueError, match="plus"):
+    int8_projection(states, kernel, plus=[tf.zeros([2, 4])])  # not heads first
+  with pytest.raises(ValueError, match="plus"):
+    int8_projection(tf.zeros([1, 2, 2, 4]), output_kernel, heads_first=True,
+                    plus=[tf.zeros([2, 4])])
+  with pytest.raises(ValueError, match="epilogue"):
+    int8_projection(states, kernel, epilogue=Epilogue(tf.identity))
 
 
 def test_quantized_layers_round_trip_through_their_configs():

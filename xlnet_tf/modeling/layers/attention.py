@@ -24,10 +24,12 @@ from xlnet_tf.modeling.layers import masks as mask_lib
 from xlnet_tf.modeling.layers.dropout import FastDropout
 from xlnet_tf.modeling.layers.quantization import Int8HeadKernels
 from xlnet_tf.modeling.ops.attention_probabilities import fused_attention_probabilities
-from xlnet_tf.modeling.ops.quantized_matmul import Int8Kernel, int8_projection
+from xlnet_tf.modeling.ops.quantized_matmul import (Epilogue, Int8Kernel, int8_projection,
+                                                    int8_projections)
 from xlnet_tf.modeling.ops.relative_shift import (blocked_position_keys, gather_relative_scores,
                                                   rel_shift)
-from xlnet_tf.modeling.ops.residual_layer_norm import fused_residual_layer_norm
+from xlnet_tf.modeling.ops.residual_layer_norm import (fused_residual_layer_norm,
+                                                       residual_layer_norm)
 
 
 def relative_attention_probabilities(queries, keys, position_keys, r_w_bias, r_r_bias, *,
@@ -84,9 +86,21 @@ def _heads_first(tensor):
   return tf.transpose(tensor, [0, 2, 1, 3])
 
 
-def _weighted_values(probability, values):
-  """[B, N, Q, K] probabilities x [B, N, K, H] values -> [B, Q, N, H]."""
-  return tf.transpose(tf.matmul(probability, values), [0, 2, 1, 3])
+def _heads_first_projection(equation, states, kernel, plus=()):
+  """_heads_first(_projected(equation, states, kernel)): [B, N, L, H]; with `plus` (biases
+  [N, H]) a list instead, that projection plus each bias. An Int8Kernel transposes and adds
+  inside its quantization regions (ops.quantized_matmul.int8_projection)."""
+  if isinstance(kernel, Int8Kernel):
+    return int8_projection(states, kernel, heads_first=True, plus=plus)
+  projected = _heads_first(_projected(equation, states, kernel))
+  return [projected + bias[:, None] for bias in plus] if plus else projected
+
+
+def _projected_from_heads(attended, kernel):
+  """Attended values [B, N, Q, H] x the output kernel [D, N, H] -> [B, Q, D]."""
+  if isinstance(kernel, Int8Kernel):
+    return int8_projection(attended, kernel, heads_first=True)
+  return _projected("bqnh,dnh->bqd", tf.transpose(attended, [0, 2, 1, 3]), kernel)
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -145,15 +159,17 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
   def project_keys_values(self, states):
     """[B, L, D] -> (keys, values), each [B, N, L, H]: what attending to these states reads
     (a key/value cache holds them)."""
-    return (_heads_first(_projected("bkd,dnh->bknh", states, self.head_kernel("k"))),
-            _heads_first(_projected("bkd,dnh->bknh", states, self.head_kernel("v"))))
+    kernels = [self.head_kernel("k"), self.head_kernel("v")]
+    if isinstance(kernels[0], Int8Kernel):  # one product of both (int8_projections)
+      return tuple(int8_projections(states, kernels, [(), ()]))
+    return tuple(_heads_first_projection("bkd,dnh->bknh", states, kernel) for kernel in kernels)
 
   def project_position_keys(self, position_encoding):
     """[1 or B, R, D] relative position encoding -> position keys [1 or B, N, R, H]."""
     dtype = self.compute_dtype  # the kernel is float32 under mixed precision outside call()
     if self.quantization_mode is not None:
-      return _heads_first(_projected("brd,dnh->brnh", tf.cast(position_encoding, dtype),
-                                     self.head_kernel("r")))
+      return _heads_first_projection("brd,dnh->brnh", tf.cast(position_encoding, dtype),
+                                     self.head_kernel("r"))
     return _heads_first(tf.einsum("brd,dnh->brnh", tf.cast(position_encoding, dtype),
                                   tf.cast(self.position_kernel, dtype)))
 
@@ -191,22 +207,31 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
     # The kernels both streams use are read once (one cast to the compute dtype under mixed
     # precision): their gradient is then summed in that dtype and cast back once.
     query_kernel, output_kernel = self.head_kernel("q", True), self.head_kernel("o", True)
-    if keys_values is None:
+    biases = self._attention_biases(r_w_bias, r_r_bias, r_s_bias, seg_embed,
+                                    masks.with_segments)
+    content_queries = None  # {bias name: queries + bias}, when projected with keys and values
+    if (keys_values is None and memory is None and self.fused
+        and isinstance(query_kernel, Int8Kernel)):
+      # Keys, values and queries of the same rows: one int8 product (int8_projections).
+      names = self._query_bias_names(masks.content)
+      keys, values, biased = int8_projections(
+          content, [self.head_kernel("k"), self.head_kernel("v"), query_kernel],
+          [(), (), [biases[name] for name in names]])
+      keys_values, content_queries = (keys, values), dict(zip(names, biased))
+    elif keys_values is None:
       keys_values_input = content if memory is None else tf.concat(
           [tf.cast(memory, content.dtype), content], axis=1)  # [B, K, D]
       keys_values = self.project_keys_values(keys_values_input)
     if position_keys is None:
       position_keys = self.project_position_keys(position_encoding)  # [1 or B, N, R, H]
-    values, shared = self._attention_inputs(
-        keys_values, position_keys, r_w_bias, r_r_bias, r_s_bias, seg_embed,
-        with_segments=masks.with_segments, content_length=tf.shape(content)[1],
-        training=training)
+    values, shared = self._attention_inputs(keys_values, position_keys, biases,
+                                            content_length=tf.shape(content)[1],
+                                            training=training)
 
-    content_queries = _heads_first(_projected("btd,dnh->btnh", content, query_kernel))
-    attend = self._attend_fused if self.fused else self._attend_plain
-    probability = attend(content_queries, masks.content, **shared)
-    content_output = self._project_out(content, _weighted_values(probability, values),
-                                       output_kernel, training)
+    probability = self._probabilities(content, query_kernel, masks.content, shared,
+                                      content_queries)
+    content_output = self._project_out(content, tf.matmul(probability, values), output_kernel,
+                                       training)
     query_output = None
     if query is not None:
       query_output = self._attend_at_positions(query, masks.query, values, shared,
@@ -215,27 +240,30 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
       return content_output, query_output, probability
     return content_output, query_output
 
-  def _attention_inputs(self, keys_values, position_keys, r_w_bias, r_r_bias, r_s_bias,
-                        seg_embed, *, with_segments, content_length, training):
-    """(values, the keywords of `_attend_*`): what every stream's attention reads, in the
-    compute dtype (the segment biases only with a segment term), and its settings."""
+  def _attention_biases(self, r_w_bias, r_r_bias, r_s_bias, seg_embed, with_segments):
+    """The attention biases in the compute dtype (the segment biases only with a segment
+    term, else None)."""
     dtype = self.compute_dtype
-    keys, values = (tf.cast(tensor, dtype) for tensor in keys_values)  # [B, N, K, H]
     biases = dict(r_w_bias=tf.cast(r_w_bias, dtype), r_r_bias=tf.cast(r_r_bias, dtype),
                   r_s_bias=None, seg_embed=None)
     if with_segments:
       biases.update(r_s_bias=tf.cast(r_s_bias, dtype), seg_embed=tf.cast(seg_embed, dtype))
+    return biases
+
+  def _attention_inputs(self, keys_values, position_keys, biases, *, content_length, training):
+    """(values, the keywords of `_attend_*`): what every stream's attention reads, in the
+    compute dtype, and its settings."""
+    dtype = self.compute_dtype
+    keys, values = (tf.cast(tensor, dtype) for tensor in keys_values)  # [B, N, K, H]
     return values, dict(keys=keys, position_keys=tf.cast(position_keys, dtype), biases=biases,
                         content_length=content_length, training=training)
 
   def _attend_at_positions(self, rows, row_masks, values, shared, query_kernel, output_kernel):
     """The query stream's attention: rows [B, P, D] at row_masks.positions [B, P] of the
     content."""
-    queries = _heads_first(_projected("bpd,dnh->bpnh", rows, query_kernel))
-    attend = self._attend_fused if self.fused else self._attend_plain
-    attended = _weighted_values(attend(queries, row_masks, **shared), values)
-    if row_masks.valid is not None:
-      attended *= tf.cast(row_masks.valid, attended.dtype)[:, :, None, None]
+    attended = tf.matmul(self._probabilities(rows, query_kernel, row_masks, shared), values)
+    if row_masks.valid is not None:  # attended: [B, N, P, H]
+      attended *= tf.cast(row_masks.valid, attended.dtype)[:, None, :, None]
     return self._project_out(rows, attended, output_kernel, shared["training"])
 
   def attend_rows(self, rows, row_masks, keys_values, position_keys, r_w_bias, r_r_bias, *,
@@ -247,12 +275,32 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
     different segment). A row holding a position's content state h (it may see its own key)
     computes that position's next content state: what infilling's cached steps run
     (xlnet_tf.inference.infilling). Returns [B, P, D]."""
-    values, shared = self._attention_inputs(
-        keys_values, position_keys, r_w_bias, r_r_bias, r_s_bias, seg_embed,
-        with_segments=row_masks.segment_mismatch is not None, content_length=content_length,
-        training=False)
+    biases = self._attention_biases(r_w_bias, r_r_bias, r_s_bias, seg_embed,
+                                    row_masks.segment_mismatch is not None)
+    values, shared = self._attention_inputs(keys_values, position_keys, biases,
+                                            content_length=content_length, training=False)
     return self._attend_at_positions(rows, row_masks, values, shared,
                                      self.head_kernel("q", True), self.head_kernel("o", True))
+
+  @staticmethod
+  def _query_bias_names(row_masks):
+    """The biases the fused path adds to queries: content, position and (with a segment
+    term) segment."""
+    segments = row_masks.segment_mismatch is not None
+    return ["r_w_bias", "r_r_bias"] + (["r_s_bias"] if segments else [])
+
+  def _probabilities(self, rows, query_kernel, row_masks, shared, biased_queries=None):
+    """[B, N, Q, K] attention probabilities (after dropout) of rows [B, Q, D] (`call`'s
+    content or query stream) projected by the query kernel, or from `biased_queries` already
+    projected ({bias name: queries + bias})."""
+    if not self.fused:
+      queries = _heads_first(_projected("bqd,dnh->bqnh", rows, query_kernel))
+      return self._attend_plain(queries, row_masks, **shared)
+    if biased_queries is None:
+      names = self._query_bias_names(row_masks)
+      biased_queries = dict(zip(names, _heads_first_projection(
+          "bqd,dnh->bqnh", rows, query_kernel, [shared["biases"][name] for name in names])))
+    return self._attend_fused(biased_queries, row_masks, **shared)
 
   def _attend_plain(self, queries, row_masks, *, keys, position_keys, biases, content_length,
                     training):
@@ -264,14 +312,14 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
         query_positions=row_masks.positions, content_length=content_length)
     return self.attention_dropout(tf.cast(probability, queries.dtype), training=training)
 
-  def _attend_fused(self, queries, row_masks, *, keys, position_keys, biases, content_length,
-                    training):
-    """The same as `_attend_plain` with the compiled probability kernel; the content stream's
-    position scores in row blocks (ops.relative_shift.position_row_blocks, from the static
-    T and K known when tracing)."""
-    r_w_bias, r_r_bias = biases["r_w_bias"], biases["r_r_bias"]
-    content_score = tf.matmul(queries + r_w_bias[:, None], keys, transpose_b=True)
-    position_queries = queries + r_r_bias[:, None]
+  def _attend_fused(self, biased_queries, row_masks, *, keys, position_keys, biases,
+                    content_length, training):
+    """The same as `_attend_plain` with the compiled probability kernel, from the queries plus
+    each bias ({bias name: [B, N, Q, H]}); the content stream's position scores in row blocks
+    (ops.relative_shift.position_row_blocks, from the static T and K known when tracing)."""
+    queries = biased_queries["r_w_bias"]
+    content_score = tf.matmul(queries, keys, transpose_b=True)
+    position_queries = biased_queries["r_r_bias"]
     if row_masks.positions is None:  # row blocks [B, N, blocks, L, W]
       blocked_keys = blocked_position_keys(position_keys, queries.shape[2], keys.shape[2])
       blocks = blocked_keys.shape[-3]
@@ -283,8 +331,7 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
     scores = [content_score, position_score]
     if row_masks.segment_mismatch is not None:
       segment_keys = tf.transpose(biases["seg_embed"], [1, 0, 2])[None]  # [1, N, 2, H]
-      scores.append(tf.matmul(queries + biases["r_s_bias"][:, None], segment_keys,
-                              transpose_b=True))
+      scores.append(tf.matmul(biased_queries["r_s_bias"], segment_keys, transpose_b=True))
     probability = fused_attention_probabilities(
         *scores, key_length=tf.shape(keys)[2], content_length=content_length, scale=self.scale,
         query_positions=row_masks.positions, mismatch=row_masks.segment_mismatch,
@@ -293,8 +340,14 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
     return probability
 
   def _project_out(self, stream, attended, output_kernel, training):
-    """LayerNorm(stream + dropout(attended . o)): [B, Q, N, H] -> [B, Q, D]."""
-    projected = _projected("bqnh,dnh->bqd", attended, output_kernel)
+    """LayerNorm(stream + dropout(attended . o)): [B, N, Q, H] -> [B, Q, D]."""
+    if self.fused and isinstance(output_kernel, Int8Kernel) and not training:
+      residual = tf.reshape(stream, [-1, stream.shape[-1]])  # rows, as the epilogue reads them
+      return int8_projection(attended, output_kernel, heads_first=True, epilogue=Epilogue(
+          residual_layer_norm, (residual, self.layer_norm.gamma.value,
+                                self.layer_norm.beta.value),
+          (("epsilon", self.layer_norm.epsilon),)))
+    projected = _projected_from_heads(attended, output_kernel)
     if not self.fused:
       dropped = self.output_dropout(projected, training=training)
       normalized = self.layer_norm(tf.cast(dropped, tf.float32) + tf.cast(stream, tf.float32))

@@ -12,10 +12,12 @@ import tensorflow as tf
 from xlnet_tf import numerics
 from xlnet_tf.modeling.layers import quantization
 from xlnet_tf.modeling.layers.dropout import FastDropout
-from xlnet_tf.modeling.ops.bias_activation import fused_bias_activation_dropout
+from xlnet_tf.modeling.ops.bias_activation import (bias_activation_dropout,
+                                                   fused_bias_activation_dropout)
 from xlnet_tf.modeling.ops.flat_matmul import flat_matmul
-from xlnet_tf.modeling.ops.quantized_matmul import int8_matmul
-from xlnet_tf.modeling.ops.residual_layer_norm import fused_residual_layer_norm
+from xlnet_tf.modeling.ops.quantized_matmul import Epilogue, int8_matmul
+from xlnet_tf.modeling.ops.residual_layer_norm import (fused_residual_layer_norm,
+                                                       residual_layer_norm)
 
 
 def gelu_tanh(x):
@@ -104,6 +106,9 @@ class PositionwiseFeedForward(keras.layers.Layer):
     gamma, beta = self.layer_norm.gamma.value, self.layer_norm.beta.value
     outputs = []
     for stream in streams:
+      if isinstance(inner_kernel, _Int8Dense) and not training:
+        outputs.append(self._int8_inference(stream, inner_kernel, output_kernel))
+        continue
       hidden = _product(stream, inner_kernel)  # [B, L, F]
       hidden = fused_bias_activation_dropout(
           hidden, inner_bias, activation=ACTIVATIONS[self.activation],
@@ -113,6 +118,18 @@ class PositionwiseFeedForward(keras.layers.Layer):
           hidden, stream, gamma, beta, output_bias, epsilon=self.layer_norm.epsilon,
           keep_for_gradient=bool(training), **self.output_dropout.fused_arguments(training)))
     return outputs if isinstance(inputs, (list, tuple)) else outputs[0]
+
+  def _int8_inference(self, stream, inner_kernel, output_kernel):
+    """The fused path of an int8 layer without dropout: each product's dequantization region
+    also runs what follows it (ops.quantized_matmul.Epilogue)."""
+    hidden = int8_matmul(stream, *inner_kernel, epilogue=Epilogue(
+        bias_activation_dropout, (self.inner_dense.bias.value,),
+        (("activation", ACTIVATIONS[self.activation]),)))  # [B, L, F]
+    residual = tf.reshape(stream, [-1, stream.shape[-1]])  # rows, as the epilogue reads them
+    return int8_matmul(hidden, *output_kernel, epilogue=Epilogue(
+        residual_layer_norm, (residual, self.layer_norm.gamma.value, self.layer_norm.beta.value,
+                              self.output_dense.bias.value),
+        (("epsilon", self.layer_norm.epsilon),)))
 
   def _kernel(self, dense):
     """What the fused path multiplies by: the Dense layer's float kernel, read once; once it
