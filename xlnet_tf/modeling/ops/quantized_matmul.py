@@ -51,8 +51,9 @@ class Epilogue(NamedTuple):
   inputs: tuple = ()
   settings: tuple = ()
 
-  def __call__(self, rows, *inputs):
-    return self.function(rows, *inputs, **dict(self.settings))
+  def __call__(self, rows):
+    """The epilogue on `rows` as plain ops (inlined where XLA compiles the step)."""
+    return self.function(rows, *self.inputs, **dict(self.settings))
 
 
 class Int8Kernel(NamedTuple):
@@ -201,8 +202,9 @@ def _dequantized_then(epilogue, product, row_scale, zero_point, column_sums, ker
   inputs = [tf.convert_to_tensor(tensor) for tensor in epilogue.inputs]
   key = ("dequantize", epilogue.function, epilogue.settings,
          tuple((tensor.dtype, tensor.shape.rank) for tensor in inputs))
+  function, settings = epilogue.function, dict(epilogue.settings)
   region = _region(
-      key, lambda *args: epilogue._replace(inputs=())(_dequantized(*args[:5]), *args[5:]),
+      key, lambda *args: function(_dequantized(*args[:5]), *args[5:], **settings),
       _DEQUANTIZE_SIGNATURE + [tf.TensorSpec([None] * tensor.shape.rank, tensor.dtype)
                                for tensor in inputs])
   return region(product, row_scale, zero_point, column_sums, kernel_scale, *inputs)
@@ -338,7 +340,7 @@ def int8_matmul(inputs, kernel, kernel_scale, transpose_kernel=False, epilogue=N
     kernel_scale = tf.cast(kernel_scale, tf.float32)  # Keras' Dense scale is autocast
     output = _compiled_int8_matmul(transpose_kernel, inputs.dtype)(rows, kernel, kernel_scale)
     if epilogue is not None:
-      output = epilogue(output, *epilogue.inputs)
+      output = epilogue(output)
   out_width = kernel.shape[0] if transpose_kernel else kernel.shape[-1]
   output = tf.cast(tf.reshape(output, tf.concat([tf.shape(inputs)[:-1], [out_width]], 0)),
                    inputs.dtype)
