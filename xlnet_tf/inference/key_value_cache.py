@@ -123,7 +123,8 @@ def run_rows(model, cache: KeyValueCache, content_ids, content_slots, blocked, p
     content_ids: int32 [B], the token of the content row; content_slots int32 [B], its slot.
     blocked: bool [B, P, C], True = the row may not attend to the slot (rows: the content row,
       then the query rows).
-    position_keys: list of L [1, N, R, H], backbone.layer_position_keys(C, C).
+    position_keys: list of L [1, N, R, H], backbone.layer_position_keys(C, C), or (1, C) when
+      no row may attend to a later slot (generation's: the distances C, ..., 0).
     query_slots: int32 [B, Q] where the query rows stand (mask_emb at the first layer), or None.
     written: [B] 0/1 or None (all 1).
     segment_mismatch: bool [B, C, C] of the text (different segment), or None.
