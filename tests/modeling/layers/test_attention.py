@@ -40,3 +40,46 @@ def test_masking_is_safe_in_float16():
   assert np.isfinite(out.numpy().astype(np.float32)).all()
   assert layer.layer_norm.compute_dtype == "float32"
   assert keras.backend.standardize_dtype(layer.query_kernel.dtype) == "float32"
+
+
+def test_rows_at_positions_attend_as_the_query_stream_does(rng):
+  """attend_rows (decoding's steps: one compiled region per layer when fused) against the
+  query stream of `call` and against the plain path, with two texts, two segments, blocked
+  keys and a padded row."""
+  content = rng.standard_normal([2, 6, 16]).astype(np.float32)
+  rows = rng.standard_normal([2, 3, 16]).astype(np.float32)
+  positions = np.array([[1, 4, 5], [0, 2, 3]], np.int32)
+  valid = np.array([[1, 1, 1], [1, 1, 0]], np.float32)
+  segments = np.array([[0, 0, 0, 1, 1, 1], [0, 0, 1, 1, 1, 1]])
+  row_segments = np.take_along_axis(segments, positions, axis=1)
+  row_mismatch = row_segments[:, :, None] != segments[:, None, :]
+  blocked = rng.random([2, 3, 6]) < 0.3
+  blocked[:, :, 0] = False  # every row sees a key
+  bias = rng.standard_normal([2, 4]).astype(np.float32)
+  seg_embed = rng.standard_normal([2, 2, 4]).astype(np.float32)
+  encoding = relative_position_encoding(6, 6, 2, 16)
+  row_masks = RowMasks(blocked=blocked, segment_mismatch=row_mismatch, positions=positions,
+                       valid=valid)
+  masks = AttentionMasks(
+      content=RowMasks(segment_mismatch=segments[:, :, None] != segments[:, None, :]),
+      query=row_masks)
+
+  def attend(layer):
+    keys_values = layer.project_keys_values(content)
+    return layer.attend_rows(rows, row_masks, keys_values,
+                             layer.project_position_keys(encoding), bias, 0.5 * bias,
+                             content_length=6, r_s_bias=-bias, seg_embed=seg_embed).numpy()
+
+  fused = RelativeMultiHeadAttention(n_head=2, d_head=4)
+  _, query_output = fused(content, encoding, bias, 0.5 * bias, query=rows, masks=masks,
+                          r_s_bias=-bias, seg_embed=seg_embed)
+  plain = RelativeMultiHeadAttention(n_head=2, d_head=4, fused=False)
+  plain(content, encoding, bias, bias, query=rows, masks=masks, r_s_bias=bias,
+        seg_embed=seg_embed)
+  plain.set_weights(fused.get_weights())
+  rows_output = attend(fused)
+  np.testing.assert_allclose(rows_output, query_output.numpy(), atol=2e-5)
+  np.testing.assert_allclose(rows_output, attend(plain), atol=2e-5)
+  # the padded row is its input through the residual LayerNorm only: the attention is zeroed
+  np.testing.assert_allclose(rows_output[1, 2], fused.layer_norm(rows[1:, 2])[0].numpy(),
+                             atol=2e-5)

@@ -23,7 +23,8 @@ from xlnet_tf import numerics
 from xlnet_tf.modeling.layers import masks as mask_lib
 from xlnet_tf.modeling.layers.dropout import FastDropout
 from xlnet_tf.modeling.layers.quantization import Int8HeadKernels
-from xlnet_tf.modeling.ops.attention_probabilities import fused_attention_probabilities
+from xlnet_tf.modeling.ops.attention_probabilities import (attended_rows,
+                                                          fused_attention_probabilities)
 from xlnet_tf.modeling.ops.quantized_matmul import (Epilogue, Int8Kernel, int8_projection,
                                                     int8_projections)
 from xlnet_tf.modeling.ops.relative_shift import (blocked_position_keys, gather_relative_scores,
@@ -94,6 +95,11 @@ def _heads_first_projection(equation, states, kernel, plus=()):
     return int8_projection(states, kernel, heads_first=True, plus=plus)
   projected = _heads_first(_projected(equation, states, kernel))
   return [projected + bias[:, None] for bias in plus] if plus else projected
+
+
+def _segment_keys(seg_embed):
+  """seg_embed [2, N, H] as the keys of the segment scores: [1, N, 2, H] (same, different)."""
+  return tf.transpose(seg_embed, [1, 0, 2])[None]
 
 
 def _projected_from_heads(attended, kernel):
@@ -279,8 +285,22 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
                                     row_masks.segment_mismatch is not None)
     values, shared = self._attention_inputs(keys_values, position_keys, biases,
                                             content_length=content_length, training=False)
-    return self._attend_at_positions(rows, row_masks, values, shared,
-                                     self.head_kernel("q", True), self.head_kernel("o", True))
+    query_kernel, output_kernel = self.head_kernel("q", True), self.head_kernel("o", True)
+    if not self.fused:
+      return self._attend_at_positions(rows, row_masks, values, shared, query_kernel,
+                                       output_kernel)
+    names = self._query_bias_names(row_masks)
+    queries = _heads_first_projection("bqd,dnh->bqnh", rows, query_kernel,
+                                      [biases[name] for name in names])
+    segment_keys = None
+    if row_masks.segment_mismatch is not None:
+      segment_keys = _segment_keys(biases["seg_embed"])
+    attended = attended_rows(
+        *queries[:2], shared["keys"], values, shared["position_keys"], *queries[2:],
+        segment_keys, content_length=content_length, scale=self.scale,
+        query_positions=row_masks.positions, mismatch=row_masks.segment_mismatch,
+        mask=row_masks.blocked, valid=row_masks.valid)
+    return self._project_out(rows, attended, output_kernel, training=False)
 
   @staticmethod
   def _query_bias_names(row_masks):
@@ -330,8 +350,8 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
       position_score = tf.matmul(position_queries, position_keys, transpose_b=True)
     scores = [content_score, position_score]
     if row_masks.segment_mismatch is not None:
-      segment_keys = tf.transpose(biases["seg_embed"], [1, 0, 2])[None]  # [1, N, 2, H]
-      scores.append(tf.matmul(biased_queries["r_s_bias"], segment_keys, transpose_b=True))
+      scores.append(tf.matmul(biased_queries["r_s_bias"], _segment_keys(biases["seg_embed"]),
+                              transpose_b=True))
     probability = fused_attention_probabilities(
         *scores, key_length=tf.shape(keys)[2], content_length=content_length, scale=self.scale,
         query_positions=row_masks.positions, mismatch=row_masks.segment_mismatch,

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from xlnet_tf import numerics
 from xlnet_tf.modeling.ops import random as random_ops
-from xlnet_tf.modeling.ops.compile import compiled_with_gradient
+from xlnet_tf.modeling.ops.compile import compiled, compiled_with_gradient
 from xlnet_tf.modeling.ops.relative_shift import (gather_relative_scores, rel_shift,
                                                   rel_shift_adjoint)
 
@@ -135,3 +135,30 @@ def _finish_probabilities_backward(gradients, saved, *, query_positions=None, **
 # (base, 4x128): TensorFlow's gradient of the compiled forward took 3x the forward's time.
 fused_attention_probabilities = compiled_with_gradient(
     _probabilities_forward, _probabilities_backward, _finish_probabilities_backward)
+
+
+def _attended_rows(content_queries, position_queries, keys, values, position_keys,
+                   segment_queries=None, segment_keys=None, *, content_length, scale,
+                   query_positions, mismatch=None, mask=None, valid=None):
+  """Inference for a few rows at `query_positions` over projected keys and values: the
+  weighted values [B, N, P, H]. The queries plus each bias [B, N, P, H]; keys, values
+  [B, N, K, H]; position_keys [1 or B, N, R, H]; segment_keys [1, N, 2, H] (with mismatch);
+  valid [B, P] zeroes the rows of padding. The probabilities as `attention_probabilities`."""
+  segment_score = None
+  if segment_queries is not None:
+    segment_score = tf.matmul(segment_queries, segment_keys, transpose_b=True)
+  probability = attention_probabilities(
+      tf.matmul(content_queries, keys, transpose_b=True),
+      tf.matmul(position_queries, position_keys, transpose_b=True), segment_score,
+      key_length=tf.shape(keys)[2], content_length=content_length, scale=scale,
+      query_positions=query_positions, mismatch=mismatch, mask=mask)
+  attended = tf.matmul(probability, values)
+  if valid is not None:
+    attended *= tf.cast(valid, attended.dtype)[:, None, :, None]
+  return attended
+
+
+# A decoding step's attention (generation, infilling: a few rows over a cache) as one kernel
+# per layer: the three score and value products outside it were oneDNN calls of ~90 us each at
+# batch 1, their operands fetched from memory between the layers' weight streams.
+attended_rows = compiled(_attended_rows)
