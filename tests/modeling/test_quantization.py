@@ -22,7 +22,7 @@ from xlnet_tf.modeling.layers.feed_forward import PositionwiseFeedForward
 from xlnet_tf.modeling.ops.quantized_matmul import (Epilogue, Int8Kernel, constant_int8_weights,
                                                     int8_matmul, int8_projection,
                                                     int8_projections, onednn_available,
-                                                    quantize_kernel)
+                                                    int8_two_products, quantize_kernel)
 
 LENGTH, N_TOKEN = 12, 50
 TOLERANCE = 0.02  # relative error (Frobenius norm) of an int8 output against float
@@ -271,6 +271,26 @@ def test_an_epilogue_runs_on_the_product_rows_in_both_paths():
     got = tf.function(lambda states: int8_matmul(states, values, scale, epilogue=epilogue))(
         states)
   np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_two_products_hand_quantized_rows_from_one_to_the_next():
+  """int8_two_products in constant_int8_weights (the first region quantizes for the second)
+  against two int8_matmul calls on the default path, both epilogues applied."""
+  rng = np.random.default_rng(4)
+  states = tf.constant(rng.normal(size=[2, 3, 8]).astype(np.float32))
+  inner, inner_scale = quantize_kernel(rng.normal(size=[8, 12]))
+  outer, outer_scale = quantize_kernel(rng.normal(size=[12, 8]))
+  shift = tf.constant(rng.normal(size=[12]).astype(np.float32))
+  first = Epilogue(lambda rows, shift: tf.nn.relu(rows + shift), (shift,))
+  second = Epilogue(lambda rows, scale: rows * scale, (), (("scale", -2.0),))
+  want = int8_matmul(int8_matmul(states, inner, inner_scale, epilogue=first), outer,
+                     outer_scale, epilogue=second).numpy()
+  with constant_int8_weights():
+    got = tf.function(lambda states: int8_two_products(
+        states, (inner, inner_scale, first), (outer, outer_scale, second)))(states)
+  assert got.shape == (2, 3, 8)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+  assert np.abs(want).max() > 0.1  # relu did not zero everything
 
 
 def test_misplaced_biases_and_epilogues_are_refused():

@@ -15,7 +15,7 @@ from xlnet_tf.modeling.layers.dropout import FastDropout
 from xlnet_tf.modeling.ops.bias_activation import (bias_activation_dropout,
                                                    fused_bias_activation_dropout)
 from xlnet_tf.modeling.ops.flat_matmul import flat_matmul
-from xlnet_tf.modeling.ops.quantized_matmul import Epilogue, int8_matmul
+from xlnet_tf.modeling.ops.quantized_matmul import Epilogue, int8_matmul, int8_two_products
 from xlnet_tf.modeling.ops.residual_layer_norm import (fused_residual_layer_norm,
                                                        residual_layer_norm)
 
@@ -122,14 +122,15 @@ class PositionwiseFeedForward(keras.layers.Layer):
   def _int8_inference(self, stream, inner_kernel, output_kernel):
     """The fused path of an int8 layer without dropout: each product's dequantization region
     also runs what follows it (ops.quantized_matmul.Epilogue)."""
-    hidden = int8_matmul(stream, *inner_kernel, epilogue=Epilogue(
-        bias_activation_dropout, (self.inner_dense.bias.value,),
-        (("activation", ACTIVATIONS[self.activation]),)))  # [B, L, F]
+    activation = Epilogue(bias_activation_dropout, (self.inner_dense.bias.value,),
+                          (("activation", ACTIVATIONS[self.activation]),))
     residual = tf.reshape(stream, [-1, stream.shape[-1]])  # rows, as the epilogue reads them
-    return int8_matmul(hidden, *output_kernel, epilogue=Epilogue(
+    layer_norm = Epilogue(
         residual_layer_norm, (residual, self.layer_norm.gamma.value, self.layer_norm.beta.value,
                               self.output_dense.bias.value),
-        (("epsilon", self.layer_norm.epsilon),)))
+        (("epsilon", self.layer_norm.epsilon),))
+    return int8_two_products(stream, (*inner_kernel, activation),
+                             (*output_kernel, layer_norm))
 
   def _kernel(self, dense):
     """What the fused path multiplies by: the Dense layer's float kernel, read once; once it

@@ -193,18 +193,25 @@ _DEQUANTIZE_SIGNATURE = [
     tf.TensorSpec([None], tf.float32)]
 
 
-def _dequantized_then(epilogue, product, row_scale, zero_point, column_sums, kernel_scale):
+def _dequantized_then(epilogue, product, row_scale, zero_point, column_sums, kernel_scale,
+                      quantize=False):
   """_dequantized, then `epilogue` (or None), in one region per epilogue function, settings
-  and input dtypes and ranks."""
-  if epilogue is None:
+  and input dtypes and ranks; with `quantize`, the result as the next product's uint8 rows
+  (_u8_rows: rows, row scales, zero points) instead."""
+  if epilogue is None and not quantize:
     return _region("dequantize", _dequantized, _DEQUANTIZE_SIGNATURE)(
         product, row_scale, zero_point, column_sums, kernel_scale)
+  epilogue = epilogue or Epilogue(lambda rows: rows)
   inputs = [tf.convert_to_tensor(tensor) for tensor in epilogue.inputs]
-  key = ("dequantize", epilogue.function, epilogue.settings,
+  key = ("dequantize", epilogue.function, epilogue.settings, quantize,
          tuple((tensor.dtype, tensor.shape.rank) for tensor in inputs))
   function, settings = epilogue.function, dict(epilogue.settings)
+
+  def dequantized_then(*args):
+    result = function(_dequantized(*args[:5]), *args[5:], **settings)
+    return _u8_rows(result) if quantize else result
   region = _region(
-      key, lambda *args: function(_dequantized(*args[:5]), *args[5:], **settings),
+      key, dequantized_then,
       _DEQUANTIZE_SIGNATURE + [tf.TensorSpec([None] * tensor.shape.rank, tensor.dtype)
                                for tensor in inputs])
   return region(product, row_scale, zero_point, column_sums, kernel_scale, *inputs)
@@ -231,13 +238,15 @@ def _onednn_product(quantized, kernel):
   return tf.bitcast(product, tf.int32)
 
 
-def _onednn_int8_matmul(rows, kernel, kernel_scale, transpose_kernel, epilogue=None):
-  """rows [R, In] float x the kernel's values now, as constants -> [R, Out] float32 (then
-  `epilogue`)."""
+def _onednn_int8_matmul(rows, kernel, kernel_scale, transpose_kernel, epilogue=None,
+                        quantize=False):
+  """rows [R, In] float, or _u8_rows's (uint8 rows, row scales, zero points), x the kernel's
+  values now, as constants -> [R, Out] float32 (then `epilogue`; with `quantize`, as
+  _u8_rows)."""
   kernel, column_sums, kernel_scale = _constant_kernel(kernel, kernel_scale, transpose_kernel)
-  quantized, row_scale, zero_point = _quantized_u8_rows(rows)
+  quantized, row_scale, zero_point = rows if isinstance(rows, tuple) else _quantized_u8_rows(rows)
   return _dequantized_then(epilogue, _onednn_product(quantized, kernel), row_scale, zero_point,
-                           tf.constant(column_sums), tf.constant(kernel_scale))
+                           tf.constant(column_sums), tf.constant(kernel_scale), quantize)
 
 
 # Heads-first regions: the attention's batched products read [B, N, L, H]. Transposing, and
@@ -341,7 +350,26 @@ def int8_matmul(inputs, kernel, kernel_scale, transpose_kernel=False, epilogue=N
     output = _compiled_int8_matmul(transpose_kernel, inputs.dtype)(rows, kernel, kernel_scale)
     if epilogue is not None:
       output = epilogue(output)
-  out_width = kernel.shape[0] if transpose_kernel else kernel.shape[-1]
+  return _like_inputs(output, inputs, kernel.shape[0] if transpose_kernel else kernel.shape[-1])
+
+
+def int8_two_products(inputs, first, second):
+  """The int8_matmul of the int8_matmul of `inputs`: two products in a row (a
+  feed-forward), each given as (kernel [In, Out], scale [Out], Epilogue or None). In
+  constant_int8_weights the first product's dequantization region also quantizes its result
+  for the second (one launch fewer, and the [R, Out] float rows between them are never
+  written)."""
+  if not _uses_constant_weights():
+    hidden = int8_matmul(inputs, *first[:2], epilogue=first[2])
+    return int8_matmul(hidden, *second[:2], epilogue=second[2])
+  rows = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])  # [rows, In]
+  hidden = _onednn_int8_matmul(rows, *first[:2], False, first[2], quantize=True)
+  output = _onednn_int8_matmul(hidden, *second[:2], False, second[2])
+  return _like_inputs(output, inputs, second[0].shape[-1])
+
+
+def _like_inputs(output, inputs, out_width):
+  """Rows [R, Out] as [..., Out] of inputs [..., In], in their dtype."""
   output = tf.cast(tf.reshape(output, tf.concat([tf.shape(inputs)[:-1], [out_width]], 0)),
                    inputs.dtype)
   output.set_shape(inputs.shape[:-1].concatenate([out_width]))
