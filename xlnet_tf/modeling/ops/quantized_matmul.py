@@ -22,8 +22,10 @@ Why these kernels (measured on the AMD EPYC with AVX-512 VNNI, docs/performance.
   put into the graph as constants. Around each product there, the compiled regions do what the
   layers would do in separate ops: the quantizer writes uint8, the attention's projections
   come out heads first with their biases added (`int8_projection(heads_first=True, plus=...)`),
-  an `Epilogue` (activation, residual LayerNorm) runs in the dequantization region, and the
-  projections of the same rows share one product (`int8_projections`: keys, values, queries).
+  an `Epilogue` (activation, residual LayerNorm) runs in the dequantization region (the
+  feed-forward's first one also quantizes for the second product: `int8_two_products`), and
+  the projections of the same rows share one product (`int8_projections`: keys, values,
+  queries).
   Interleaved in one run against the version without them: base 4x128 forward 1.03x, greedy
   generation at batch 1 1.05x (docs/performance.md#quantization).
 """
