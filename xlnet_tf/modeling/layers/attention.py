@@ -289,9 +289,7 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
     if not self.fused:
       return self._attend_at_positions(rows, row_masks, values, shared, query_kernel,
                                        output_kernel)
-    names = self._query_bias_names(row_masks)
-    queries = _heads_first_projection("bqd,dnh->bqnh", rows, query_kernel,
-                                      [biases[name] for name in names])
+    queries = self._biased_queries(rows, query_kernel, row_masks, biases)
     segment_keys = None
     if row_masks.segment_mismatch is not None:
       segment_keys = _segment_keys(biases["seg_embed"])
@@ -309,6 +307,12 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
     segments = row_masks.segment_mismatch is not None
     return ["r_w_bias", "r_r_bias"] + (["r_s_bias"] if segments else [])
 
+  def _biased_queries(self, rows, query_kernel, row_masks, biases):
+    """rows [B, Q, D] projected to queries [B, N, Q, H] plus each bias of
+    `_query_bias_names` (a list, in that order)."""
+    return _heads_first_projection("bqd,dnh->bqnh", rows, query_kernel,
+                                   [biases[name] for name in self._query_bias_names(row_masks)])
+
   def _probabilities(self, rows, query_kernel, row_masks, shared, biased_queries=None):
     """[B, N, Q, K] attention probabilities (after dropout) of rows [B, Q, D] (`call`'s
     content or query stream) projected by the query kernel, or from `biased_queries` already
@@ -317,9 +321,8 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
       queries = _heads_first(_projected("bqd,dnh->bqnh", rows, query_kernel))
       return self._attend_plain(queries, row_masks, **shared)
     if biased_queries is None:
-      names = self._query_bias_names(row_masks)
-      biased_queries = dict(zip(names, _heads_first_projection(
-          "bqd,dnh->bqnh", rows, query_kernel, [shared["biases"][name] for name in names])))
+      biased_queries = dict(zip(self._query_bias_names(row_masks), self._biased_queries(
+          rows, query_kernel, row_masks, shared["biases"])))
     return self._attend_fused(biased_queries, row_masks, **shared)
 
   def _attend_plain(self, queries, row_masks, *, keys, position_keys, biases, content_length,

@@ -195,6 +195,10 @@ _DEQUANTIZE_SIGNATURE = [
     tf.TensorSpec([None], tf.float32)]
 
 
+def _unchanged(rows):
+  return rows
+
+
 def _dequantized_then(epilogue, product, row_scale, zero_point, column_sums, kernel_scale,
                       quantize=False):
   """_dequantized, then `epilogue` (or None), in one region per epilogue function, settings
@@ -203,7 +207,7 @@ def _dequantized_then(epilogue, product, row_scale, zero_point, column_sums, ker
   if epilogue is None and not quantize:
     return _region("dequantize", _dequantized, _DEQUANTIZE_SIGNATURE)(
         product, row_scale, zero_point, column_sums, kernel_scale)
-  epilogue = epilogue or Epilogue(lambda rows: rows)
+  epilogue = epilogue or Epilogue(_unchanged)  # one region for every caller without one
   inputs = [tf.convert_to_tensor(tensor) for tensor in epilogue.inputs]
   key = ("dequantize", epilogue.function, epilogue.settings, quantize,
          tuple((tensor.dtype, tensor.shape.rank) for tensor in inputs))
