@@ -65,6 +65,15 @@ memory"):
       --dtypes=float32,bfloat16 --recompute=false,true \
       --output=docs/benchmarks/finetuning_memory_base_large
 
+--threads=0,1 times every row twice: with each runtime's own threads (every CPU) and with one
+thread (TensorFlow's intra- and inter-op threads, torch.set_num_threads, ONNX Runtime's intra-op
+threads); a row's "vs fastest peer" is against the peers' fastest setting. Batch-1 int8
+generation runs fastest on one thread on a 2-core machine (docs/performance.md):
+
+  python run/benchmark.py --modes=generate --shapes=1x128,8x128 --dtypes=float32 \
+      --implementations=xlnet_tf,xlnet_tf_int8,hf_torch --threads=0,1 --dropout=false \
+      --data_copies=0 --repeats=2 --output=docs/benchmarks/generation_base_1x128_8x128
+
 With --rounds=N every row is measured N times, the implementations taking turns, and the table
 keeps each row's best (all rounds' times are in the JSON).
 
@@ -145,6 +154,12 @@ flags.DEFINE_list("recompute", ["false", "true"], "--memory: the backbone's reco
 flags.DEFINE_float("memory_budget_gb", 16.0, "--memory: the largest batch that fits this.")
 flags.DEFINE_float("memory_limit_gb", 20.0, "--memory: skip a point whose peak the row's "
                    "points so far predict above this (it would exhaust the machine).")
+flags.DEFINE_list("threads", ["0"], "CPU threads of each row's runtime, "
+                  "every row timed at each value: 0 = the runtime's default (every CPU); N = "
+                  "TensorFlow's intra- and inter-op threads, torch.set_num_threads and ONNX "
+                  "Runtime's intra-op threads set to N (not the keras_hub_jax rows).")
+flags.register_validator("threads", lambda values: all(v.isdigit() for v in values),
+                         "--threads: numbers of threads >= 0")
 flags.DEFINE_bool("fork_rows", False, "Fork the rows that import TensorFlow from a process "
                   "that has imported it once (2-3 s less per row; their peak RSS then misses "
                   "the import's untouched pages, ~0.25 GB: for quick checks, not the memory "
@@ -191,7 +206,7 @@ def run_onnx_runtime(spec):
         raise RuntimeError(f"ONNX export: {exported['error']}")
     int8 = spec["implementation"] == "ort_int8"
     run = steps.build_onnx_runtime_step(spec, int8_path if int8 else float_path)
-    result = dict(_time(run, spec), threads=steps.onnx_runtime_threads())
+    result = dict(_time(run, spec), threads=spec.get("cpu_threads") or steps.onnx_runtime_threads())
     if int8:  # the float file on the same inputs, after timing
       result = _with_relative_error(result, steps.build_onnx_runtime_step(spec, float_path)(), run)
   return result
@@ -476,12 +491,27 @@ def _forked_worker(spec, sender, log_path):
   os.dup2(log, 1)
   os.dup2(log, 2)
   try:
-    if "source" in spec:
-      _import_xlnet_tf_from(spec["source"])
-    result = WORKERS[spec["implementation"]](spec)
+    result = _work(spec)
   except Exception as error:  # noqa: BLE001  (any failure is the row's error, as a fresh run's)
     result = dict(spec, error=traceback.format_exception_only(error)[-1].strip()[:200])
   sender.send(result)
+
+
+def _work(spec):
+  """Measures one row in this process: its runtime's threads set first (spec["cpu_threads"],
+  before any op runs; ONNX Runtime's are its session's options), then the package of a
+  --baseline row imported (this revision's sets TensorFlow's threads: an old one may not)."""
+  threads = spec.get("cpu_threads")
+  if threads and spec["implementation"] == "hf_torch":
+    import torch
+    torch.set_num_threads(threads)
+    torch.set_num_interop_threads(threads)
+  elif threads and not spec["implementation"].startswith("ort"):
+    from xlnet_tf.utils.threads import set_cpu_threads
+    set_cpu_threads(threads)
+  if "source" in spec:
+    _import_xlnet_tf_from(spec["source"])
+  return WORKERS[spec["implementation"]](spec)
 
 
 def _baseline_worktree(revision):
@@ -545,10 +575,7 @@ def available(implementation):
 def main(argv):
   del argv
   if FLAGS.worker:
-    spec = json.loads(FLAGS.worker)
-    if "source" in spec:
-      _import_xlnet_tf_from(spec["source"])
-    print("RESULT " + json.dumps(WORKERS[spec["implementation"]](spec)))
+    print("RESULT " + json.dumps(_work(json.loads(FLAGS.worker))))
     return
   if FLAGS.chart:
     if FLAGS.memory:
@@ -582,6 +609,9 @@ def main(argv):
     data_stage = measure({"implementation": "data_stage", "copies": FLAGS.data_copies,
                           "repeats": 2})
   implementations = [i for i in FLAGS.implementations if available(i)]
+  if any(FLAGS.threads != ["0"] and i.startswith("keras_hub_jax") for i in implementations):
+    raise app.UsageError("--threads: the keras_hub_jax rows run on JAX's own threads; time "
+                         "them with --threads=0")
   baseline = _baseline_worktree(FLAGS.baseline) if FLAGS.baseline else None
   # The ONNX files the ort rows share (one export per model shape), removed after the run.
   onnx_dir = (tempfile.mkdtemp(prefix="xlnet_tf_benchmark_onnx_")
@@ -619,11 +649,13 @@ def _measure_all(implementations, baseline, dropout, data_stage, onnx_dir=None):
   for size in FLAGS.sizes:
     for shape in FLAGS.shapes:
       batch, seq_len = (int(v) for v in shape.split("x"))
-      for dtype, mode, vocab in itertools.product(FLAGS.dtypes, FLAGS.modes,
-                                                  map(int, FLAGS.vocab_sizes)):
+      for dtype, mode, vocab, threads in itertools.product(
+          FLAGS.dtypes, FLAGS.modes, map(int, FLAGS.vocab_sizes), map(int, FLAGS.threads)):
         extra = {"new_tokens": FLAGS.new_tokens} if mode == "generate" else {}
         if vocab != VOCAB:
           extra["vocab"] = vocab
+        if threads:
+          extra["cpu_threads"] = threads
         row = dict(size=size, batch=batch, seq_len=seq_len, dtype=dtype, mode=mode,
                    repeats=FLAGS.repeats, **extra)
         if FLAGS.jit_compile != "auto":

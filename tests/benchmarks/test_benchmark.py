@@ -43,10 +43,13 @@ def test_benchmark_measures_and_reports(tmp_path):
     assert ("relative_error" in row) == (row["implementation"] in int8_peers), row
     assert 0 < row.get("relative_error", 1e-3) < 0.05, row
     assert "onnx_dir" not in row  # the run's temporary folder, removed
-  # A row that fails (a vocabulary of 0) is reported with its error's line; the others run.
+  # A row that fails (a vocabulary of 0) is reported with its error's line; the others run,
+  # here on one thread (set in the row's process before its first op, else the row fails).
   rounds = _benchmark(tmp_path / "rounds", "--modes=forward", "--rounds=2", "--nodropout",
-                      "--data_copies=0", "--jit_compile=false", "--vocab_sizes=32000,0")["results"]
-  assert [r.get("vocab") for r in rounds] == [None, 0]
+                      "--data_copies=0", "--jit_compile=false", "--vocab_sizes=32000,0",
+                      "--threads=1")["results"]
+  assert [(r.get("vocab"), r["cpu_threads"]) for r in rounds] == [(None, 1), (0, 1)]
+  assert "| forward | xlnet_tf (1 thread) |" in (tmp_path / "rounds.md").read_text()
   assert all(len(r["round_seconds"]) == 2 and r["seconds"] == min(r["round_seconds"])
              for r in rounds[:1])  # each row is its best round
   assert "UserInputError" in rounds[1]["error"] and "n_token" in rounds[1]["error"], rounds[1]

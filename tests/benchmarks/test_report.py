@@ -113,3 +113,20 @@ def test_the_chart_has_a_bar_per_implementation_of_this_revision(tmp_path, monke
   assert bars == {"xlnet_tf": [128.0, 64.0], "hf_torch": [64.0], "keras_hub": [32.0],
                   "ort": [160.0], "ort_int8": [320.0], "keras_hub_int8": [80.0]}
   assert {text.get_rotation() for text in axis.texts} == {90.0}
+
+
+def test_rows_on_set_threads_are_labelled_and_compared_with_the_peers_best_setting():
+  results = [row("xlnet_tf", 0.5), row("xlnet_tf", 0.25, cpu_threads=1),
+             row("hf_torch", 1.0), row("hf_torch", 2.0, cpu_threads=1),
+             row("xlnet_tf", 1.0, revision="abc1234"),
+             row("xlnet_tf", 0.5, revision="abc1234", cpu_threads=1)]
+  for result in results:
+    report.add_rates(result, {"float32": 100.0})
+  table = report.report_markdown(results, {"float32": 100.0})
+  assert "| forward | xlnet_tf | 64.0 | 2.00x |" in table  # against hf_torch's faster setting
+  assert "| forward | xlnet_tf (1 thread) | 128.0 | 4.00x |" in table
+  assert "| forward | hf_torch (1 thread) | 16.0 |  |" in table
+  assert "| forward | xlnet_tf (1 thread) @ abc1234 | 64.0 |  |" in table
+  # --baseline: each setting against the same setting of the baseline revision
+  assert table.count("| tiny | 2x16 | float32 | forward | 64.0 | 32.0 | **2.00x** |") == 1
+  assert table.count("| tiny | 2x16 | float32 | forward | 128.0 | 64.0 | **2.00x** |") == 1

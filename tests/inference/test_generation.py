@@ -12,9 +12,11 @@ from xlnet_tf import XLNetConfig, XLNetModel, checkpoints
 from xlnet_tf.inference import generation
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.heads import XLNetPretrainer
+from xlnet_tf.text.tokenizer import XLNetTokenizer
 
 N_TOKEN = 200
 NEW = 10
+INT8_NEW = 24  # run/generate.py --quantize=int8: enough tokens for int8 and float to part
 
 
 def tiny_lm(attn_type, seed=0, **overrides):
@@ -192,7 +194,8 @@ def test_models_that_cannot_generate_left_to_right_are_refused():
 
 def test_cli_continues_prompts_with_a_saved_lm(sp_model, tmp_path):
   keras.utils.set_random_seed(0)
-  config = XLNetConfig.preset("tiny", n_token=1000, attn_type="uni", bi_data=False)
+  config = XLNetConfig.preset("tiny", n_token=1000, attn_type="uni", bi_data=False,
+                              init_std=0.3)  # wide weights: the context moves the predictions
   model = XLNetPretrainer(XLNetModel(config), objective="clm")
   model({"input_ids": np.ones([1, 4], np.int32)})
   model_dir = str(tmp_path / "lm")
@@ -202,6 +205,18 @@ def test_cli_continues_prompts_with_a_saved_lm(sp_model, tmp_path):
                     "--temperature=0.8", "--seed=1")
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout.count("continuation: ") == 2 and "prompt: A list" in result.stdout
+  # int8 on one thread: the tokens of the library's int8 generation, not the float model's
+  quantized = run_tool("run/generate.py", f"--model_dir={model_dir}", f"--sp_path={sp_model}",
+                       "--prompt=A list", f"--max_new_tokens={INT8_NEW}", "--nostop_at_end",
+                       "--quantize=int8", "--threads=1")
+  assert quantized.returncode == 0, quantized.stderr[-3000:]
+  tokenizer = XLNetTokenizer(sp_model)
+  prompt = np.array([[tokenizer.special_ids.eod] + tokenizer.encode("A list")], np.int32)
+  float_tokens = generation.generate(model, prompt, INT8_NEW).numpy()[0, prompt.shape[1]:]
+  model.quantize("int8")
+  int8_tokens = generation.generate(model, prompt, INT8_NEW).numpy()[0, prompt.shape[1]:]
+  assert not np.array_equal(int8_tokens, float_tokens)  # else the check below cannot tell
+  assert f"continuation: {tokenizer.decode(int8_tokens.tolist())}\n" in quantized.stdout
   bad = run_tool("run/generate.py", f"--model_dir={model_dir}", f"--sp_path={sp_model}",
                  "--top_p=1.5")
   assert bad.returncode == 1 and "error: generate: top_p must be" in bad.stderr

@@ -113,7 +113,9 @@ def _size(result):
 
 
 def _label(result):
+  threads = result.get("cpu_threads")
   return (result["implementation"] + (f" ({result['device']})" if "device" in result else "")
+          + (f" ({threads} thread{'s' if threads > 1 else ''})" if threads else "")
           + (f" @ {result['revision']}" if "revision" in result else ""))
 
 
@@ -126,6 +128,7 @@ def baseline_markdown(results):
            f"{baseline[0]['revision']} (tokens/s) | ratio |", "|---|---|---|---|---:|---:|---:|"]
   for old in baseline:
     new = [r for r in results if r["implementation"] == "xlnet_tf" and "revision" not in r
+           and r.get("cpu_threads") == old.get("cpu_threads")
            and _same_shape(r, old, ("size", "batch", "seq_len", "dtype", "mode"))]
     if not new or "error" in new[0] or "error" in old:
       ratio, new_rate, old_rate = "error", "", ""

@@ -181,12 +181,12 @@ def onnx_runtime_threads():
 
 def build_onnx_runtime_step(spec, path):
   """A callable running the ONNX file at `path` (onnx_files) in ONNX Runtime on the CPU,
-  intra-op threads = onnx_runtime_threads(), every graph optimization, on the inputs of
-  build_xlnet_tf_step's forward: returns the sequence output."""
+  intra-op threads = spec["cpu_threads"] if set, else onnx_runtime_threads(), every graph
+  optimization, on the inputs of build_xlnet_tf_step's forward: returns the sequence output."""
   import numpy as np
   import onnxruntime
   options = onnxruntime.SessionOptions()
-  options.intra_op_num_threads = onnx_runtime_threads()
+  options.intra_op_num_threads = spec.get("cpu_threads") or onnx_runtime_threads()
   options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
   session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
   ids, _, _ = random_inputs(spec["batch"], spec["seq_len"], vocab=spec.get("vocab", VOCAB))
@@ -261,6 +261,7 @@ def _generation_step(spec, int8=False):
   if spec["dtype"] == "bfloat16":  # bfloat16 weights: half the bytes a step reads
     keras.mixed_precision.set_global_policy("bfloat16")
   config = XLNetConfig.preset(spec["size"], n_token=VOCAB, bi_data=False)
+  keras.utils.set_random_seed(0)  # the same LM in every row and run (same_tokens compares)
   model = XLNetPretrainer(XLNetModel(config))
   ids, _, _ = random_inputs(spec["batch"], spec["seq_len"])
   run = lambda: generation.generate(model, ids, spec["new_tokens"]).numpy()  # noqa: E731
