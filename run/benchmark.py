@@ -577,6 +577,10 @@ def main(argv):
   if FLAGS.worker:
     print("RESULT " + json.dumps(_work(json.loads(FLAGS.worker))))
     return
+  if any(map(int, FLAGS.threads)) and any(i.startswith("keras_hub_jax")
+                                          for i in FLAGS.implementations):
+    raise app.UsageError("--threads: the keras_hub_jax rows run on JAX's own threads; time "
+                         "them with --threads=0")
   if FLAGS.chart:
     if FLAGS.memory:
       raise app.UsageError("--chart draws tokens/s: not with --memory")
@@ -609,9 +613,6 @@ def main(argv):
     data_stage = measure({"implementation": "data_stage", "copies": FLAGS.data_copies,
                           "repeats": 2})
   implementations = [i for i in FLAGS.implementations if available(i)]
-  if any(FLAGS.threads != ["0"] and i.startswith("keras_hub_jax") for i in implementations):
-    raise app.UsageError("--threads: the keras_hub_jax rows run on JAX's own threads; time "
-                         "them with --threads=0")
   baseline = _baseline_worktree(FLAGS.baseline) if FLAGS.baseline else None
   # The ONNX files the ort rows share (one export per model shape), removed after the run.
   onnx_dir = (tempfile.mkdtemp(prefix="xlnet_tf_benchmark_onnx_")

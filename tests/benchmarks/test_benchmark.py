@@ -97,11 +97,25 @@ def test_profile_step_lists_op_times():
   assert len(rows) == 8 and all(float(row[0]) >= 0 and int(row[1]) > 0 for row in rows)
 
 
-def test_forked_rows_are_refused_for_the_memory_table(tmp_path):
-  result = run_forked([os.path.join(ROOT, "run", "benchmark.py"), "--memory", "--fork_rows",
-                       f"--output={tmp_path / 'memory'}"])
+USAGE_ERRORS = {
+    # case: (flags, the first line of standard error)
+    "forked rows for the memory table": (
+        ["--memory", "--fork_rows"], "error: --fork_rows: not with --memory (a forked row's "
+        "peak RSS misses pages of the TensorFlow import)"),
+    "threads for JAX's rows": (
+        ["--threads=0,1", "--implementations=xlnet_tf,keras_hub_jax"], "error: --threads: the "
+        "keras_hub_jax rows run on JAX's own threads; time them with --threads=0"),
+    "a negative number of threads": (
+        ["--threads=-1"], "FATAL Flags parsing error: flag --threads=['-1']: --threads: numbers "
+        "of threads >= 0"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(USAGE_ERRORS))
+def test_bad_flags_are_refused_before_anything_is_measured(case, tmp_path):
+  flags, expected = USAGE_ERRORS[case]
+  result = run_forked([os.path.join(ROOT, "run", "benchmark.py"), *flags,
+                       f"--output={tmp_path / 'out'}"])
   assert result.returncode == 1
-  assert result.stderr.strip().splitlines() == [
-      "error: --fork_rows: not with --memory (a forked row's peak RSS misses pages of the "
-      "TensorFlow import)"]
-  assert list(tmp_path.iterdir()) == []
+  assert result.stderr.strip().splitlines()[0] == expected
+  assert result.stdout == "" and list(tmp_path.iterdir()) == []
