@@ -499,7 +499,7 @@ def _forked_worker(spec, sender, log_path):
 
 def _work(spec):
   """Measures one row in this process: its runtime's threads set first (spec["cpu_threads"],
-  before any op runs; ONNX Runtime's are its session's options), then the package of a
+  before any op runs; ONNX Runtime's are options of its InferenceSession), then the package of a
   --baseline row imported (this revision's sets TensorFlow's threads: an old one may not)."""
   threads = spec.get("cpu_threads")
   if threads and spec["implementation"] == "hf_torch":
