@@ -233,6 +233,27 @@ def test_cli_continues_prompts_with_a_saved_lm(sp_model, tmp_path):
   assert missing.returncode == 1 and "none" in missing.stderr
 
 
+GENERATE_FLAG_ERRORS = {
+    # case: (flags, the one line on standard error)
+    "a negative number of threads": (
+        ["--threads=-1"], "error: --threads must be a number of threads >= 0 (0: TensorFlow's "
+        "default); got -1"),
+    "a quantization mode not supported": (
+        ["--quantize=int4"], "FATAL Flags parsing error: flag --quantize=int4: value should "
+        "be one of <none|int8>"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GENERATE_FLAG_ERRORS))
+def test_cli_refuses_bad_serving_flags_in_one_line(case, tmp_path):
+  flags, expected = GENERATE_FLAG_ERRORS[case]
+  result = run_tool("run/generate.py", f"--output_dir={tmp_path / 'none'}", *flags)
+  assert result.returncode == 1, result.stderr[-2000:]
+  assert result.stderr.strip().splitlines()[0] == expected
+  assert "Traceback" not in result.stderr and "continuation:" not in result.stdout
+  assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "bfloat16"])
 def test_bfloat16_models_generate_the_same_with_and_without_the_cache(policy, rng):
   """Mixed precision (float32 weights cast where a layer is called) and bfloat16 weights

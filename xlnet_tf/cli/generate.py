@@ -23,6 +23,7 @@ from absl import flags
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
 from xlnet_tf.inference import generation
+from xlnet_tf.serving.saved_model import QUANTIZE_MODES
 from xlnet_tf.utils import threads
 
 from xlnet_tf.cli import lm_flags
@@ -38,7 +39,7 @@ flags.DEFINE_bool("new_document", True, "Start each prompt with <eod>, as docume
                   "the training stream.")
 flags.DEFINE_integer("max_length", generation.DEFAULT_MAX_LENGTH, "Longest prompt + "
                      "continuation, in tokens.")
-flags.DEFINE_enum("quantize", "none", ["none", "int8"], "int8: the LM's projections in int8 "
+flags.DEFINE_enum("quantize", "none", QUANTIZE_MODES, "int8: the LM's projections in int8 "
                   "(model.quantize('int8')), activations quantized per token.")
 flags.DEFINE_integer("threads", threads.DEFAULT, "TensorFlow's intra- and inter-op threads "
                      f"({threads.DEFAULT}: its default, every CPU).")
