@@ -20,7 +20,8 @@ from xlnet_tf import XLNetConfig, XLNetModel, XLNetPretrainer, XLNetTokenClassif
 from xlnet_tf.tasks.classification import encode_examples
 from xlnet_tf.tasks.classification.readers import TextExample
 from xlnet_tf.text.tokenizer import XLNetTokenizer
-from xlnet_tf.serving import saved_model, version_directories
+from xlnet_tf.serving import saved_model
+from xlnet_tf.utils import whole_directories
 from xlnet_tf.serving.saved_model import (LONG_DOCUMENTS_FILE, WARMUP_FILE, export_saved_model,
                                           load_exportable_model)
 from xlnet_tf.serving.onnx_quantization import relative_error
@@ -422,7 +423,7 @@ def _exchange_supported(folder):
   first.mkdir()
   second.mkdir()
   try:
-    return version_directories._exchange(str(first), str(second))
+    return whole_directories._exchange(str(first), str(second))
   finally:
     shutil.rmtree(first)
     shutil.rmtree(second)

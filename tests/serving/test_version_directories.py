@@ -7,9 +7,8 @@ import uuid
 
 import pytest
 
-from xlnet_tf.serving import version_directories
 from xlnet_tf.serving.version_directories import staged_version
-from xlnet_tf.utils import files
+from xlnet_tf.utils import files, whole_directories
 from xlnet_tf.utils.errors import UserInputError
 
 
@@ -20,7 +19,7 @@ def write_version(folder, text):
 
 
 def test_overwrite_without_an_exchange_call_renames_the_old_version_aside(tmp_path, monkeypatch):
-  monkeypatch.setattr(version_directories, "_exchange", lambda first, second: False)
+  monkeypatch.setattr(whole_directories, "_exchange", lambda first, second: False)
   version = tmp_path / "m" / "1"
   write_version(str(version), "old")
   with staged_version(str(version), overwrite=True) as staging:

@@ -71,3 +71,13 @@ def original_variable_map(target) -> Dict[str, object]:
   if target is not model and hasattr(target, "original_head_variables"):
     names.update(target.original_head_variables())
   return names
+
+
+def minimum_weight_count(config) -> int:
+  """A lower bound of the number of weight values an XLNetModel of `config` holds, in any
+  format, quantized or not, whatever its position encoding: the word embedding and each
+  layer's four attention kernels and two feed-forward kernels. A weights file holding fewer
+  values cannot belong to the config: known before anything is built."""
+  attention = 4 * config.d_model * config.n_head * config.d_head
+  feed_forward = 2 * config.d_model * config.d_inner
+  return config.n_token * config.d_model + config.n_layer * (attention + feed_forward)

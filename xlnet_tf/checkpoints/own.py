@@ -12,25 +12,38 @@ The directory may be remote (gs://...: utils.files): Keras writes the weights fi
 local temporary copy, and h5py reads one (`files.local_copy`).
 """
 
+import collections
+import io
 import os
 import tempfile
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import h5py
+import numpy as np
 
 from xlnet_tf.checkpoints.assign import CheckpointMismatchError
 from xlnet_tf.checkpoints.keras_h5_io import open_hdf5
 from xlnet_tf.checkpoints.labels import save_labels, save_thresholds
-from xlnet_tf.checkpoints.naming import backbone_of
+from xlnet_tf.checkpoints.naming import backbone_of, minimum_weight_count
 from xlnet_tf.config import ARCHITECTURE_KEYS, XLNetConfig
 from xlnet_tf.utils import files
-from xlnet_tf.utils.errors import UserInputError, require
+from xlnet_tf.utils.errors import UserInputError, is_int, require
 from xlnet_tf.utils.json_files import read_json_object, write_json
+from xlnet_tf.utils.whole_directories import RUN_LOCK_FILE, staged_directory
 
 CONFIG_FILE = "xlnet_config.json"
 WEIGHTS_FILE = "model.weights.h5"
 HEAD_FILE = "head.json"
 QUANTIZATION_FILE = "quantization.json"  # {"mode": "int8"} for a quantized model's weights
+# What a model directory holds, in any format a tool writes (own, original, Hugging Face), with
+# its tokenizer and labels: save_pretrained and conversion replace a directory of these only.
+MODEL_DIRECTORY_FILES = frozenset({
+    CONFIG_FILE, WEIGHTS_FILE, HEAD_FILE, QUANTIZATION_FILE, "labels.json", "thresholds.json",
+    "spiece.model", "tokenizer_config.json", "preprocessor.json", "config.json",
+    "model.safetensors", "pytorch_model.bin", "tf_model.h5", "model.safetensors.index.json",
+    "pytorch_model.bin.index.json", "tf_model.h5.index.json", "checkpoint",
+    "special_tokens_map.json", "generation_config.json"})
+MODEL_DIRECTORY_PREFIXES = ("xlnet_model.ckpt", "model-0", "pytorch_model-0", "tf_model-0")
 # The group of a head's weights file that holds its backbone's weights (the attribute name).
 BACKBONE_GROUP = "backbone"
 
@@ -40,22 +53,53 @@ def save_pretrained(model_or_head, directory: str) -> str:
   `model.weights.h5`; for a head also `head.json`; `labels.json` (and a multi-label head's
   `thresholds.json`) when it carries `labels`; `spiece.model` and `tokenizer_config.json` when
   it, or its backbone, knows its `tokenizer`; a head's `preprocessor` writes its own tokenizer
-  there and `preprocessor.json`. Returns `directory`."""
-  backbone = backbone_of(model_or_head)
-  quantized = getattr(model_or_head, "quantization", None)
+  there and `preprocessor.json`. Returns `directory`.
+
+  The directory appears whole or not at all: written beside it and renamed into place, over an
+  existing one swapped in whole, so no file of the model it replaces survives and a process
+  killed at any point leaves the old model or the new one (utils.whole_directories; remote:
+  `xlnet_config.json` copied last). An existing directory holding other files than a model's
+  is refused, not replaced."""
   labels = getattr(model_or_head, "labels", None)
   count = class_count(model_or_head)
   if labels is not None:
     require(count is not None and len(labels) == count, f"{type(model_or_head).__name__}.labels",
             f"one label per output class ({count})", len(labels))
-  files.makedirs(directory)
+  check_replaceable(directory)
+  with staged_directory(directory, last=CONFIG_FILE) as staging:
+    _write_model_files(model_or_head, staging)
+  return directory
+
+
+def check_replaceable(directory: str) -> None:
+  """Refuses (UserInputError naming the directory and the files) to replace an existing
+  directory that holds files a model directory does not: it is someone's other data."""
+  if not files.isdir(directory):
+    return
+  foreign = sorted(name for name in files.listdir(directory) if not _model_file(name))
+  if foreign:
+    shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+    raise UserInputError(f"{directory}: holds files that are not a model's ({shown}); a model "
+                         "is saved into a new directory or over a model directory, which it "
+                         "replaces whole")
+
+
+def _model_file(name: str) -> bool:
+  """Whether `name` is a file a saved or converted model directory holds (any format), or the
+  run lock of a run writing it."""
+  return (name in MODEL_DIRECTORY_FILES or name.startswith(MODEL_DIRECTORY_PREFIXES)
+          or name == RUN_LOCK_FILE)
+
+
+def _write_model_files(model_or_head, directory: str) -> None:
+  """save_pretrained's files, into the (new, empty) `directory`."""
+  backbone = backbone_of(model_or_head)
+  quantized = getattr(model_or_head, "quantization", None)
+  labels = getattr(model_or_head, "labels", None)
   backbone.config.to_json_file(os.path.join(directory, CONFIG_FILE))
-  model_or_head.save_weights(os.path.join(directory, WEIGHTS_FILE))
-  quantization_path = os.path.join(directory, QUANTIZATION_FILE)
+  write_weights(model_or_head, os.path.join(directory, WEIGHTS_FILE))
   if quantized is not None:
-    write_json(quantization_path, {"mode": quantized})
-  elif files.exists(quantization_path):  # a float model saved over a quantized one
-    files.remove(quantization_path)
+    write_json(os.path.join(directory, QUANTIZATION_FILE), {"mode": quantized})
   if hasattr(model_or_head, "head_config"):
     write_json(os.path.join(directory, HEAD_FILE),
                {"class": type(model_or_head).__name__, **model_or_head.head_config()})
@@ -69,7 +113,26 @@ def save_pretrained(model_or_head, directory: str) -> str:
     preprocessor.save_pretrained(directory)
   elif tokenizer is not None:
     tokenizer.save_pretrained(directory)
-  return directory
+
+
+class _WeightsInMemory(io.BytesIO):
+  """An HDF5 weights file built in memory: Keras' save_weights takes it (its HDF5 store writes
+  to a BytesIO), and its name ends in `.weights.h5` as Keras requires of a path."""
+
+  def __str__(self):
+    return WEIGHTS_FILE
+
+
+def write_weights(model_or_head, path: str) -> str:
+  """Keras' save_weights into `path`, built in memory and written in one Python write.
+
+  h5py writing straight to a disk that fills up loses its file's state, and its File.close
+  then crashes the interpreter (a segmentation fault, nothing to catch); written here, a full
+  disk (or any failing write) is an OSError naming `path`."""
+  buffer = _WeightsInMemory()
+  model_or_head.save_weights(buffer)
+  files.write_bytes(path, buffer.getbuffer())
+  return path
 
 
 def class_count(model) -> Optional[int]:
@@ -90,6 +153,41 @@ def stored_config(directory: str, config_overrides) -> XLNetConfig:
   """directory/xlnet_config.json with `config_overrides` (run-time options only)."""
   check_config_overrides(config_overrides, directory)
   return XLNetConfig.from_json_file(os.path.join(directory, CONFIG_FILE), **config_overrides)
+
+
+def stored_weight_count(directory: str) -> int:
+  """The number of values in directory's weights file (its HDF5 structure only is read)."""
+  weights_path = os.path.join(directory, WEIGHTS_FILE)
+  with files.local_copy(weights_path) as local_path, \
+      open_hdf5(local_path, shown=weights_path) as stored:
+    try:
+      return sum(int(dataset.size) for dataset in stored_datasets(stored, weights_path).values())
+    except (TypeError, ValueError, OSError, RuntimeError) as error:
+      raise CheckpointMismatchError(f"{weights_path}: damaged HDF5 dataset ({error})") from None
+
+
+def check_weight_count(config: XLNetConfig, head_arguments, held: int, config_source: str,
+                       weights_source: str) -> None:
+  """Before the model is built: the weights file holds at least the values a model of `config`
+  (and a head of `head_arguments`: its classes' output kernel) needs. Else one
+  CheckpointMismatchError naming both files: sizes a file states are not believed before the
+  weights confirm them (a huge n_layer would take minutes to build, or the memory)."""
+  needed = minimum_weight_count(config)
+  classes = class_count_argument(head_arguments or {})
+  needed += config.d_model * classes if is_int(classes) and classes > 0 else 0
+  if held < needed:
+    sizes = ", ".join(f"{key} {getattr(config, key)}" for key in
+                      ("n_token", "n_layer", "d_model", "n_head", "d_head", "d_inner"))
+    head = f" and {classes} classes" if classes else ""
+    raise CheckpointMismatchError(
+        f"{config_source}: {sizes}{head} need at least {needed:,} weight values, but "
+        f"{weights_source} holds {held:,}: the config does not describe these weights")
+
+
+def class_count_argument(head_arguments) -> Optional[int]:
+  """The number of output classes a head's constructor arguments give (num_classes of a
+  classifier, num_labels of a tagger), or None."""
+  return head_arguments.get("num_classes", head_arguments.get("num_labels"))
 
 
 def read_head_file(directory: str) -> Optional[Tuple[str, dict]]:
@@ -117,7 +215,10 @@ def load_pretrained_head(directory: str, head_class, **config_overrides):
     raise CheckpointMismatchError(f"{error}; expected a {head_class.__name__}") from None
   if stored_name != head_class.__name__:
     raise CheckpointMismatchError(f"{path}: holds a {stored_name}, not a {head_class.__name__}")
-  head = head_class(stored_config(directory, config_overrides), **arguments)
+  config = stored_config(directory, config_overrides)
+  check_weight_count(config, arguments, stored_weight_count(directory), path,
+                     os.path.join(directory, WEIGHTS_FILE))
+  head = head_class(config, **arguments)
   load_own_checkpoint(head, directory)
   return head
 
@@ -165,12 +266,19 @@ def load_own_backbone(model, directory: str) -> None:
   with tempfile.TemporaryDirectory() as folder, files.local_copy(weights_path) as local_path:
     backbone_path = os.path.join(folder, WEIGHTS_FILE)
     with open_hdf5(local_path, shown=weights_path) as source:
-      if not isinstance(source.get(BACKBONE_GROUP), h5py.Group):
-        raise CheckpointMismatchError(f"{weights_path}: no '{BACKBONE_GROUP}' weights, though "
-                                      f"{HEAD_FILE} says it holds a head; nothing was loaded")
-      with h5py.File(backbone_path, "w") as target:
-        for key in source[BACKBONE_GROUP]:
-          source.copy(source[BACKBONE_GROUP][key], target, name=key)
+      try:
+        group = source.get(BACKBONE_GROUP)
+        if not isinstance(group, h5py.Group):
+          raise CheckpointMismatchError(f"{weights_path}: no '{BACKBONE_GROUP}' weights, though "
+                                        f"{HEAD_FILE} says it holds a head; nothing was loaded")
+        backbone_file = io.BytesIO()  # in memory, as write_weights says why
+        with h5py.File(backbone_file, "w") as target:
+          for key in group:
+            source.copy(group[key], target, name=key)
+      except (OSError, RuntimeError, KeyError, ValueError, TypeError) as error:
+        raise CheckpointMismatchError(f"{weights_path}: damaged HDF5 structure ({error}); save "
+                                      "or fetch it again") from None
+    files.write_bytes(backbone_path, backbone_file.getbuffer())
     _load_weights_strictly(model, backbone_path, shown=f"{weights_path} ({BACKBONE_GROUP})")
 
 
@@ -205,12 +313,12 @@ def _load_weights_strictly(model_or_head, weights_path: str, shown: Optional[str
 
 def _load_local_weights(model_or_head, weights_path: str, shown: str) -> None:
   """_load_weights_strictly on a local file; errors name `shown`."""
-  with open_hdf5(weights_path, shown=shown):  # a damaged file fails here, before any assignment
-    pass
+  with open_hdf5(weights_path, shown=shown) as stored:  # a damaged file fails here
+    check_stored_values(model_or_head, stored, shown)
   before = [(variable, variable.numpy()) for variable in model_or_head.weights]  # host copy
   try:
     model_or_head.load_weights(weights_path)
-  except (ValueError, KeyError, OSError) as error:
+  except (ValueError, KeyError, OSError, RuntimeError, TypeError) as error:
     for variable, value in before:
       variable.assign(value)
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
@@ -221,3 +329,57 @@ def _load_local_weights(model_or_head, weights_path: str, shown: str) -> None:
     raise CheckpointMismatchError(
         f"{shown}: does not hold the weights of {type(model_or_head).__name__} "
         f"'{model_or_head.name}' ({detail}); nothing was loaded") from None
+
+
+def _value_kind(dtype) -> str:
+  """"float" for any floating-point type (a width Keras converts on loading), else the type's
+  name: an integer never stands in for a float, nor the reverse."""
+  return "float" if np.dtype(dtype).kind == "f" else np.dtype(dtype).name
+
+
+def stored_datasets(group, shown: str) -> Dict[str, "h5py.Dataset"]:
+  """{path: dataset} of every dataset in an open HDF5 file or group; a structure h5py cannot
+  walk (damaged) is a CheckpointMismatchError naming `shown`."""
+  datasets = {}
+  try:
+    group.visititems(lambda name, node: datasets.__setitem__(name, node)
+                     if isinstance(node, h5py.Dataset) else None)
+  except (OSError, RuntimeError, KeyError, ValueError, TypeError) as error:
+    raise CheckpointMismatchError(f"{shown}: damaged HDF5 structure ({error}); save or fetch "
+                                  "it again") from None
+  return datasets
+
+
+def check_stored_values(model_or_head, group, shown: str) -> None:
+  """Before Keras assigns anything: the file holds one dataset for each of the model's
+  variables, of its shape and kind of type (Keras would cast integers into a float variable
+  silently), every value finite. CheckpointMismatchError naming `shown` and what differs."""
+  datasets = stored_datasets(group, shown)
+  try:
+    stored = collections.Counter((_value_kind(dataset.dtype), tuple(dataset.shape))
+                                 for dataset in datasets.values())
+  except (TypeError, ValueError, OSError, RuntimeError) as error:
+    raise CheckpointMismatchError(f"{shown}: damaged HDF5 dataset ({error})") from None
+  wanted = collections.Counter((_value_kind(variable.dtype), tuple(variable.shape))
+                               for variable in model_or_head.weights)
+  if stored != wanted:
+    extra = sorted((stored - wanted).elements())[:3]
+    missing = sorted((wanted - stored).elements())[:3]
+    raise CheckpointMismatchError(
+        f"{shown}: does not hold the weights of {type(model_or_head).__name__} "
+        f"'{model_or_head.name}': it holds {_listed(extra)} the model has no variable for, and "
+        f"lacks {_listed(missing)}; nothing was loaded")
+  for name, dataset in datasets.items():
+    if dataset.dtype.kind != "f":
+      continue
+    try:
+      finite = bool(np.isfinite(dataset[()]).all())
+    except (OSError, RuntimeError, ValueError, TypeError) as error:
+      raise CheckpointMismatchError(f"{shown}: cannot read {name} ({error}); damaged or cut "
+                                    "short?") from None
+    if not finite:
+      raise CheckpointMismatchError(f"{shown}: {name} holds NaN or infinity; nothing was loaded")
+
+
+def _listed(entries) -> str:
+  return ", ".join(f"{kind} {list(shape)}" for kind, shape in entries) or "nothing"

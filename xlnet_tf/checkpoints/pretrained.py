@@ -138,7 +138,19 @@ def stored_config(place: Pretrained, config_overrides: Dict[str, Any]) -> XLNetC
     path = os.path.join(place.directory, HUGGINGFACE_CONFIG_FILE)
     own.check_config_overrides(config_overrides, path)
     return config_from_huggingface(read_json_object(path), source=path, **config_overrides)
-  return own.stored_config(place.directory, config_overrides)
+  config = own.stored_config(place.directory, config_overrides)
+  if place.layout == OWN:
+    _check_own_weight_count(place.directory, config)
+  return config
+
+
+def _check_own_weight_count(directory: str, config: XLNetConfig, head_arguments=None,
+                            source: Optional[str] = None) -> None:
+  """own.check_weight_count for an own-format directory (`source`: the file the sizes come
+  from, xlnet_config.json by default)."""
+  own.check_weight_count(config, head_arguments, own.stored_weight_count(directory),
+                         source or os.path.join(directory, own.CONFIG_FILE),
+                         os.path.join(directory, own.WEIGHTS_FILE))
 
 
 def stored_head(place: Pretrained) -> Optional[StoredHead]:
@@ -159,8 +171,10 @@ def _own_head(directory: str) -> Optional[StoredHead]:
   if head_file is None:
     return None
   class_name, arguments = head_file
+  _check_own_weight_count(directory, own.stored_config(directory, {}), arguments,
+                          os.path.join(directory, own.HEAD_FILE))
   labels, thresholds = saved_labels(directory), None
-  count = arguments.get("num_classes", arguments.get("num_labels"))
+  count = own.class_count_argument(arguments)
   if labels is not None and count is not None and len(labels) != count:
     raise UserInputError(f"{os.path.join(directory, LABELS_FILE)}: lists {len(labels)} labels, "
                          f"but the {class_name} in {os.path.join(directory, own.HEAD_FILE)} "

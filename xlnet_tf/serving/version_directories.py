@@ -28,22 +28,14 @@ moment it can be listed, and an export's work folder must have a name that is ne
 """
 
 import contextlib
-import ctypes
-import errno
 import os
-import shutil
-import tempfile
 from typing import Iterator
-
-from absl import logging
 
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
-from xlnet_tf.utils.temporary_folders import owner_suffix, temporary_folder
+from xlnet_tf.utils.whole_directories import staged_directory
 
 SAVED_MODEL_FILE = "saved_model.pb"
-_RENAME_EXCHANGE = 2  # linux/fs.h
-_AT_FDCWD = -100
 
 
 def work_folder_prefix(version: str) -> str:
@@ -75,91 +67,13 @@ def staged_version(directory: str, overwrite: bool = False,
   """A folder to write the export into; when the block ends without an error, it becomes
   `directory` (see the module docstring: `last` is the file a remote copy writes last). An
   error in the block, or in placing the folder, leaves no version, no work folder, and no
-  model or base folder that this call made."""
+  model or base folder that this call made (utils.whole_directories)."""
   directory = files.absolute(directory).rstrip("/")
   check_version_free(directory, overwrite)
-  parent, version = os.path.split(directory)
-  made = _missing_folders(parent)
   try:
-    with temporary_folder(parent, work_folder_prefix(version)) as staging:
+    with staged_directory(directory, replace=overwrite, last=last,
+                          prefix=work_folder_prefix(os.path.basename(directory))) as staging:
       yield staging
-      if files.is_remote(directory):
-        _copy_into_place(staging, directory, last)
-      else:
-        _rename_into_place(staging, directory, overwrite)
-  except BaseException:
-    for folder in made:
-      with contextlib.suppress(OSError):
-        os.rmdir(folder)
-    raise
-
-
-def _missing_folders(path: str):
-  """The local folders from `path` upwards that do not exist yet, deepest first."""
-  missing = []
-  while not files.is_remote(path) and path and not os.path.exists(path):
-    missing.append(path)
-    path = os.path.dirname(path)
-  return missing
-
-
-def _rename_into_place(staging: str, directory: str, overwrite: bool) -> None:
-  if overwrite and os.path.isdir(directory):
-    if _exchange(staging, directory):
-      return  # `staging` now holds the old version; temporary_folder removes it
-    # Two renames: the old version aside (into a work folder's name, so that the next export
-    # clears it if this process dies here), the new one in.
-    aside = tempfile.mkdtemp(prefix=work_folder_prefix(os.path.basename(directory))
-                             + owner_suffix(), dir=os.path.dirname(directory))
-    os.rename(directory, aside)
-    os.rename(staging, directory)
-    shutil.rmtree(aside, ignore_errors=True)
-    return
-  try:
-    os.rename(staging, directory)
-  except OSError as error:
-    if error.errno in (errno.ENOTEMPTY, errno.EEXIST):  # made by another process meanwhile
-      check_version_free(directory)
-    raise
-
-
-def _exchange(first: str, second: str) -> bool:
-  """Swaps two paths in one step (Linux renameat2 RENAME_EXCHANGE); False where the system or
-  file system has no such call."""
-  try:
-    renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-  except (AttributeError, OSError, TypeError):  # not Linux (glibc 2.28+)
-    return False
-  renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                        ctypes.c_uint]
-  if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second),
-               _RENAME_EXCHANGE) == 0:
-    return True
-  code = ctypes.get_errno()
-  if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-    return False
-  raise OSError(code, os.strerror(code), second)
-
-
-def _copy_into_place(staging: str, directory: str, last: str) -> None:
-  """Copies the local `staging` folder into the remote `directory`, `last` (a file at the top)
-  after everything else; removes what it copied if the copy fails."""
-  try:
-    for name in sorted(os.listdir(staging)):
-      if name != last:
-        source, target = os.path.join(staging, name), files.join(directory, name)
-        if os.path.isdir(source):
-          files.copy_tree(source, target)
-        else:
-          files.makedirs(directory)
-          files.copy(source, target)
-    if os.path.exists(os.path.join(staging, last)):
-      files.makedirs(directory)
-      files.copy(os.path.join(staging, last), files.join(directory, last))
-  except BaseException:
-    try:
-      if files.exists(directory):
-        files.rmtree(directory)
-    except Exception as error:  # the copy's own error matters more
-      logging.warning("%s: could not remove the part copied (%s); remove it", directory, error)
+  except FileExistsError:  # made by another process meanwhile
+    check_version_free(directory)
     raise

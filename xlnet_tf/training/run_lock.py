@@ -30,8 +30,9 @@ from absl import logging
 
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.utils.whole_directories import RUN_LOCK_FILE
 
-LOCK_FILE = ".run.lock"
+LOCK_FILE = RUN_LOCK_FILE  # kept through a swap of the directory (utils.whole_directories)
 
 _held = {}  # real path of a directory this process holds -> how many holds are open
 

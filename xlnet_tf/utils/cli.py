@@ -11,7 +11,10 @@ the command line:
 - TensorFlow's Python logs show errors only (its own logger, and what its modules log through
   absl), and Keras' and TensorFlow's Python warnings are ignored;
 - a user error (UserInputError, a missing file, absl's UsageError) ends the tool with one line,
-  `error: <message>`, and exit status 1; every other exception is a bug and keeps its traceback;
+  `error: <message>`, and exit status 1; so does a fault of the disk a write meets (no space
+  left, no permission, a read-only file system, a file where a directory is needed:
+  errors.file_system_fault), naming the path; every other exception is a bug and keeps its
+  traceback;
 - a run stopped by SIGTERM or SIGINT after saving its checkpoint (errors.StoppedBySignal) ends
   with its one line and exit status 128 + the signal's number (143, 130), --verbose or not.
 
@@ -33,7 +36,7 @@ from typing import Optional
 from absl import app
 from absl import flags
 
-from xlnet_tf.utils.errors import StoppedBySignal, UserInputError
+from xlnet_tf.utils.errors import StoppedBySignal, UserInputError, file_system_fault
 
 flags.DEFINE_bool("verbose", False, "Show TensorFlow's logs and warnings, and a traceback with "
                   "every error.")
@@ -153,6 +156,12 @@ def run(main, usage: Optional[str] = None) -> None:
       if flags.FLAGS.verbose:
         raise
       print(f"error: {error}", file=sys.stderr)
+      sys.exit(1)
+    except Exception as error:
+      fault = file_system_fault(error)  # a full disk, a read-only mount, ...: not a bug
+      if fault is None or flags.FLAGS.verbose:
+        raise
+      print(f"error: {fault}", file=sys.stderr)
       sys.exit(1)
   try:
     app.run(main_reporting_user_errors)

@@ -6,7 +6,10 @@ xlnet_tf.utils.cli); any other exception is a bug and keeps its traceback. A Val
 that catch ValueError still do.
 """
 
+import errno
 import numbers
+import re
+from typing import Optional
 
 
 class UserInputError(ValueError):
@@ -48,3 +51,44 @@ class StoppedBySignal(BaseException):
     super().__init__(message)
     self.signal_number = signal_number
     self.exit_status = 128 + signal_number
+
+
+# The faults of a disk or a mount, not of the program: what each means to the user.
+_WRITE_FAULTS = {
+    errno.ENOSPC: "no space left on the device; free some, or write elsewhere",
+    errno.EDQUOT: "the disk quota is exceeded; free some space, or write elsewhere",
+    errno.EFBIG: "the file is larger than this file system or process allows",
+    errno.EACCES: "permission denied; write into a directory you may write to",
+    errno.EPERM: "operation not permitted (an immutable or protected path?); write elsewhere",
+    errno.EROFS: "a read-only file system; write elsewhere",
+    errno.ENOTDIR: "a file stands where a directory is needed on this path",
+    errno.EISDIR: "a directory stands where a file is to be written",
+    errno.EEXIST: "exists, and is not what was to be written there",
+    errno.EIO: "an input/output error of the device",
+}
+_FAULT_TEXTS = {  # what TensorFlow's file system layer says for the same faults
+    "No space left on device": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT,
+    "Permission denied": errno.EACCES, "Read-only file system": errno.EROFS,
+    "Not a directory": errno.ENOTDIR, "Operation not permitted": errno.EPERM}
+_PATH_IN_MESSAGE = re.compile(r"(?:file|path|directory|dir)\W+'?((?:/|[A-Za-z][\w+.-]*://)[^\s',;]+)",
+                              re.IGNORECASE)
+
+
+def file_system_fault(error: BaseException) -> Optional[str]:
+  """One line for an error that is a fault of the disk or the mount a write met (no space
+  left, no permission, a read-only file system, a file where a directory is needed), naming
+  the path and what to do; None for any other error (a bug keeps its traceback).
+
+  OSError carries its path; TensorFlow's errors (a SavedModel or checkpoint write) say the
+  fault in their message, and the path where they name one."""
+  if isinstance(error, OSError) and error.errno in _WRITE_FAULTS:
+    path = error.filename if error.filename is not None else "a file"
+    return f"{path}: {_WRITE_FAULTS[error.errno]}"
+  if type(error).__module__.startswith("tensorflow"):
+    message = str(getattr(error, "message", error))
+    for text, code in _FAULT_TEXTS.items():
+      if text in message:
+        path = _PATH_IN_MESSAGE.search(message)
+        shown = path.group(1) if path else "a file TensorFlow was writing"
+        return f"{shown}: {_WRITE_FAULTS[code]}"
+  return None

@@ -25,6 +25,8 @@ import shutil
 import tempfile
 from typing import Iterator, List
 
+from xlnet_tf.utils.errors import UserInputError
+
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 join = os.path.join
@@ -127,9 +129,25 @@ def read_bytes(path: str) -> bytes:
     return handle.read()
 
 
-def write_bytes(path: str, data: bytes) -> str:
-  with open_file(path, "wb") as handle:
-    handle.write(data)
+def write_bytes(path: str, data) -> str:
+  """Writes `data` (bytes-like) to `path` whole or not at all: a local file is written beside
+  it (`.<name>.partial-<pid>`) and renamed over it; a remote object is written in one upload.
+  A failing write (no space left, no permission) is an OSError naming `path`."""
+  with named_on_failure(path):
+    if is_remote(path):
+      with open_file(path, "wb") as handle:
+        handle.write(data)
+      return path
+    partial = os.path.join(os.path.dirname(path),
+                           f".{os.path.basename(path)}.partial-{os.getpid()}")
+    try:
+      with builtins.open(partial, "wb") as handle:
+        handle.write(data)
+      os.replace(partial, path)
+    except BaseException:
+      with contextlib.suppress(OSError):
+        os.remove(partial)
+      raise
   return path
 
 
@@ -139,9 +157,20 @@ def read_text(path: str, encoding: str = "utf-8") -> str:
 
 
 def write_text(path: str, text: str) -> str:
-  with open_file(path, "w") as handle:
-    handle.write(text)
-  return path
+  """Writes `text` as UTF-8, whole or not at all (write_bytes)."""
+  return write_bytes(path, text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def named_on_failure(path: str):
+  """An OSError raised inside the block without a file name (a write that fails with no space
+  left: Python names no file) is raised again naming `path`, as the same OSError subclass."""
+  try:
+    yield
+  except OSError as error:
+    if error.filename is None and error.errno:
+      raise OSError(error.errno, error.strerror or os.strerror(error.errno), path) from None
+    raise
 
 
 def copy(source: str, target: str) -> str:
@@ -151,7 +180,8 @@ def copy(source: str, target: str) -> str:
       raise _not_found(source)
     _gfile().copy(source, target, overwrite=True)
   else:
-    shutil.copyfile(source, target)
+    with named_on_failure(target):
+      shutil.copyfile(source, target)
   return target
 
 
@@ -209,6 +239,26 @@ def copy_tree(source: str, target: str) -> str:
     else:
       copy(path, join(target, name))
   return target
+
+
+def confined(directory: str, name, source: str) -> str:
+  """`directory/name` for a file name read from the file `source` (a shard index, a
+  tokenizer config): refused with one UserInputError naming `source` and the entry when it
+  leads outside `directory` (an absolute path, `..`, a symbolic link pointing out), since a
+  downloaded directory could otherwise name any file the user can read."""
+  if not isinstance(name, str) or not name or "\0" in name:
+    raise UserInputError(f"{source}: names {name!r}, which is not a file name in {directory}")
+  outside = UserInputError(f"{source}: names {name!r}, a path outside {directory}; a file it "
+                           "names must be inside its directory")
+  if os.path.isabs(name) or is_remote(name) or name.startswith(("/", "\\")) or \
+      ".." in re.split(r"[/\\]", name):
+    raise outside
+  path = join(directory, name)
+  if not is_remote(path):
+    root = os.path.realpath(directory)
+    if os.path.commonpath([root, os.path.realpath(path)]) != root:
+      raise outside
+  return path
 
 
 def walk(top: str) -> Iterator:

@@ -10,14 +10,12 @@ from xlnet_tf.utils.errors import UserInputError
 
 def write_json(path: str, value, sort_keys: bool = False) -> str:
   """Writes `value` as indented UTF-8 JSON (NumPy scalars as floats), creating the directory,
-  and closes the file; returns the path."""
+  whole or not at all (files.write_text); returns the path."""
   directory = os.path.dirname(path)
   if directory:
     files.makedirs(directory)
-  with files.open_file(path, "w") as handle:
-    json.dump(value, handle, indent=2, sort_keys=sort_keys, default=float)
-    handle.write("\n")
-  return path
+  text = json.dumps(value, indent=2, sort_keys=sort_keys, default=float)
+  return files.write_text(path, text + "\n")
 
 
 def read_json(path: str):
