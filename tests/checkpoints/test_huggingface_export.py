@@ -155,6 +155,19 @@ def test_convert_writes_a_head_with_its_labels(tmp_path):
   assert sorted(os.listdir(tmp_path)) == ["hf", "own"]
 
 
+def test_convert_over_a_model_directory_replaces_it_whole(tmp_path):
+  """Converting into a directory of another model swaps the new one in: none of the old
+  model's files (weights another reader would prefer, its labels) survive beside it."""
+  own_head_directory(tmp_path / "own", "backbone")
+  (tmp_path / "out").mkdir()
+  (tmp_path / "out" / "pytorch_model.bin").write_bytes(b"weights of another model")
+  save_labels(str(tmp_path / "out"), ["stale", "labels"])
+  conversion.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "out"),
+                                "huggingface")
+  assert sorted(os.listdir(tmp_path / "out")) == ["config.json", "model.safetensors"]
+  assert sorted(os.listdir(tmp_path)) == ["out", "own"]  # no work folder left
+
+
 def test_convert_between_own_and_original_keeps_a_head(tmp_path):
   """Heads convert to the other formats too: own -> original -> back, weights unchanged."""
   model = own_head_directory(tmp_path / "own", "classifier", labels=["a", "b", "c"])
@@ -208,17 +221,17 @@ def output_is_a_file(tmp_path):
   return f"{tmp_path / 'out'}: exists and is not a directory"
 
 
-def output_holds_other_weights(tmp_path):
+def output_holds_other_files(tmp_path):
   own_head_directory(tmp_path / "own", "backbone")
   (tmp_path / "out").mkdir()
-  (tmp_path / "out" / "pytorch_model.bin").write_bytes(b"weights of another model")
-  return (f"{tmp_path / 'out'} must be a directory without other Hugging Face weights (written "
-          "there: config.json and model.safetensors); got pytorch_model.bin")
+  (tmp_path / "out" / "notes.txt").write_text("the user's own file")
+  return (f"{tmp_path / 'out'}: holds files that are not a model's (notes.txt); a model is "
+          "saved into a new directory or over a model directory, which it replaces whole")
 
 
 BAD_INPUTS = {case.__name__: case for case in (
     unknown_head, attention_pooling, next_sentence_head, head_size_apart_from_d_model,
-    labels_of_another_head, output_is_a_file, output_holds_other_weights)}
+    labels_of_another_head, output_is_a_file, output_holds_other_files)}
 
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))

@@ -12,7 +12,7 @@ from absl import flags
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 from xlnet_tf.utils import files
 
-from xlnet_tf.checkpoints.labels import LABELS_FILE, save_labels, saved_labels
+from xlnet_tf.checkpoints.labels import LABELS_FILE, saved_labels
 from xlnet_tf.heads.token_classifier import XLNetTokenClassifier
 from xlnet_tf.utils.json_files import write_json
 from xlnet_tf.tasks import finetuning
@@ -70,11 +70,11 @@ def run(model, data, labels, options):
     features = data["train"][1]
     dataset = finetuning.feature_dataset(features, FLAGS.train_batch_size, label_key="label_ids",
                                          shuffle=True, seed=FLAGS.seed, repeat=True)
+    model.labels = list(labels)  # saved with the weights: best/ is whole at every save
     result = finetuning.finetune(
         model, dataset, options,
         evaluate=(lambda: evaluate(model, data["dev"], labels)[0]) if "dev" in data else None,
         metric="f1", best_dir=best_dir)
-    save_labels(best_dir, labels)
     write_json(os.path.join(FLAGS.output_dir, "train_history.json"), result["history"])
     if result["best"]:
       print(f"Best dev entity F1: {result['best']['f1']:.4f} at step {result['best']['step']}")

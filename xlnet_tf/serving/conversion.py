@@ -10,31 +10,35 @@ huggingface).
 """
 
 import os
-import shutil
-import tempfile
 from typing import Dict, Optional
 
 import numpy as np
 
-from xlnet_tf.checkpoints.huggingface import (WEIGHT_FILES, config_from_huggingface,
+from xlnet_tf.checkpoints.huggingface import (config_from_huggingface,
                                               load_huggingface_checkpoint,
                                               read_huggingface_config)
-from xlnet_tf.checkpoints.huggingface_writer import (huggingface_architecture,
+from xlnet_tf.checkpoints.huggingface_writer import (HUGGINGFACE_CONFIG_FILE,
+                                                     huggingface_architecture,
                                                      save_huggingface_checkpoint)
 from xlnet_tf.checkpoints.labels import save_labels, saved_labels
 from xlnet_tf.checkpoints.naming import backbone_of, original_variable_map
 from xlnet_tf.checkpoints.original import (load_original_checkpoint, resolve_prefix,
                                            save_original_checkpoint)
-from xlnet_tf.checkpoints.own import (CONFIG_FILE, load_own_checkpoint, save_pretrained,
-                                      stored_quantization)
+from xlnet_tf.checkpoints.own import (CONFIG_FILE, check_replaceable, load_own_checkpoint,
+                                      save_pretrained, stored_quantization)
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.heads import registry
 from xlnet_tf.modeling.backbone import XLNetModel
-from xlnet_tf.utils.errors import UserInputError, require
+from xlnet_tf.utils import files
+from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.utils.whole_directories import staged_directory
 
 INPUT_FORMATS = ("original", "huggingface", "own")
 OUTPUT_FORMATS = ("own", "original", "huggingface")
 ORIGINAL_CHECKPOINT_NAME = "xlnet_model.ckpt"
+# The file a remote output gets last (utils.whole_directories): what a reader looks for first.
+_LAST_FILES = {"own": CONFIG_FILE, "original": CONFIG_FILE,
+               "huggingface": HUGGINGFACE_CONFIG_FILE}
 
 
 def load_any(path: str, input_format: str, config_file: Optional[str] = None):
@@ -72,15 +76,14 @@ def verification_batch(config: XLNetConfig, seed: int = 0) -> Dict[str, np.ndarr
 
 def convert_checkpoint(input_path: str, input_format: str, output_dir: str,
                        output_format: str = "own", config_file: Optional[str] = None) -> str:
-  """Converts, reloads the output to check it gives the same outputs, and only then moves it to
-  `output_dir`: a failed conversion leaves nothing there. Returns a report."""
+  """Converts, reloads the output to check it gives the same outputs, and only then places it
+  at `output_dir`, whole (over an existing model directory: swapped in whole, no file of the
+  old one left; a directory holding other files is refused): a failed conversion leaves
+  nothing there. Returns a report."""
   if output_format not in OUTPUT_FORMATS:
     raise ValueError(f"output_format must be one of {OUTPUT_FORMATS}; got {output_format!r}")
-  output_dir = os.path.abspath(output_dir)
-  if os.path.exists(output_dir) and not os.path.isdir(output_dir):
-    raise NotADirectoryError(f"{output_dir}: exists and is not a directory")
-  if output_format == "huggingface":
-    _check_no_other_huggingface_weights(output_dir)
+  output_dir = files.absolute(output_dir)
+  check_replaceable(output_dir)
   if input_format == "own" and stored_quantization(input_path):
     raise UserInputError(f"{input_path}: holds a model quantized to "
                          f"{stored_quantization(input_path)}: the checkpoint formats hold float "
@@ -89,32 +92,17 @@ def convert_checkpoint(input_path: str, input_format: str, output_dir: str,
   if output_format == "huggingface":
     huggingface_architecture(model)  # a head transformers has no class for: refused now
   labels = saved_labels(input_path) if input_format == "own" else None
-  parent = os.path.dirname(output_dir)
-  os.makedirs(parent, exist_ok=True)
-  staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.partial-", dir=parent)
-  try:
+  with staged_directory(output_dir, last=_LAST_FILES[output_format]) as staging:
     _write(model, staging, output_format, labels)
     difference = _difference_after_reload(model, staging, output_format)
     if difference != 0.0:
       raise RuntimeError(f"Conversion check failed: outputs differ by {difference} after reload")
-    _move_into(staging, output_dir)
-  finally:
-    shutil.rmtree(staging, ignore_errors=True)
   what = type(model).__name__
   if output_format == "huggingface":
     what += f" (transformers' {huggingface_architecture(model)})"
   return (f"{load_summary}\nWrote {output_format} checkpoint of {what} to {output_dir}; "
           f"reloaded it: weights and outputs identical on a verification batch "
           f"(max |diff| = {difference}).")
-
-
-def _check_no_other_huggingface_weights(output_dir: str) -> None:
-  """Refuses an output directory holding Hugging Face weights the new model.safetensors would
-  not replace: a reader could take them for the model (a sharded index of a model, say)."""
-  other = [name for base in WEIGHT_FILES for name in (base, base + ".index.json")
-           if name != "model.safetensors" and os.path.exists(os.path.join(output_dir, name))]
-  require(not other, output_dir, "a directory without other Hugging Face weights (written "
-          "there: config.json and model.safetensors)", ", ".join(other))
 
 
 def _write(model, directory: str, output_format: str, labels=None) -> None:
@@ -156,13 +144,3 @@ def _difference_after_reload(model, directory: str, output_format: str) -> float
   differences += [np.abs(variable.numpy() - theirs[name].numpy())
                   for name, variable in original_variable_map(model).items()]
   return float(max(np.max(difference) for difference in differences))
-
-
-def _move_into(staging: str, output_dir: str) -> None:
-  """The verified files to `output_dir`: the directory itself when it does not exist yet, else
-  file by file, replacing same-named files (the files name each other relatively)."""
-  if not os.path.exists(output_dir):
-    os.rename(staging, output_dir)
-    return
-  for name in os.listdir(staging):
-    os.replace(os.path.join(staging, name), os.path.join(output_dir, name))

@@ -27,7 +27,9 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf import checkpoints
-from xlnet_tf.checkpoints import pretrained
+from xlnet_tf.checkpoints import own, pretrained
+from xlnet_tf.checkpoints.labels import saved_labels
+from xlnet_tf.config import ARCHITECTURE_KEYS
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import StoppedBySignal, UserInputError
 from xlnet_tf.modeling.backbone import backbone_inputs
@@ -281,6 +283,8 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
   saved_run = (FinetuningCheckpoints(options.checkpoint_dir, model, steps,
                                      run_record(model, options, metric), chief)
                if options.checkpoint_dir else None)
+  if best_dir:
+    check_best_dir_kind(model, best_dir)
   new_best_dir = bool(best_dir) and not files.exists(best_dir)
   locked = best_dir or (options.checkpoint_dir if chief else None)
   # One run at a time writes best_dir and the checkpoints (training.run_lock).
@@ -354,6 +358,38 @@ def load_pretrained_weights(backbone, path: str, checkpoint_format: str = "own")
              else path)
     raise UserInputError(f"{where}: not a readable checkpoint (--init_checkpoint, format "
                          f"{checkpoint_format}): {error}") from None
+
+
+def check_best_dir_kind(model, best_dir: str) -> None:
+  """A run directory holds one run's kind: best_dir, when it holds a model, must hold this
+  model's kind (the head's class and settings, the architecture, the labels), or the run is
+  refused with one line naming what differs; it would otherwise replace a model of another
+  task, or (resumed) mix with it."""
+  if not files.exists(os.path.join(best_dir, own.CONFIG_FILE)):
+    return  # new, or holding no model yet
+  stored_head = own.read_head_file(best_dir)
+  stored_class, stored_arguments = stored_head or ("XLNetModel", {})
+  differences = []
+  if stored_class != type(model).__name__:
+    differences.append(f"an {stored_class}, not an {type(model).__name__}")
+  else:
+    arguments = model.head_config() if hasattr(model, "head_config") else {}
+    run_time = getattr(type(model), "RUN_TIME_ARGUMENTS", ())
+    differences += [f"{key} {stored_arguments.get(key)!r}, not {arguments.get(key)!r}"
+                    for key in sorted(set(arguments) | set(stored_arguments))
+                    if key not in run_time and stored_arguments.get(key) != arguments.get(key)]
+  stored_config = own.stored_config(best_dir, {})
+  config = checkpoints.backbone_of(model).config
+  differences += [f"{key} {getattr(stored_config, key)!r}, not {getattr(config, key)!r}"
+                  for key in ARCHITECTURE_KEYS
+                  if getattr(stored_config, key) != getattr(config, key)]
+  stored_labels = saved_labels(best_dir)
+  labels = getattr(model, "labels", None)
+  if stored_labels is not None and labels is not None and list(labels) != stored_labels:
+    differences.append(f"labels {stored_labels}, not {list(labels)}")
+  if differences:
+    raise UserInputError(f"{best_dir}: holds the model of another run ({'; '.join(differences)});"
+                         " use another --output_dir, or remove it to train this one there")
 
 
 def restore_best(model, best_dir: Optional[str]) -> bool:

@@ -37,6 +37,7 @@ from typing import Iterator, Optional, Sequence
 from absl import logging
 
 from xlnet_tf.utils import files
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.utils.temporary_folders import owner_suffix, temporary_folder
 
 # The file a run holds locked in the directory it writes (training.run_lock): carried into the
@@ -63,7 +64,7 @@ def staged_directory(directory: str, replace: bool = True, last: Optional[str] =
   directory = files.absolute(directory).rstrip("/")
   parent, name = os.path.split(directory)
   if files.exists(directory) and not files.isdir(directory):
-    raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", directory)
+    raise UserInputError(f"{directory}: exists and is not a directory")
   prefix = prefix or work_folder_prefix(name)
   made = missing_folders(parent)
   try:

@@ -15,7 +15,7 @@ from absl import logging
 import keras
 import numpy as np
 
-from xlnet_tf.checkpoints.labels import save_labels, save_thresholds
+from xlnet_tf.checkpoints.labels import save_thresholds
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
@@ -219,8 +219,8 @@ def train_classifier(model: XLNetClassifier, task: TaskData,
                      options: finetuning.FinetuningOptions, best_dir: Optional[str] = None
                      ) -> Dict:
   """Fine-tunes on the task's train split (finetuning.finetune), scoring dev by the task's
-  metric; returns the dev history and the best result. The label order is saved beside the
-  best weights (checkpoints.labels.save_labels), for predict-only runs and exports."""
+  metric; returns the dev history and the best result. The label order is saved with the
+  best weights (the head's `labels`: labels.json), for predict-only runs and exports."""
   regression = task.labels is None
   metric = "pearson" if regression else task.metric
   dev = task.splits.get("dev")
@@ -231,15 +231,16 @@ def train_classifier(model: XLNetClassifier, task: TaskData,
   train = finetuning.feature_dataset(task.splits["train"], options.batch_size,
                                      label_key="label", shuffle=True, seed=options.runtime.seed,
                                      repeat=True)
+  if not regression:  # saved with the weights: best/ is whole at every save
+    model.labels = list(task.labels)
   result = finetuning.finetune(model, train, options, evaluate=evaluate if dev else None,
                                metric=metric, best_dir=best_dir, loss=task_loss(task))
   if task.multi_label:  # on the best weights, now restored; 0.5 each without dev
     thresholds = tune_thresholds(dev["label"], predict_logits(model, dev, options.batch_size)
                                  ) if dev else np.full(len(task.labels), 0.5)
     result["thresholds"] = dict(zip(task.labels, thresholds.tolist()))
-  if best_dir and not regression:  # after training: a failed run leaves no best_dir behind
-    save_labels(best_dir, task.labels)
-    if task.multi_label:
+    model.thresholds = thresholds.tolist()
+    if best_dir:  # the tuned ones in place of the 0.5 each saved with the weights
       save_thresholds(best_dir, task.labels, thresholds)
   return result
 
