@@ -67,6 +67,7 @@ def staged_directory(directory: str, replace: bool = True, last: Optional[str] =
     raise UserInputError(f"{directory}: exists and is not a directory")
   prefix = prefix or work_folder_prefix(name)
   made = missing_folders(parent)
+  work_folders = os.path.join(parent, prefix)
   try:
     with temporary_folder(parent, prefix) as staging:
       yield staging
@@ -74,11 +75,23 @@ def staged_directory(directory: str, replace: bool = True, last: Optional[str] =
         _copy_into_place(staging, directory, last, replace)
       else:
         _rename_into_place(staging, directory, replace, keep, prefix)
-  except BaseException:
-    for folder in made:
-      with contextlib.suppress(OSError):
-        os.rmdir(folder)
+  except OSError as error:  # the user knows the directory, not the work folder
+    _remove(made)
+    if isinstance(error.filename, str) and error.filename.startswith(work_folders):
+      inside = error.filename[len(work_folders):].partition(os.sep)[2]
+      raise OSError(error.errno, error.strerror, os.path.join(directory, inside).rstrip(os.sep)
+                    ) from None
     raise
+  except BaseException:
+    _remove(made)
+    raise
+
+
+def _remove(folders) -> None:
+  """Removes the (empty) folders a failed call made, deepest first."""
+  for folder in folders:
+    with contextlib.suppress(OSError):
+      os.rmdir(folder)
 
 
 def missing_folders(path: str):
