@@ -476,6 +476,26 @@ def test_classifier_bad_input_is_one_line(cli_files, sp_model, flags, expected, 
   assert not output_dir.exists()
 
 
+def test_an_output_dir_holding_another_runs_model_is_refused(cli_files, sp_model, tmp_path):
+  """A run directory holds one run's kind: a regression run into the --output_dir of a
+  finished classification run is refused, naming what differs, and leaves its best/ whole
+  (it used to report success beside the old labels.json, a best/ export refused)."""
+  output_dir = tmp_path / "out"
+  common = ["--task_name=generic", f"--sp_path={sp_model}",
+            f"--model_config={cli_files}/config.json", f"--train_file={cli_files}/train.csv",
+            "--max_seq_length=16", "--train_batch_size=2", "--train_steps=1", "--do_train",
+            f"--output_dir={output_dir}"]
+  assert run_tool("run/classifier.py", *common).returncode == 0
+  best = output_dir / "best"
+  before = {name: (best / name).read_bytes() for name in os.listdir(best)}
+  result = run_tool("run/classifier.py", *common, "--regression")
+  assert result.returncode == 1, result.stderr[-2000:]
+  assert result.stderr.splitlines() == [
+      f"error: {best}: holds the model of another run (num_classes 2, not 1); use another "
+      "--output_dir, or remove it to train this one there"]
+  assert {name: (best / name).read_bytes() for name in os.listdir(best)} == before
+
+
 def test_classifier_fine_tunes_from_a_huggingface_directory_alone(cli_files, tmp_path):
   """--init_checkpoint=DIR with no --sp_path, --model_config or --init_checkpoint_format: the
   config, format and tokenizer are the directory's. The data and the output are in folders
