@@ -25,7 +25,7 @@ def saved_labels(directory: str) -> Optional[List[str]]:
   path = os.path.join(directory, LABELS_FILE)
   if not files.exists(path):
     return None
-  labels = read_json(path)
+  labels = read_json(path, "a JSON list of label strings")
   if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
     raise UserInputError(f"{path}: expected a JSON list of label strings; got {labels!r}")
   return labels
@@ -48,7 +48,7 @@ def saved_thresholds(directory: str, labels: Sequence[str]) -> Optional[List[flo
   path = os.path.join(directory, THRESHOLDS_FILE)
   if not files.exists(path):
     return None
-  stored = read_json(path)
+  stored = read_json(path, "a JSON object of a threshold for each label")
   if not (isinstance(stored, dict) and sorted(stored) == sorted(labels) and all(
       isinstance(value, (int, float)) and 0 <= value <= 1 for value in stored.values())):
     raise UserInputError(f"{path}: expected a JSON object of a threshold in [0, 1] for each of "

@@ -29,7 +29,7 @@ from xlnet_tf.checkpoints.naming import backbone_of
 from xlnet_tf.training import resume
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
-from xlnet_tf.utils.json_files import read_json, write_json
+from xlnet_tf.utils.json_files import read_json_object, write_json
 from xlnet_tf.utils.progress import print_line
 
 CHECKPOINTS_DIR = "checkpoints"  # under --output_dir
@@ -86,7 +86,7 @@ class FinetuningCheckpoints:
     path = os.path.join(self.directory, FINISHED_FILE)
     if not files.exists(path):
       return None
-    saved = read_json(path)
+    saved = read_json_object(path, 'a JSON object {"record": ..., "result": ...}')
     differences = resume.record_differences(saved.get("record", {}), self.record)
     if differences:
       print_line(f"{self.directory}: the finished run it holds had other settings "

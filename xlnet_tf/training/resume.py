@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
-from xlnet_tf.utils.json_files import read_json, write_json
+from xlnet_tf.utils.json_files import read_json_object, write_json
 from xlnet_tf.utils.progress import print_line
 
 RECORD_FILE = "checkpoint_model.json"  # what the checkpoints are of (check_record)
@@ -75,7 +75,7 @@ def check_record(directory: str, record: Dict[str, object], what: str, advice: s
   path = os.path.join(directory, RECORD_FILE)
   if not files.exists(path):
     return
-  differences = record_differences(read_json(path), record)
+  differences = record_differences(read_json_object(path), record)
   if differences:
     raise UserInputError(f"{directory}: its checkpoints are of another {what}: "
                          f"{'; '.join(differences)}; {advice}")

@@ -18,23 +18,26 @@ def write_json(path: str, value, sort_keys: bool = False) -> str:
   return files.write_text(path, text + "\n")
 
 
-def read_json(path: str):
-  with files.open_file(path) as handle:
-    return json.load(handle)
-
-
-def read_json_object(path: str, expected: str = "a JSON object") -> dict:
-  """The JSON object in `path`; UserInputError naming the file if it is not one (`expected`
+def read_json(path: str, expected: str = "a JSON value"):
+  """The JSON value in `path`; UserInputError naming the file if it is not JSON (`expected`
   says what it should hold, for the message)."""
   try:
     with files.open_file(path) as handle:
-      value = json.load(handle)
+      return json.load(handle)
   except UnicodeDecodeError as error:  # a binary file (a SentencePiece model, weights, ...)
     raise UserInputError(f"{path}: not a JSON file: byte 0x{error.object[error.start]:02x} at "
                          f"offset {error.start} is not UTF-8 text; expected {expected}"
                          ) from None
   except json.JSONDecodeError as error:
     raise UserInputError(f"{path}: not valid JSON ({error})") from None
+  except RecursionError:  # nesting deeper than the parser's stack
+    raise UserInputError(f"{path}: JSON nested too deeply; expected {expected}") from None
+
+
+def read_json_object(path: str, expected: str = "a JSON object") -> dict:
+  """The JSON object in `path`; UserInputError naming the file if it is not one (`expected`
+  says what it should hold, for the message)."""
+  value = read_json(path, expected)
   if not isinstance(value, dict):
     raise UserInputError(f"{path}: expected {expected}")
   return value
