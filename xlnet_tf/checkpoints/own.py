@@ -190,6 +190,28 @@ def class_count_argument(head_arguments) -> Optional[int]:
   return head_arguments.get("num_classes", head_arguments.get("num_labels"))
 
 
+def check_head_arguments(arguments, source: str) -> None:
+  """The sizes a stored head states are sizes (num_classes, num_labels: positive integers);
+  UserInputError naming `source` otherwise."""
+  for key in ("num_classes", "num_labels"):
+    if key in arguments:
+      require(is_int(arguments[key]) and 0 < arguments[key] < 2**31, f"{source}: {key}",
+              "a positive integer", repr(arguments[key]))
+
+
+def build_stored_head(head_class, config: XLNetConfig, arguments, source: str):
+  """`head_class(config, **arguments)` for arguments read from `source` (head.json, a Hugging
+  Face config.json): an argument the class refuses is a CheckpointMismatchError naming the
+  file, not the constructor's bare TypeError or ValueError."""
+  try:
+    return head_class(config, **arguments)
+  except (TypeError, ValueError) as error:
+    if isinstance(error, UserInputError):
+      raise
+    raise CheckpointMismatchError(f"{source}: cannot build {head_class.__name__} from its "
+                                  f"arguments ({error})") from None
+
+
 def read_head_file(directory: str) -> Optional[Tuple[str, dict]]:
   """(the head's class name, its constructor arguments) from directory/head.json; None without
   the file (a backbone). Errors name the file."""
@@ -216,9 +238,10 @@ def load_pretrained_head(directory: str, head_class, **config_overrides):
   if stored_name != head_class.__name__:
     raise CheckpointMismatchError(f"{path}: holds a {stored_name}, not a {head_class.__name__}")
   config = stored_config(directory, config_overrides)
+  check_head_arguments(arguments, path)
   check_weight_count(config, arguments, stored_weight_count(directory), path,
                      os.path.join(directory, WEIGHTS_FILE))
-  head = head_class(config, **arguments)
+  head = build_stored_head(head_class, config, arguments, path)
   load_own_checkpoint(head, directory)
   return head
 

@@ -171,6 +171,7 @@ def _own_head(directory: str) -> Optional[StoredHead]:
   if head_file is None:
     return None
   class_name, arguments = head_file
+  own.check_head_arguments(arguments, os.path.join(directory, own.HEAD_FILE))
   _check_own_weight_count(directory, own.stored_config(directory, {}), arguments,
                           os.path.join(directory, own.HEAD_FILE))
   labels, thresholds = saved_labels(directory), None

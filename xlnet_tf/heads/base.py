@@ -205,7 +205,8 @@ class XLNetHead(keras.Model):
     stored = pretrained.stored_head(place)
     if stored is not None and stored.class_name == cls.__name__:
       _check_agreement(cls, stored, head_arguments, place)
-      head = cls(config, **{**stored.arguments, **head_arguments})
+      head = own.build_stored_head(cls, config, {**stored.arguments, **head_arguments},
+                                   stored.source)
       pretrained.load_head(head, place)
       labels, thresholds = stored.labels, stored.thresholds
     elif stored is None or stored.is_pretraining:
