@@ -228,7 +228,18 @@ RECORD_CASES = [
      "got -1"),
     ("data file missing", lambda d: os.remove(first_file(d)), "first",
      "listed in record_info.json but missing"),
+    ("a file named outside the directory", lambda d: rename_first_file(d, "../elsewhere.tfrecord"),
+     "info", "files: names '../elsewhere.tfrecord', a path outside"),
+    ("a file named by an absolute path", lambda d: rename_first_file(d, "/etc/passwd"),
+     "info", "files: names '/etc/passwd', a path outside"),
 ]
+
+
+def rename_first_file(directory, name):
+  path = os.path.join(directory, RECORD_INFO_FILE)
+  info = read_json(path)
+  info["files"][0]["name"] = name
+  write_json(path, info)
 
 
 @pytest.fixture

@@ -104,6 +104,8 @@ def load_record_info(path: str) -> Dict[str, Any]:
                          "the data")
   _check_fields(info, path)
   info["directory"] = os.path.dirname(file_system.absolute(path))
+  for entry in info["files"]:  # a name leading out of the directory is refused, naming it
+    file_system.confined(info["directory"], entry["name"], f"{path}: files")
   check_record_files(info)
   return info
 
