@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from xlnet_tf.utils import files
+from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.utils.json_files import read_json, read_json_object, write_json
 from xlnet_tf.utils.temporary_folders import temporary_folder
 
@@ -135,3 +136,36 @@ def test_a_remote_parent_builds_in_a_local_temporary_folder(remote):
     files.move(os.path.join(work, "part"), f"{remote}/out/part")
   assert not os.path.exists(work)
   assert files.listdir(f"{remote}/out") == ["part"]  # nothing of the work folder
+
+
+@pytest.mark.parametrize("name", ["../elsewhere/x.safetensors", "/etc/passwd", "a/../../x",
+                                  "gs://bucket/x", "", "..\\x"])
+def test_a_name_leading_out_of_its_directory_is_refused(tmp_path, name):
+  with pytest.raises(UserInputError, match=r"^INDEX: names .*(a path outside|not a file name)"):
+    files.confined(str(tmp_path), name, "INDEX")
+
+
+def test_a_link_leading_out_is_refused_one_inside_followed(tmp_path):
+  (tmp_path / "model").mkdir()
+  (tmp_path / "secret").write_text("the user's")
+  (tmp_path / "model" / "weights").write_text("weights")
+  os.symlink(tmp_path / "secret", tmp_path / "model" / "out")
+  os.symlink("weights", tmp_path / "model" / "in")
+  with pytest.raises(UserInputError, match="names 'out', a path outside"):
+    files.confined(str(tmp_path / "model"), "out", "INDEX")
+  assert files.confined(str(tmp_path / "model"), "in", "INDEX") == str(tmp_path / "model" / "in")
+
+
+def test_a_hub_snapshot_may_link_into_its_repositorys_blobs(tmp_path):
+  """huggingface_hub's cache keeps a snapshot's files as links to ../../blobs/<hash>."""
+  repository = tmp_path / "models--org--xlnet"
+  (repository / "blobs").mkdir(parents=True)
+  (repository / "blobs" / "abc123").write_text("weights")
+  snapshot = repository / "snapshots" / "0123abcd"
+  snapshot.mkdir(parents=True)
+  os.symlink("../../blobs/abc123", snapshot / "model-00001-of-00002.safetensors")
+  (tmp_path / "secret").write_text("the user's")
+  os.symlink(tmp_path, snapshot / "escape")
+  assert files.confined(str(snapshot), "model-00001-of-00002.safetensors", "INDEX")
+  with pytest.raises(UserInputError, match="a path outside"):
+    files.confined(str(snapshot), "escape/secret", "INDEX")

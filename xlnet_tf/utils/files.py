@@ -255,10 +255,21 @@ def confined(directory: str, name, source: str) -> str:
     raise outside
   path = join(directory, name)
   if not is_remote(path):
-    root = os.path.realpath(directory)
+    root = os.path.realpath(_link_root(directory))
     if os.path.commonpath([root, os.path.realpath(path)]) != root:
       raise outside
   return path
+
+
+def _link_root(directory: str) -> str:
+  """Where a symbolic link in `directory` may point: the directory itself, or for a snapshot of
+  huggingface_hub's cache (`models--org--name/snapshots/<revision>`, whose files are links to
+  `../../blobs/<hash>`) the cache folder of that repository."""
+  snapshots, _ = os.path.split(os.path.normpath(directory))
+  repository, folder = os.path.split(snapshots)
+  if folder == "snapshots" and os.path.basename(repository).startswith("models--"):
+    return repository
+  return directory
 
 
 def walk(top: str) -> Iterator:
