@@ -373,11 +373,18 @@ def stored_datasets(group, shown: str) -> Dict[str, "h5py.Dataset"]:
   return datasets
 
 
+# Keras' save_weights of a compiled model adds its optimizer's state under this group, which
+# load_weights into a model without that optimizer passes over.
+_OPTIMIZER_GROUP = "optimizer/"
+
+
 def check_stored_values(model_or_head, group, shown: str) -> None:
   """Before Keras assigns anything: the file holds one dataset for each of the model's
   variables, of its shape and kind of type (Keras would cast integers into a float variable
-  silently), every value finite. CheckpointMismatchError naming `shown` and what differs."""
-  datasets = stored_datasets(group, shown)
+  silently), every value finite (an optimizer's state aside). CheckpointMismatchError naming
+  `shown` and what differs."""
+  datasets = {name: dataset for name, dataset in stored_datasets(group, shown).items()
+              if not name.startswith(_OPTIMIZER_GROUP)}
   try:
     stored = collections.Counter((_value_kind(dataset.dtype), tuple(dataset.shape))
                                  for dataset in datasets.values())
