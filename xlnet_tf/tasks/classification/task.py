@@ -269,11 +269,11 @@ def write_predictions(path: str, task: TaskData, logits: np.ndarray, thresholds=
   (empty when none is)."""
   files.makedirs(os.path.dirname(path) or ".")
   chosen = multi_label_predictions(logits, thresholds) if task.multi_label else None
-  with files.open_file(path, "w") as handle:
-    handle.write("index\tprediction\n")
-    for index, row in enumerate(np.asarray(logits)):
-      if task.multi_label:
-        value = task.label_delimiter.join(np.asarray(task.labels)[chosen[index]])
-      else:
-        value = f"{float(row):.6f}" if task.labels is None else task.labels[int(np.argmax(row))]
-      handle.write(f"{index}\t{value}\n")
+  lines = ["index\tprediction\n"]
+  for index, row in enumerate(np.asarray(logits)):
+    if task.multi_label:
+      value = task.label_delimiter.join(np.asarray(task.labels)[chosen[index]])
+    else:
+      value = f"{float(row):.6f}" if task.labels is None else task.labels[int(np.argmax(row))]
+    lines.append(f"{index}\t{value}\n")
+  files.write_text(path, "".join(lines))  # whole or not at all
