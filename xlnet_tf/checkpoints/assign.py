@@ -37,6 +37,42 @@ class LoadReport:
 BIAS_NAMES = ("r_w_bias", "r_r_bias", "r_s_bias")
 
 
+def _kind_of(dtype: np.dtype) -> str:
+  """"float", "int" or "bool" of a NumPy dtype (ml_dtypes' bfloat16 and float8 types, which TF
+  checkpoints give, are floats); "other" for complex, string, object and record types."""
+  if dtype.kind == "f":
+    return "float"
+  if dtype.kind in "iu":
+    return "int"
+  if dtype.kind == "b":
+    return "bool"
+  if dtype.kind == "V":
+    try:
+      import ml_dtypes  # a TensorFlow dependency; its types are NumPy "V" (void) kinds
+      ml_dtypes.finfo(dtype)
+      return "float"
+    except (ImportError, TypeError, ValueError):
+      pass
+  return "other"
+
+
+def _check_value(value: np.ndarray, variable, where: str) -> None:
+  """The array read for `variable` can be assigned to it as the same numbers: the same kind of
+  number (a float variable takes any float width, never integers, bools or complex numbers: a
+  damaged header's dtype reads float bytes as those), its shape, and finite values. `where`
+  ("<source>: <name>") starts the message."""
+  want = np.dtype(variable.dtype)
+  if _kind_of(value.dtype) == "other" or _kind_of(value.dtype) != _kind_of(want):
+    raise CheckpointMismatchError(f"{where} holds {value.dtype} values; the model's variable is "
+                                  f"{want}")
+  if tuple(value.shape) != tuple(variable.shape):
+    raise CheckpointMismatchError(f"{where} holds {value.size} values of shape "
+                                  f"{list(value.shape)}; the model's variable is "
+                                  f"{list(variable.shape)}")
+  if _kind_of(want) == "float" and not np.isfinite(value.astype(np.float32)).all():
+    raise CheckpointMismatchError(f"{where} holds NaN or infinity")
+
+
 def assign_by_original_name(target, shapes: Mapping[str, Sequence[int]],
                             read: Callable[[str], np.ndarray], source: str,
                             aliases: Optional[Mapping[str, str]] = None,
@@ -87,10 +123,9 @@ def assign_by_original_name(target, shapes: Mapping[str, Sequence[int]],
         f"({len(problems)} problem(s)); nothing was loaded:\n  " + "\n  ".join(problems))
 
   values = {}
-  for name in expected:
+  for name, variable in expected.items():
     value = np.asarray(read(name))
-    if not np.isfinite(value.astype(np.float32)).all():
-      raise CheckpointMismatchError(f"{source}: {label(name)} holds NaN or infinity")
+    _check_value(value, variable, f"{source}: {label(name)}")
     values[name] = value
   for name, variable in expected.items():
     variable.assign(values[name].astype(np.dtype(variable.dtype)))

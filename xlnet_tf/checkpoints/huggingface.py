@@ -63,7 +63,7 @@ def config_from_huggingface(values: Dict, source: str = "config.json", **overrid
   try:
     n_head, d_model = values["n_head"], values["d_model"]
     activation = values.get("ff_activation", "gelu")
-    if activation not in _ACTIVATIONS:
+    if not isinstance(activation, str) or activation not in _ACTIVATIONS:
       raise UserInputError(f"{source}: ff_activation {activation!r} is not one of "
                            f"{sorted(_ACTIVATIONS)}")
     # transformers' default d_head, when both sizes are sizes (else XLNetConfig names the
@@ -75,12 +75,19 @@ def config_from_huggingface(values: Dict, source: str = "config.json", **overrid
         d_inner=values["d_inner"], ff_activation=_ACTIVATIONS[activation],
         untie_r=values.get("untie_r", True), attn_type=values.get("attn_type", "bi"),
         bi_data=values.get("bi_data", False), clamp_len=values.get("clamp_len", -1),
-        same_length=values.get("same_length", False), mem_len=values.get("mem_len") or 0,
-        reuse_len=values.get("reuse_len") or 0, dropout=values.get("dropout", 0.1),
+        same_length=values.get("same_length", False), mem_len=_none_as_zero(values, "mem_len"),
+        reuse_len=_none_as_zero(values, "reuse_len"), dropout=values.get("dropout", 0.1),
         dropatt=values.get("dropout", 0.1), init_std=values.get("initializer_range", 0.02))
   except KeyError as error:
     raise UserInputError(f"{source}: missing the Hugging Face XLNet field {error}") from None
   return XLNetConfig.from_dict(converted, source=source, **overrides)
+
+
+def _none_as_zero(values: Dict, key: str):
+  """values[key], 0 when missing or null (transformers writes `"mem_len": null` for none); any
+  other value as it is, for XLNetConfig to check (`false` or `""` is not a length)."""
+  value = values.get(key)
+  return 0 if value is None else value
 
 
 def pytorch_name_of_tf_weight(tf_name: str) -> Tuple[str, bool]:
@@ -144,12 +151,7 @@ def huggingface_weight_files(path: str) -> Tuple[List[str], str]:
     if file_system.exists(single):
       found.append(([single], single))
     elif file_system.exists(shard_index):
-      weight_map = read_json_object(shard_index).get("weight_map")
-      if not isinstance(weight_map, dict):
-        raise UserInputError(f"{shard_index}: no 'weight_map' object; not a sharded-weights "
-                             "index")
-      found.append(([os.path.join(path, name) for name in sorted(set(weight_map.values()))],
-                    shard_index))
+      found.append((shard_files(path, shard_index, file_name), shard_index))
   if not found:
     raise FileNotFoundError(f"{path}: none of {list(WEIGHT_FILES)} (or a sharded index of one) "
                             "found")
@@ -159,6 +161,39 @@ def huggingface_weight_files(path: str) -> Tuple[List[str], str]:
   return found[0]
 
 
+def shard_files(directory: str, index_path: str, weights_file_name: str) -> List[str]:
+  """The shard files a sharded-weights index (`model.safetensors.index.json`) names in its
+  weight_map {tensor name: shard file name}, each checked before any is read.
+
+  Raises UserInputError naming the index (and the entry) when it holds no weight_map object of
+  file names, a name leads outside `directory` (an absolute path, `..`, a symbolic link
+  pointing out: utils.files.confined), a shard is not of the index's format, or a shard is not
+  there.
+  """
+  index = read_json_object(index_path, expected="a sharded-weights index {weight_map: ...}")
+  weight_map = index.get("weight_map")
+  if not isinstance(weight_map, dict) or not weight_map:
+    raise UserInputError(f"{index_path}: no 'weight_map' object naming the shards; not a "
+                         "sharded-weights index")
+  suffix = os.path.splitext(weights_file_name)[1]
+  shards = {}  # shard file name -> its path, in the order the index names them
+  for tensor, shard in weight_map.items():
+    if not isinstance(shard, str):
+      raise UserInputError(f"{index_path}: weight_map entry {tensor!r} is {shard!r}, not a "
+                           "shard file name")
+    if shard in shards:
+      continue
+    shard_path = file_system.confined(directory, shard, index_path)
+    if not shard.endswith(suffix):
+      raise UserInputError(f"{index_path}: weight_map entry {tensor!r} names {shard!r}, not a "
+                           f"{suffix} shard of {weights_file_name}")
+    if not file_system.isfile(shard_path):
+      raise UserInputError(f"{index_path}: names the shard {shard!r}, which is not in "
+                           f"{directory}; download the missing shard")
+    shards[shard] = shard_path
+  return [shards[shard] for shard in sorted(shards)]
+
+
 def read_huggingface_weights(path: str) -> HuggingfaceWeights:
   """The tensors of a Hugging Face directory (or one weights file), under HF PyTorch names."""
   files, source = huggingface_weight_files(path)
@@ -166,10 +201,16 @@ def read_huggingface_weights(path: str) -> HuggingfaceWeights:
   if suffix not in READERS:
     raise UserInputError(f"{files[0]}: not one of {sorted(READERS)}; pass a Hugging Face "
                          "directory or its weights file")
-  tensors = {}
+  tensors, read_from = {}, {}
   for file in files:
     with file_system.local_copy(file) as local_file:  # the readers read local files
-      tensors.update(READERS[suffix](local_file))
+      shard = READERS[suffix](local_file)
+    # Two shards holding one name would leave whichever is read last, silently.
+    for name in shard:
+      if name in read_from:
+        raise UserInputError(f"{source}: {name} is in two shards, {read_from[name]} and {file}")
+      read_from[name] = file
+    tensors.update(shard)
   return HuggingfaceWeights(*pytorch_names(tensors, source), source)
 
 
@@ -251,6 +292,16 @@ def _stack_per_layer_biases(stacked, n_layer: int, untie_r: bool, arrays, aliase
       continue
     extra = sorted(i for i in per_layer if i >= n_layer)
     problems.extend(f"unexpected: {per_layer[i][0]} (model has n_layer={n_layer})" for i in extra)
+    # Stacked, layers of other shapes would fail and other dtypes would be widened to one (an
+    # int32 layer among float32 ones into float64, past the dtype check of the assignment).
+    first_name, first = per_layer[0]
+    unlike = [(name, value) for name, value in (per_layer[i] for i in range(1, n_layer))
+              if value.shape != first.shape or value.dtype != first.dtype]
+    if unlike:
+      problems.extend(f"unlike layer 0: {name}: {value.dtype} {list(value.shape)}, "
+                      f"{first_name}: {first.dtype} {list(first.shape)}"
+                      for name, value in unlike)
+      continue
     values = np.stack([per_layer[i][1] for i in range(n_layer)])
     original = BACKBONE_SCOPE + bias
     aliases[original] = f"transformer.layer.*.rel_attn.{bias}"

@@ -31,7 +31,13 @@ def _prefix_in_directory(directory: str) -> str:
   The name is looked up by its base name: TF1's Saver writes an absolute path there, which in
   a copied or moved directory still names the original's weights.
   """
-  state = tf.train.get_checkpoint_state(directory)
+  try:
+    # TF logs a state file it cannot parse and returns None (the *.index fallback below), but
+    # raises on one that is not UTF-8 text.
+    state = tf.train.get_checkpoint_state(directory)
+  except (UnicodeDecodeError, tf.errors.OpError) as error:
+    raise _damaged(os.path.join(directory, CHECKPOINT_STATE_FILE), error,
+                   what="unreadable checkpoint state file") from None
   if state is not None and state.model_checkpoint_path:
     prefix = os.path.join(directory, os.path.basename(state.model_checkpoint_path))
     if not files.exists(prefix + ".index"):
@@ -80,10 +86,18 @@ def holds_variable(prefix: str, name: str) -> bool:
     raise _damaged(prefix, error) from None
 
 
-def _damaged(prefix: str, error: Exception, variable: str = "") -> UserInputError:
+def _damaged(prefix: str, error: Exception, variable: str = "",
+             what: str = "unreadable TF checkpoint") -> UserInputError:
+  """The one-line UserInputError of a checkpoint file TF cannot read: its reason's first line.
+
+  TF verifies the .index file's block checksums and each tensor's CRC32C in the .data file, so
+  a changed byte of either reaches here (a DataLossError), as does a .data file cut short (an
+  IndexError "Read less bytes than requested").
+  """
   reason = str(getattr(error, "message", error)).strip()
   reason = reason.splitlines()[0] if reason else type(error).__name__
-  what = f"cannot read {variable}" if variable else "unreadable TF checkpoint"
+  if variable:
+    what = f"cannot read {variable}"
   return UserInputError(f"{prefix}: {what} ({reason}); damaged or cut short while copying?")
 
 

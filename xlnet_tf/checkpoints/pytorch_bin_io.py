@@ -14,12 +14,17 @@ reaches callables only through `find_class` (GLOBAL, STACK_GLOBAL, INST, EXT*) a
 
 Every problem of the file raises a UserInputError naming it: a zip archive cut short or damaged
 (told apart from the legacy non-zip format by the first bytes), a missing storage record, a
-pickle that is incomplete or describes no state dict.
+pickle that is incomplete or describes no state dict, a tensor reaching outside its storage, a
+storage whose byte count is not what the pickle says or that two tensors describe differently.
+Each record's CRC-32 is checked as it is read (data.pkl whole, before it is unpickled), so a
+changed byte of any record is refused, not read as other weights.
 """
 
 import collections
+import io
 import os
 import pickle
+import struct
 import zipfile
 import zlib
 from typing import Dict
@@ -47,6 +52,12 @@ LEGACY_FORMAT_MESSAGE = (
     "AutoModel.from_pretrained(sys.argv[1]).save_pretrained(sys.argv[1], "
     "safe_serialization=True)\" {path_directory} , and load the model.safetensors it writes")
 DAMAGED_ZIP_MESSAGE = "{path}: a damaged zip archive ({reason}); download or copy it again"
+# What zipfile raises on an archive whose bytes are damaged: besides BadZipFile, a changed
+# header field reads as an unsupported version or compression method (NotImplementedError),
+# an encrypted record (RuntimeError), a name that is not UTF-8 (ValueError), an offset before
+# the file's start (OSError from seek) or a field too large for a C integer (OverflowError).
+ZIP_FAULTS = (zipfile.BadZipFile, zlib.error, EOFError, struct.error, NotImplementedError,
+              RuntimeError, ValueError, OSError, OverflowError)
 
 
 
@@ -68,6 +79,9 @@ class _StorageType(_Sealed):
 
   def __init__(self, name):
     self.name = name
+
+  def __repr__(self):  # shown in messages about the persistent id that holds it
+    return f"torch.{self.name}"
 
 
 class _Storage(_Sealed):
@@ -158,6 +172,7 @@ class _WeightsOnlyUnpickler(pickle.Unpickler):
     super().__init__(file)
     self._read_storage = read_storage
     self._storages = {}
+    self._descriptions = {}  # storage key -> (storage type name, numel) of its first mention
 
   def find_class(self, module, name):
     if (module, name) in _ALLOWED_CALLABLES:
@@ -177,6 +192,12 @@ class _WeightsOnlyUnpickler(pickle.Unpickler):
     _, storage_type, key, _, numel = pid
     if key not in self._storages:
       self._storages[key] = _Storage(key, self._read_storage(key, storage_type.name, numel))
+      self._descriptions[key] = (storage_type.name, numel)
+    elif self._descriptions[key] != (storage_type.name, numel):
+      # Tensors sharing a storage name it alike; the first description read must not decide.
+      raise UserInputError(f"storage {key!r} is described both as {self._descriptions[key][1]} "
+                           f"elements of torch.{self._descriptions[key][0]} and as {numel} of "
+                           f"torch.{storage_type.name}")
     return self._storages[key]
 
 
@@ -200,11 +221,17 @@ def read_pytorch_bin(path: str) -> Dict[str, np.ndarray]:
           path=path, path_directory=os.path.dirname(path) or "."))
     raise UserInputError(f"{path}: neither a zip archive nor a pickle, so not a PyTorch "
                          f"`torch.save` file (it starts with {start!r})")
-  try:
-    with zipfile.ZipFile(path) as archive:
-      state = _read_state_dict(archive, path)
-  except (zipfile.BadZipFile, zlib.error, EOFError) as error:
-    raise UserInputError(DAMAGED_ZIP_MESSAGE.format(path=path, reason=error)) from None
+  with open(path, "rb") as handle:  # outside the try: a file that is not there is no damage
+    try:
+      with zipfile.ZipFile(handle) as archive:
+        state = _read_state_dict(archive, path)
+    except UserInputError:
+      raise
+    except ZIP_FAULTS as error:
+      reason = str(error) or type(error).__name__
+      if isinstance(error, OSError):  # a seek the damaged directory sends before the start
+        reason = f"a record offset outside the file: {reason}"
+      raise UserInputError(DAMAGED_ZIP_MESSAGE.format(path=path, reason=reason)) from None
   if not isinstance(state, dict):
     raise UserInputError(f"{path}: holds a {type(state).__name__}, not a state dict "
                          "{name: tensor}")
@@ -245,13 +272,15 @@ def _read_state_dict(archive: zipfile.ZipFile, path: str):
       return bfloat16_to_float32(raw, byte_order)
     return np.frombuffer(raw, np.dtype(dtype).newbyteorder(byte_order))
 
+  # Read whole, so its CRC-32 is checked before the first opcode runs (a stream is checked only
+  # if the unpickler reads to its end, and a damaged pickle may stop before).
+  pickled = archive.read(pickles[0])
   try:
-    with archive.open(pickles[0]) as handle:
-      return _WeightsOnlyUnpickler(handle, read_storage).load()
+    return _WeightsOnlyUnpickler(io.BytesIO(pickled), read_storage).load()
   except UserInputError as error:  # raised while unpickling, without the file's name
     raise type(error)(f"{path}: {error}") from None
-  except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError,
-          IndexError) as error:
+  except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError,
+          AttributeError, OverflowError) as error:
     # The pickle is the file's content: whatever the unpickler trips on is a fault of the file.
     raise UserInputError(f"{path}: {pickles[0]} is not a complete state-dict pickle "
                          f"({type(error).__name__}: {error})") from None

@@ -76,12 +76,12 @@ class RunCheckpoints:
         per_replica = [self.strategy.experimental_local_results(layer) for layer in mems]
         arrays = {f"layer_{i}": np.concatenate([np.asarray(t, np.float32) for t in replicas])
                   for i, replicas in enumerate(per_replica)}
-        temporary = self._mems_path(step) + ".tmp.npz"
         archive = io.BytesIO()
         np.savez(archive, **arrays)
         files.makedirs(self.directory)
-        files.write_bytes(temporary, archive.getvalue())
-        files.move(temporary, self._mems_path(step))  # complete before the checkpoint exists
+        # Whole or absent (written beside it, renamed), before the checkpoint exists; a failed
+        # write names this file.
+        files.write_bytes(self._mems_path(step), archive.getvalue())
       if self.files.chief:
         resume.write_record(self.directory, self.model_record)
     saved = self.files.save(step, write_beside)

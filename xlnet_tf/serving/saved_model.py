@@ -314,7 +314,8 @@ def _export(model, sp_path, export_base, model_name, max_seq_length, *, version,
       lambda *strings: features_from(*packer.pack_named(dict(zip(text_names, strings)))),
       input_signature=text_signature)
   path = version_directory(export_base, model_name, version)
-  with staged_version(path, overwrite) as staging:
+  # A fault of the disk names the version, not a file of its work folder (or none).
+  with staged_version(path, overwrite) as staging, files.named_on_failure(path):
     archive.write_out(staging, verbose=False)
     assets = os.path.join(staging, "assets")
     files.makedirs(assets)

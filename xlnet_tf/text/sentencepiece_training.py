@@ -5,6 +5,7 @@ The original vocabulary puts <unk> 0, <s> 1, </s> 2, then the control symbols <c
 punctuation pieces, and was trained with character_coverage 0.99995.
 """
 
+import io
 import os
 import re
 from typing import Callable, Iterator, List, Sequence
@@ -38,15 +39,17 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
   (hard_vocab_limit=False): a text too small for `vocab_size` pieces gets the largest vocabulary
   it supports, and `report` gets a line saying how many pieces it got. The .model and .vocab
   files appear only when complete (built in a temporary folder beside them; for a remote
-  `model_prefix`, gs://...: a local temporary folder, since SentencePiece writes local files,
-  then copied there through utils.files). Input files may be remote too.
+  `model_prefix`, gs://...: a local temporary folder, since SentencePiece reads a local file,
+  then copied there through utils.files). A write that fails (a full disk) is an OSError
+  naming `<model_prefix>.model`. Input files may be remote too.
   """
   if not input_files:
     raise UserInputError("train_sentencepiece: no input files")
   directory = os.path.dirname(files.absolute(model_prefix))
+  model_path = model_prefix + ".model"
   with temporary_folder(directory, WORK_FOLDER_PREFIX, report) as work_dir:
     text_path = os.path.join(work_dir, "text.txt")
-    skipped = _write_training_text(input_files, text_path, uncased, keep_accents)
+    skipped = _write_training_text(input_files, text_path, uncased, keep_accents, model_path)
     if skipped:
       report(f"Skipped {len(skipped)} lines that are not valid UTF-8, e.g. "
              f"{', '.join(skipped[:3])}")
@@ -55,25 +58,32 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
                            "no text")
     work_prefix = os.path.join(work_dir, os.path.basename(model_prefix))
     spm.set_random_generator_seed(seed)  # with one thread, training is reproducible
+    # The trainer's own writes of the .model and .vocab go unchecked: on a full disk it left a
+    # model cut short and reported success. It hands the model over instead, and the files are
+    # written here, where a failed write raises.
+    trained = io.BytesIO()
     try:
       spm.SentencePieceTrainer.train(
-          input=text_path, model_prefix=work_prefix, vocab_size=vocab_size,
+          input=text_path, vocab_size=vocab_size,
           model_type="unigram", character_coverage=character_coverage,
           control_symbols=list(CONTROL_SYMBOLS), user_defined_symbols=list(USER_DEFINED_SYMBOLS),
           shuffle_input_sentence=True, input_sentence_size=input_sentence_size,
           max_sentence_length=MAX_SENTENCE_BYTES,
           hard_vocab_limit=False,  # a small corpus gets the largest vocabulary it supports
-          num_threads=1, minloglevel=2)
+          num_threads=1, minloglevel=2, model_writer=trained)
     except RuntimeError as error:  # SentencePiece's message, without its source location
       reason = re.sub(r"^\S+: \S+\(\d+\) \[.*?\] ", "", str(error).strip())
       raise UserInputError(f"SentencePiece cannot train on {list(input_files)[:3]} with "
                            f"vocab_size={vocab_size:,}: {reason}") from None
-    _clear_training_paths(work_prefix + ".model")
-    pieces = spm.SentencePieceProcessor(model_file=work_prefix + ".model").GetPieceSize()
+    # A failed write (a full disk) names the model asked for, not the work folder's file.
+    with files.named_on_failure(model_path):
+      with open(work_prefix + ".model", "wb") as handle:
+        handle.write(trained.getvalue())
+      _clear_training_paths(work_prefix + ".model")
+      pieces = _write_vocabulary(work_prefix + ".model", work_prefix + ".vocab")
     files.makedirs(directory)  # made by temporary_folder when local; a remote one may lack it
     for suffix in (".vocab", ".model"):  # the model last: it is what tools look for
       files.move(work_prefix + suffix, model_prefix + suffix)
-  model_path = model_prefix + ".model"
   if pieces < vocab_size:
     report(f"{model_path}: {pieces:,} pieces, fewer than the {vocab_size:,} asked (vocab_size): "
            "the text supports no more; train on more text for a larger vocabulary")
@@ -81,26 +91,33 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
 
 
 def _write_training_text(input_files: Sequence[str], text_path: str, uncased: bool,
-                         keep_accents: bool) -> List[str]:
+                         keep_accents: bool, written_for: str) -> List[str]:
   """Writes the preprocessed lines, long ones cut (`_sentences`); returns the `path:line` of
-  the lines skipped as not UTF-8."""
+  the lines skipped as not UTF-8. A failed write names `written_for` (the model the text is
+  for, rather than the work folder's file); a failed read names its input file."""
   skipped = []
-  with open(text_path, "w", encoding="utf-8") as text:
+  with files.named_on_failure(written_for), open(text_path, "w", encoding="utf-8") as text:
     for path in input_files:
-      with files.open_file(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-          if b"\0" in raw:
-            raise UserInputError(f"{path}:{number}: a NUL byte: not a text file (train on UTF-8 "
-                                 "text, one sentence per line)")
-          try:
-            line = raw.decode("utf-8")
-          except UnicodeDecodeError:
-            skipped.append(f"{path}:{number}")
-            continue
-          cleaned = preprocess_text(line, lower=uncased, keep_accents=keep_accents)
-          for sentence in _sentences(cleaned, MAX_SENTENCE_BYTES):
-            text.write(sentence + "\n")
+      for number, raw in enumerate(_lines(path), start=1):
+        if b"\0" in raw:
+          raise UserInputError(f"{path}:{number}: a NUL byte: not a text file (train on UTF-8 "
+                               "text, one sentence per line)")
+        try:
+          line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+          skipped.append(f"{path}:{number}")
+          continue
+        cleaned = preprocess_text(line, lower=uncased, keep_accents=keep_accents)
+        for sentence in _sentences(cleaned, MAX_SENTENCE_BYTES):
+          text.write(sentence + "\n")
   return skipped
+
+
+def _lines(path: str) -> Iterator[bytes]:
+  """The lines of the input file `path`; a failed read names it (the error is raised in this
+  generator, so the writes of its caller are not named after it)."""
+  with files.named_on_failure(path), files.open_file(path, "rb") as handle:
+    yield from handle
 
 
 def _sentences(text: str, max_bytes: int) -> Iterator[str]:
@@ -126,10 +143,23 @@ def _sentences(text: str, max_bytes: int) -> Iterator[str]:
     yield " ".join(words)
 
 
+def _write_vocabulary(model_path: str, vocabulary_path: str) -> int:
+  """Writes the .vocab file the trainer writes beside a model (each piece and its score, as
+  C++'s stream prints a float: 6 significant digits); returns the number of pieces."""
+  from sentencepiece import sentencepiece_model_pb2
+  model = sentencepiece_model_pb2.ModelProto()
+  with open(model_path, "rb") as handle:
+    model.ParseFromString(handle.read())
+  with open(vocabulary_path, "w", encoding="utf-8", newline="\n") as handle:
+    handle.writelines(f"{piece.piece}\t{piece.score:g}\n" for piece in model.pieces)
+  return len(model.pieces)
+
+
 def _clear_training_paths(model_path: str) -> None:
   """Removes the paths the trainer records in the model's trainer_spec (its input, here a
-  temporary file with a random name, and model_prefix): they say where training ran, not what
-  the model is, and made two trainings on the same text differ in bytes. Rewritten through
+  temporary file with a random name; model_prefix, when it wrote the file itself): they say
+  where training ran, not what the model is, and made two trainings on the same text differ
+  in bytes. Rewritten through
   sentencepiece's own model proto (sentencepiece_model_pb2, shipped in the package); pieces,
   scores and every other setting stay as trained."""
   from sentencepiece import sentencepiece_model_pb2

@@ -93,6 +93,9 @@ def checkpoint_step(prefix: str) -> int:
 
 
 def _first_line(error: BaseException) -> str:
+  if isinstance(error, OSError) and error.filename is not None and error.strerror:
+    # As TensorFlow's errors say it ("path: No space left on device"), not "[Errno 28] ...".
+    return f"{error.filename}: {error.strerror}"
   text = (getattr(error, "message", None) or str(error) or type(error).__name__).strip()
   # TensorFlow's runtime errors start with the function that failed: "{{function_node ...}} ".
   text = re.sub(r"^\{\{[^}]*\}\}\s*", "", text)

@@ -155,7 +155,10 @@ def run(main, usage: Optional[str] = None) -> None:
     except USER_ERRORS as error:
       if flags.FLAGS.verbose:
         raise
-      print(f"error: {error}", file=sys.stderr)
+      # A file where a directory is needed is a fault of the path, read or write: in
+      # file_system_fault's words, as the other faults, not "[Errno 20] ...".
+      fault = file_system_fault(error) if isinstance(error, NotADirectoryError) else None
+      print(f"error: {fault or error}", file=sys.stderr)
       sys.exit(1)
     except Exception as error:
       fault = file_system_fault(error)  # a full disk, a read-only mount, ...: not a bug

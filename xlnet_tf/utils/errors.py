@@ -8,6 +8,7 @@ that catch ValueError still do.
 
 import errno
 import numbers
+import os
 import re
 from typing import Optional
 
@@ -66,12 +67,26 @@ _WRITE_FAULTS = {
     errno.EEXIST: "exists, and is not what was to be written there",
     errno.EIO: "an input/output error of the device",
 }
-_FAULT_TEXTS = {  # what TensorFlow's file system layer says for the same faults
-    "No space left on device": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT,
-    "Permission denied": errno.EACCES, "Read-only file system": errno.EROFS,
-    "Not a directory": errno.ENOTDIR, "Operation not permitted": errno.EPERM}
-_PATH_IN_MESSAGE = re.compile(r"(?:file|path|directory|dir)\W+'?((?:/|[A-Za-z][\w+.-]*://)[^\s',;]+)",
-                              re.IGNORECASE)
+# What TensorFlow's file system layer says for the same faults: the system's words.
+_FAULT_TEXTS = {os.strerror(code): code for code in (
+    errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EROFS,
+    errno.ENOTDIR, errno.EIO)}
+# The first absolute or remote path in a message ("/a/b; No space left on device", "file
+# '/a/b'", "gs://b/x: ...").
+_PATH_IN_MESSAGE = re.compile(r"(?<![\w.])((?:/|[A-Za-z][\w+.-]*://)[^\s',;:]+)")
+
+
+def disk_fault_code(error: BaseException) -> Optional[int]:
+  """The errno of the fault of a disk or a mount an error stands for (no space left, a
+  read-only file system, ...: see _WRITE_FAULTS), None for any other error: an OSError's own;
+  a TensorFlow error's (its file system layer reports them in the system's words) read from
+  its message."""
+  if isinstance(error, OSError):
+    return error.errno if error.errno in _WRITE_FAULTS else None
+  if type(error).__module__.startswith("tensorflow"):
+    message = str(getattr(error, "message", error))
+    return next((code for text, code in _FAULT_TEXTS.items() if text in message), None)
+  return None
 
 
 def file_system_fault(error: BaseException) -> Optional[str]:
@@ -81,14 +96,12 @@ def file_system_fault(error: BaseException) -> Optional[str]:
 
   OSError carries its path; TensorFlow's errors (a SavedModel or checkpoint write) say the
   fault in their message, and the path where they name one."""
-  if isinstance(error, OSError) and error.errno in _WRITE_FAULTS:
+  code = disk_fault_code(error)
+  if code is None:
+    return None
+  if isinstance(error, OSError):
     path = error.filename if error.filename is not None else "a file"
-    return f"{path}: {_WRITE_FAULTS[error.errno]}"
-  if type(error).__module__.startswith("tensorflow"):
-    message = str(getattr(error, "message", error))
-    for text, code in _FAULT_TEXTS.items():
-      if text in message:
-        path = _PATH_IN_MESSAGE.search(message)
-        shown = path.group(1) if path else "a file TensorFlow was writing"
-        return f"{shown}: {_WRITE_FAULTS[code]}"
-  return None
+  else:
+    named = _PATH_IN_MESSAGE.search(str(getattr(error, "message", error)))
+    path = named.group(1) if named else "a file TensorFlow was writing"
+  return f"{path}: {_WRITE_FAULTS[code]}"

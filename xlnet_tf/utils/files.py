@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from typing import Iterator, List
 
-from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.utils.errors import UserInputError, disk_fault_code
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -164,13 +164,20 @@ def write_text(path: str, text: str) -> str:
 @contextlib.contextmanager
 def named_on_failure(path: str):
   """An OSError raised inside the block without a file name (a write that fails with no space
-  left: Python names no file) is raised again naming `path`, as the same OSError subclass."""
+  left: Python names no file) is raised again naming `path`, as the same OSError subclass; so
+  is a TensorFlow error that stands for a fault of the disk (its writers' ResourceExhaustedError
+  of a full disk, naming a temporary file or none: errors.disk_fault_code)."""
   try:
     yield
   except OSError as error:
     if error.filename is None and error.errno:
       raise OSError(error.errno, error.strerror or os.strerror(error.errno), path) from None
     raise
+  except Exception as error:
+    code = disk_fault_code(error)
+    if code is None:
+      raise
+    raise OSError(code, os.strerror(code), path) from None
 
 
 def copy(source: str, target: str) -> str:

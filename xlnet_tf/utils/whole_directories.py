@@ -65,6 +65,13 @@ def staged_directory(directory: str, replace: bool = True, last: Optional[str] =
   parent, name = os.path.split(directory)
   if files.exists(directory) and not files.isdir(directory):
     raise UserInputError(f"{directory}: exists and is not a directory")
+  if not files.is_remote(directory):
+    try:
+      os.stat(directory)
+    except NotADirectoryError:  # a file stands on the path above it (its parent, or higher)
+      raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), directory) from None
+    except FileNotFoundError:
+      pass
   prefix = prefix or work_folder_prefix(name)
   made = missing_folders(parent)
   work_folders = os.path.join(parent, prefix)
@@ -109,6 +116,9 @@ def _exists_error(directory: str) -> FileExistsError:
 
 def _rename_into_place(staging: str, directory: str, replace: bool, keep: Sequence[str],
                        prefix: str) -> None:
+  # mkdtemp makes the work folder private (0700); the directory it becomes gets the mode a new
+  # directory gets (a model server or a teammate running as another user reads it).
+  os.chmod(staging, 0o777 & ~_umask())
   if os.path.isdir(directory):
     if not replace:
       raise _exists_error(directory)
@@ -130,6 +140,12 @@ def _rename_into_place(staging: str, directory: str, replace: bool, keep: Sequen
     if error.errno in (errno.ENOTEMPTY, errno.EEXIST):  # made by another process meanwhile
       raise _exists_error(directory) from None
     raise
+
+
+def _umask() -> int:
+  mask = os.umask(0)
+  os.umask(mask)
+  return mask
 
 
 def _exchange(first: str, second: str) -> bool:

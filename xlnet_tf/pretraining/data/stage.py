@@ -122,7 +122,8 @@ def _tokenize_range(job):
   (path, byte_range, first_line, part_path, sp_path, settings) = job
   tokenizer = _tokenizer(sp_path, settings.uncased)
   stats = ReadStats()
-  documents = read_documents(path, stats, byte_range, first_line)
+  with file_system.named_on_failure(path):  # a failed read names the input, not save_dir
+    documents = read_documents(path, stats, byte_range, first_line)
   lines = [line for document in documents for line in document]
   flat, line_lengths = tokenizer.encode_to_array(lines)
   eod = tokenizer.special_ids.eod if settings.use_eod else None
@@ -145,7 +146,8 @@ def _build_block(job):
                            ordinary_ids=tokenizer.ordinary_ids)
   ids_dtype = id_dtype(tokenizer.vocab_size)
   written = 0
-  with TokenStream(parts) as stream, tf.io.TFRecordWriter(part_path) as writer:
+  with file_system.named_on_failure(part_path), TokenStream(parts) as stream, \
+      tf.io.TFRecordWriter(part_path) as writer:
     rows, _ = stream_rows(stream.read, len(stream), settings, boundaries=stream)
     for batch in builder.batches(rows, first, stop, seed):
       for example in batch:
@@ -157,7 +159,8 @@ def _build_block(job):
 def _build_lm_block(parts, first, stop, part_path, ids_dtype, settings) -> int:
   """Consecutive segments (objective clm): the rows' segments [first, stop) (lm_streams)."""
   written = 0
-  with TokenStream(parts) as stream, tf.io.TFRecordWriter(part_path) as writer:
+  with file_system.named_on_failure(part_path), TokenStream(parts) as stream, \
+      tf.io.TFRecordWriter(part_path) as writer:
     rows, _ = stream_rows(stream.read, len(stream), settings, boundaries=stream)
     for row in rows:
       row.load(first * settings.seq_len, stop * settings.seq_len + 1)
@@ -214,7 +217,8 @@ def create_pretraining_data(input_files: Sequence[str], sp_path: str, save_dir: 
   tracker = PeriodicProgress(progress, PROGRESS_SECONDS)
   # Everything is built in a temporary folder (stream parts, record parts, the outputs) and
   # moved into save_dir only when complete: a failed or killed run leaves no partial output.
-  with temporary_folder(save_dir, WORK_FOLDER_PREFIX) as work_dir:
+  with temporary_folder(save_dir, WORK_FOLDER_PREFIX) as work_dir, \
+      _write_faults_named(save_dir, work_dir):
     outputs = [os.path.join(work_dir, name) for name in names]
     with _parallel_map(workers) as parallel_map:
       parts, file_stats = _tokenize_files(files, sp_path, settings, work_dir, workers,
@@ -246,6 +250,19 @@ def create_pretraining_data(input_files: Sequence[str], sp_path: str, save_dir: 
     _publish(outputs, info_path, save_dir)
   return StageSummary(os.path.join(save_dir, os.path.basename(info_path)), settings, results,
                       stats, time.perf_counter() - start)
+
+
+@contextlib.contextmanager
+def _write_faults_named(save_dir: str, work_dir: str):
+  """A write that fails in the work folder (a full disk) raised naming save_dir, the directory
+  the user asked for: Python's OSError of a full disk names no file, and the work folder's
+  files are gone once the error is shown."""
+  try:
+    yield
+  except OSError as error:
+    if error.errno and (error.filename is None or str(error.filename).startswith(work_dir)):
+      raise OSError(error.errno, error.strerror or os.strerror(error.errno), save_dir) from None
+    raise
 
 
 def _publish(outputs: Sequence[str], info_path: str, save_dir: str) -> None:
