@@ -1,12 +1,13 @@
 """Original zihangdai/xlnet TF1 checkpoints (`xlnet_model.ckpt`): read and write by name, on
 any file system (gs://...: utils.files)."""
 
+import math
 import os
 
 import tensorflow as tf
 
 from xlnet_tf.checkpoints.assign import LoadReport, assign_by_original_name
-from xlnet_tf.checkpoints.naming import original_variable_map
+from xlnet_tf.checkpoints.naming import TRAINING_STATE, original_variable_map
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 
@@ -76,6 +77,17 @@ def load_original_checkpoint(model_or_head, prefix: str) -> LoadReport:
 
   # Every tensor is read before the first is assigned, so a damaged file changes nothing.
   return assign_by_original_name(model_or_head, shapes, read, source=prefix)
+
+
+def stored_value_count(prefix: str) -> int:
+  """The number of values of the model weights the TF1 checkpoint at `prefix` holds (its
+  index read; optimizer slots and step counters not counted)."""
+  try:
+    shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  except tf.errors.OpError as error:
+    raise _damaged(prefix, error) from None
+  return sum(math.prod(shape) for name, shape in shapes.items()
+             if not TRAINING_STATE.search(name))
 
 
 def holds_variable(prefix: str, name: str) -> bool:

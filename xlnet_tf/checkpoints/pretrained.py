@@ -21,13 +21,16 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from xlnet_tf.checkpoints import own
 from xlnet_tf.checkpoints.huggingface import (WEIGHT_FILES, config_from_huggingface,
+                                              huggingface_weight_files,
                                               load_huggingface_checkpoint)
 from xlnet_tf.checkpoints.huggingface_writer import (HUGGINGFACE_ARCHITECTURES,
                                                      HUGGINGFACE_CONFIG_FILE)
 from xlnet_tf.checkpoints.labels import (LABELS_FILE, THRESHOLDS_FILE, saved_labels,
                                          saved_thresholds)
 from xlnet_tf.checkpoints.original import (CHECKPOINT_STATE_FILE, holds_variable,
-                                           load_original_checkpoint, resolve_prefix)
+                                           load_original_checkpoint, resolve_prefix,
+                                           stored_value_count)
+from xlnet_tf.checkpoints.safetensors_io import stated_value_count
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.text.preprocessor import PREPROCESSOR_FILE, XLNetPreprocessor, saved_preprocessor
 from xlnet_tf.text.tokenizer import (SENTENCEPIECE_FILE, TOKENIZER_CONFIG_FILE, XLNetTokenizer,
@@ -137,20 +140,44 @@ def stored_config(place: Pretrained, config_overrides: Dict[str, Any]) -> XLNetC
   if place.layout == HUGGINGFACE:
     path = os.path.join(place.directory, HUGGINGFACE_CONFIG_FILE)
     own.check_config_overrides(config_overrides, path)
-    return config_from_huggingface(read_json_object(path), source=path, **config_overrides)
-  config = own.stored_config(place.directory, config_overrides)
-  if place.layout == OWN:
-    _check_own_weight_count(place.directory, config)
+    config = config_from_huggingface(read_json_object(path), source=path, **config_overrides)
+  else:
+    config = own.stored_config(place.directory, config_overrides)
+  check_weight_count(place, config)
   return config
 
 
-def _check_own_weight_count(directory: str, config: XLNetConfig, head_arguments=None,
-                            source: Optional[str] = None) -> None:
-  """own.check_weight_count for an own-format directory (`source`: the file the sizes come
-  from, xlnet_config.json by default)."""
-  own.check_weight_count(config, head_arguments, own.stored_weight_count(directory),
-                         source or os.path.join(directory, own.CONFIG_FILE),
-                         os.path.join(directory, own.WEIGHTS_FILE))
+def check_weight_count(place: Pretrained, config: XLNetConfig, head_arguments=None,
+                       source: Optional[str] = None) -> None:
+  """own.check_weight_count against the values the directory's weights file states (its
+  header, index or HDF5 structure: read before anything is built); `source` is the file the
+  sizes come from (the config by default). Not done where the count needs the whole file
+  read (pytorch_model.bin, tf_model.h5: the reader checks every shape, after the build)."""
+  held, weights_source = _stored_weight_count(place)
+  if held is not None:
+    own.check_weight_count(config, head_arguments, held, source or _config_path(place),
+                           weights_source)
+
+
+def _config_path(place: Pretrained) -> str:
+  name = HUGGINGFACE_CONFIG_FILE if place.layout == HUGGINGFACE else own.CONFIG_FILE
+  return os.path.join(place.directory, name)
+
+
+def _stored_weight_count(place: Pretrained) -> Tuple[Optional[int], str]:
+  """(the number of weight values the directory's weights file states, or None where that
+  needs the whole file read; the file)."""
+  if place.layout == OWN:
+    return (own.stored_weight_count(place.directory),
+            os.path.join(place.directory, own.WEIGHTS_FILE))
+  if place.layout == ORIGINAL:
+    prefix = resolve_prefix(place.directory)
+    return stored_value_count(prefix), prefix
+  weight_files, source = huggingface_weight_files(place.directory)
+  if not all(path.endswith(".safetensors") for path in weight_files):
+    return None, source
+  counts = [stated_value_count(path) for path in weight_files]
+  return (None if None in counts else sum(counts)), source
 
 
 def stored_head(place: Pretrained) -> Optional[StoredHead]:
@@ -158,7 +185,11 @@ def stored_head(place: Pretrained) -> Optional[StoredHead]:
   if place.layout == OWN:
     return _own_head(place.directory)
   if place.layout == HUGGINGFACE:
-    return _huggingface_head(place.directory)
+    head = _huggingface_head(place.directory)
+    if head is not None and head.class_name is not None:
+      own.check_head_arguments(head.arguments, head.source)
+      check_weight_count(place, stored_config(place, {}), head.arguments, head.source)
+    return head
   prefix = resolve_prefix(place.directory)
   if holds_variable(prefix, _LM_BIAS):
     return StoredHead(PRETRAINING_HEAD, {}, prefix, f"an {PRETRAINING_HEAD} ({prefix} holds "
@@ -172,8 +203,8 @@ def _own_head(directory: str) -> Optional[StoredHead]:
     return None
   class_name, arguments = head_file
   own.check_head_arguments(arguments, os.path.join(directory, own.HEAD_FILE))
-  _check_own_weight_count(directory, own.stored_config(directory, {}), arguments,
-                          os.path.join(directory, own.HEAD_FILE))
+  check_weight_count(Pretrained(directory, directory, OWN), own.stored_config(directory, {}),
+                     arguments, os.path.join(directory, own.HEAD_FILE))
   labels, thresholds = saved_labels(directory), None
   count = own.class_count_argument(arguments)
   if labels is not None and count is not None and len(labels) != count:

@@ -20,6 +20,7 @@ from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 
 _DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
@@ -64,6 +65,30 @@ def read_safetensors(path: str) -> Dict[str, np.ndarray]:
       raise UserInputError(f"{path}: tensor {name!r}: shape {list(shape)} is not an array "
                            f"NumPy can make ({error})") from None
   return tensors
+
+
+def stated_value_count(path: str) -> Optional[int]:
+  """The number of values the header of the safetensors file `path` states, read without its
+  data (any file system: utils.files); None when the header does not read as one (then
+  read_safetensors names its fault)."""
+  with files.open_file(path, "rb") as handle:
+    start = handle.read(8)
+    if len(start) < 8 or struct.unpack("<Q", start)[0] > MAX_HEADER_BYTES:
+      return None
+    encoded = handle.read(struct.unpack("<Q", start)[0])
+  try:
+    header = json.loads(encoded.decode("utf-8"))
+  except (ValueError, RecursionError):
+    return None
+  if not isinstance(header, dict):
+    return None
+  total = 0
+  for name, info in header.items():
+    shape = info.get("shape") if isinstance(info, dict) and name != METADATA_KEY else []
+    if not (isinstance(shape, list) and all(_is_count(size) for size in shape)):
+      return None
+    total += math.prod(shape) if name != METADATA_KEY else 0
+  return total
 
 
 class _RepeatedKeyError(ValueError):

@@ -21,6 +21,7 @@ from xlnet_tf.checkpoints.huggingface_writer import (HUGGINGFACE_CONFIG_FILE,
                                                      huggingface_architecture,
                                                      save_huggingface_checkpoint)
 from xlnet_tf.checkpoints.labels import save_labels, saved_labels
+from xlnet_tf.checkpoints import pretrained
 from xlnet_tf.checkpoints.naming import backbone_of, original_variable_map
 from xlnet_tf.checkpoints.original import (load_original_checkpoint, resolve_prefix,
                                            save_original_checkpoint)
@@ -50,7 +51,9 @@ def load_any(path: str, input_format: str, config_file: Optional[str] = None):
     hf_config = read_huggingface_config(path)
     if not hf_config:
       raise FileNotFoundError(f"{path}: config.json is needed to build the model")
-    model = XLNetModel(config_from_huggingface(hf_config, source=path))
+    config = config_from_huggingface(hf_config, source=path)
+    _check_weight_count(path, pretrained.HUGGINGFACE, config, None)
+    model = XLNetModel(config)
     return model, load_huggingface_checkpoint(model, path).summary()
   if input_format == "original":
     prefix = resolve_prefix(path)
@@ -58,9 +61,19 @@ def load_any(path: str, input_format: str, config_file: Optional[str] = None):
     if not os.path.exists(config_file):
       raise FileNotFoundError(f"{config_file}: the original xlnet_config.json is needed (pass "
                               "--config_file)")
-    model = XLNetModel(XLNetConfig.from_json_file(config_file))
+    config = XLNetConfig.from_json_file(config_file)
+    _check_weight_count(prefix, pretrained.ORIGINAL, config, config_file)
+    model = XLNetModel(config)
     return model, load_original_checkpoint(model, prefix).summary()
   raise ValueError(f"input_format must be one of {INPUT_FORMATS}; got {input_format!r}")
+
+
+def _check_weight_count(path: str, layout: str, config: XLNetConfig, config_file) -> None:
+  """The config's sizes against the weights file's, before the model is built (a directory's
+  or a file's: pretrained.check_weight_count)."""
+  if files.isdir(path) or layout == pretrained.ORIGINAL:
+    pretrained.check_weight_count(pretrained.Pretrained(path, path, layout), config,
+                                  source=config_file)
 
 
 def verification_batch(config: XLNetConfig, seed: int = 0) -> Dict[str, np.ndarray]:
