@@ -21,9 +21,11 @@ import numpy as np
 from xlnet_tf import numerics
 from xlnet_tf.checkpoints.huggingface import STACKED_PER_LAYER, huggingface_weight_name
 from xlnet_tf.checkpoints.naming import BACKBONE_SCOPE, backbone_of, original_variable_map
+from xlnet_tf.checkpoints.own import check_replaceable
 from xlnet_tf.checkpoints.safetensors_io import write_safetensors
 from xlnet_tf.utils.errors import UserInputError, require
 from xlnet_tf.utils.json_files import write_json
+from xlnet_tf.utils.whole_directories import staged_directory
 
 HUGGINGFACE_CONFIG_FILE = "config.json"
 HUGGINGFACE_WEIGHTS_FILE = "model.safetensors"
@@ -135,13 +137,17 @@ def save_huggingface_checkpoint(model_or_head, directory: str,
                                 labels: Optional[Sequence[str]] = None) -> str:
   """Writes `directory/config.json` and `directory/model.safetensors` (float32) for
   transformers' `from_pretrained(directory)`; `labels` (a classifier's or tagger's classes in
-  order) become id2label. Checks everything before writing a file. Returns `directory`."""
+  order) become id2label. Checks everything before writing a file; the directory appears whole
+  or not at all, as save_pretrained's (over a model directory: swapped in whole). Returns
+  `directory`."""
   values = huggingface_config(model_or_head, labels)
   count = values.get("num_labels")
   if labels is not None and count is not None:
     require(len(labels) == count, "labels", f"one per output class ({count})", len(labels))
   tensors = huggingface_tensors(model_or_head)
-  os.makedirs(directory, exist_ok=True)
-  write_json(os.path.join(directory, HUGGINGFACE_CONFIG_FILE), values)
-  write_safetensors(os.path.join(directory, HUGGINGFACE_WEIGHTS_FILE), tensors, {"format": "pt"})
+  check_replaceable(directory)
+  with staged_directory(directory, last=HUGGINGFACE_CONFIG_FILE) as staging:  # whole or absent
+    write_json(os.path.join(staging, HUGGINGFACE_CONFIG_FILE), values)
+    write_safetensors(os.path.join(staging, HUGGINGFACE_WEIGHTS_FILE), tensors,
+                      {"format": "pt"})
   return directory

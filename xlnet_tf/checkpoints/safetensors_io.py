@@ -241,9 +241,5 @@ def write_safetensors(path: str, tensors: Mapping[str, np.ndarray],
     offset += len(blob)
   encoded = json.dumps(header, separators=(",", ":")).encode()
   encoded += b" " * (-len(encoded) % _ALIGNMENT)
-  with open(path, "wb") as handle:
-    handle.write(struct.pack("<Q", len(encoded)))
-    handle.write(encoded)
-    for blob in blobs:
-      handle.write(blob)
-  return path
+  # Whole or not at all; a failing write (a full disk) is an OSError naming `path`.
+  return files.write_bytes(path, b"".join([struct.pack("<Q", len(encoded)), encoded, *blobs]))
