@@ -35,17 +35,16 @@ def model_files(tmp_path_factory, sp_model):
   shutil.copy(sp_model, directory / "spiece.model")
   write_json(str(directory / "tokenizer_config.json"), {"do_lower_case": False})
   write_hub_cache(root / "hf_home" / "hub", HUB_ID, sorted(directory.iterdir()))
-  # Refused: a BERT directory, a backbone alone, an LM of 100 token ids (no weights needed:
-  # the tools refuse them before reading any).
+  # Refused: a BERT directory, a backbone alone, an LM of 100 token ids.
   (root / "bert").mkdir()
   write_json(str(root / "bert" / "bert_config.json"), {"hidden_size": 32})
   (root / "bert" / "vocab.txt").write_text("[PAD]\n[UNK]\n")
-  for name, n_token, head in (("backbone", tokenizer.vocab_size, None), ("small", 100, True)):
-    (root / name).mkdir()
-    XLNetConfig.preset("tiny", n_token=n_token).to_json_file(str(root / name / "xlnet_config.json"))
-    (root / name / "model.weights.h5").write_bytes(b"")
-    if head:
-      write_json(str(root / name / "head.json"), {"class": "XLNetPretrainer"})
+  backbone = XLNetModel(XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size))
+  small_lm = XLNetPretrainer(XLNetModel(XLNetConfig.preset("tiny", n_token=100)))
+  for name, model in (("backbone", backbone), ("small", small_lm)):
+    model({"input_ids": np.zeros([1, 4], np.int32),
+           "target_mapping": np.eye(4, dtype=np.float32)[None, :1]})
+    model.save_pretrained(str(root / name))
   (root / "test.csv").write_text("text\nclass value\nlist name\nmodule type\n")
   (root / "held_out.txt").write_text("Use the break statement to leave a loop.\n")
   return {"root": root, "continuation": tokenizer.decode([token] * 3),
