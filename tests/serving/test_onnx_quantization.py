@@ -31,7 +31,17 @@ SEP_ID = 4
 # Weights N(0, 0.1^2): 5x the initializer's scale, so every product matters. The int8 file's
 # relative error here is 5.5e-3 (the module docstring's table); this bound leaves 3x room.
 WEIGHT_SCALE = 0.1
-INT8_TOLERANCE = 1.5e-2
+
+
+def _has_vnni() -> bool:
+  with open("/proc/cpuinfo") as handle:
+    flags = next((line for line in handle if line.startswith("flags")), "").split()
+  return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & set(flags))
+
+
+# ONNX Runtime's u8 x s8 kernels without VNNI (AVX2's vpmaddubsw) saturate the int16 sums of
+# pairs of products: 3.8% on a 2-core AMD EPYC without AVX-512, against 1-1.5% with VNNI.
+INT8_TOLERANCE = 1.5e-2 if _has_vnni() else 5e-2
 
 
 @pytest.fixture(scope="module")
