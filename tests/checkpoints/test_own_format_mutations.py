@@ -25,7 +25,7 @@ from xlnet_tf.utils.errors import UserInputError
 
 CONFIG = dict(n_token=60, n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=24,
               ff_activation="gelu", untie_r=True)
-WEIGHT_MUTATIONS = 150
+WEIGHT_MUTATIONS = 100
 
 
 @pytest.fixture(scope="module")

@@ -52,8 +52,8 @@ from xlnet_tf.utils.errors import UserInputError
 CONFIG = tiny_config(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32)
 WEIGHTS = original_weights(CONFIG, seed=21)
 SEED = 20260
-MUTATIONS = {"safetensors": 600, "pytorch_model.bin": 300, "tf_model.h5": 300,
-             "TF1 checkpoint": 150, "sharded index": 150}
+MUTATIONS = {"safetensors": 300, "pytorch_model.bin": 160, "tf_model.h5": 160,
+             "TF1 checkpoint": 100, "sharded index": 100}
 EMBEDDING = "transformer.word_embedding.weight"
 GLOBAL_HEAP_SIGNATURE = b"GCOL"
 
