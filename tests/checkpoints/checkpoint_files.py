@@ -119,11 +119,14 @@ def write_huggingface_directory(directory, tensors, config):
 
 
 def write_huggingface_config(directory, config):
-  """config.json as transformers writes it for an XLNet model."""
+  """config.json as transformers writes it for an XLNet model of `config` (transformers names
+  the tanh gelu "gelu_new", its "gelu" is the erf form)."""
   os.makedirs(directory, exist_ok=True)
+  activation = {"gelu": "gelu_new", "gelu_exact": "gelu"}.get(config.ff_activation,
+                                                               config.ff_activation)
   hf_config = {"model_type": "xlnet", "vocab_size": config.n_token, "d_model": config.d_model,
                "n_layer": config.n_layer, "n_head": config.n_head, "d_inner": config.d_inner,
-               "ff_activation": "gelu", "untie_r": True, "attn_type": "bi",
+               "ff_activation": activation, "untie_r": True, "attn_type": "bi",
                "initializer_range": 0.02, "layer_norm_eps": 1e-12, "dropout": 0.1,
                "mem_len": None, "reuse_len": None, "bi_data": False, "clamp_len": -1,
                "same_length": False}

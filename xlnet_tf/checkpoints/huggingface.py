@@ -26,9 +26,10 @@ from xlnet_tf.checkpoints.safetensors_io import read_safetensors
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.utils.json_files import read_json_object
 
-# HF's "gelu" is the erf form, but the released XLNet weights were trained with the tanh
-# approximation (the original's gelu): both map to it here.
-_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
+# A Hugging Face directory computes as transformers computes it: its "gelu" is the erf form
+# (gelu_exact here), "gelu_new" and "gelu_pytorch_tanh" the tanh approximation (the original's
+# gelu, "gelu" here). An explicit ff_activation passed to from_pretrained chooses otherwise.
+_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
                 "relu": "relu"}
 
 _LAYER_NAME = re.compile(r"^layer\.(\d+)\.(.+)$")
@@ -62,17 +63,20 @@ def config_from_huggingface(values: Dict, source: str = "config.json", **overrid
   """
   try:
     n_head, d_model = values["n_head"], values["d_model"]
-    activation = values.get("ff_activation", "gelu")
-    if not isinstance(activation, str) or activation not in _ACTIVATIONS:
-      raise UserInputError(f"{source}: ff_activation {activation!r} is not one of "
-                           f"{sorted(_ACTIVATIONS)}")
+    activation = overrides.get("ff_activation")  # the caller's choice, else the file's
+    if activation is None:
+      named = values.get("ff_activation", "gelu")
+      if not isinstance(named, str) or named not in _ACTIVATIONS:
+        raise UserInputError(f"{source}: ff_activation {named!r} is not one of "
+                             f"{sorted(_ACTIVATIONS)}")
+      activation = _ACTIVATIONS[named]
     # transformers' default d_head, when both sizes are sizes (else XLNetConfig names the
     # one that is not).
     sizes = is_int(n_head) and is_int(d_model) and n_head > 0
     converted = dict(
         n_token=values["vocab_size"], n_layer=values["n_layer"], d_model=d_model,
         n_head=n_head, d_head=values.get("d_head", d_model // n_head if sizes else 1),
-        d_inner=values["d_inner"], ff_activation=_ACTIVATIONS[activation],
+        d_inner=values["d_inner"], ff_activation=activation,
         untie_r=values.get("untie_r", True), attn_type=values.get("attn_type", "bi"),
         bi_data=values.get("bi_data", False), clamp_len=values.get("clamp_len", -1),
         same_length=values.get("same_length", False), mem_len=_none_as_zero(values, "mem_len"),

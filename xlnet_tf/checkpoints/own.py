@@ -141,9 +141,10 @@ def class_count(model) -> Optional[int]:
 
 
 def check_config_overrides(config_overrides, source: str) -> None:
-  """Overrides may set run-time options (mem_len, dropout, ...), not the architecture, which
-  comes from the checkpoint; UserInputError naming `source` otherwise."""
-  bad = sorted(set(config_overrides) & set(ARCHITECTURE_KEYS))
+  """Overrides may set run-time options (mem_len, dropout, ...) and ff_activation (which shapes
+  no weight: the form of gelu a checkpoint's library computed with is a choice), not the sizes,
+  which come from the checkpoint; UserInputError naming `source` otherwise."""
+  bad = sorted(set(config_overrides) & set(ARCHITECTURE_KEYS) - {"ff_activation"})
   if bad:
     raise UserInputError(f"{source}: the architecture comes from the checkpoint; cannot "
                          f"override {bad}")
