@@ -100,4 +100,6 @@ def test_help_of_each_entry_exits_with_0_and_shows_the_tools_docstring(command, 
   assert result.returncode == 0, result.stderr[-2000:]
   module = target.split(":")[0].rsplit(".", 1)[1]
   docstring = ast.get_docstring(parsed(os.path.join(CLI_PACKAGE, module + ".py")))
-  assert result.stdout.startswith(docstring.splitlines()[0]), result.stdout[:300]
+  # After the usage line (tests/cli/test_help.py).
+  assert result.stdout.split("\n\n", 1)[1].startswith(docstring.splitlines()[0]), \
+      result.stdout[:300]

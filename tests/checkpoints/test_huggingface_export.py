@@ -19,6 +19,9 @@ from xlnet_tf.checkpoints.huggingface import huggingface_to_original
 from xlnet_tf.checkpoints.huggingface_writer import save_huggingface_checkpoint
 from xlnet_tf.checkpoints.labels import save_labels
 from xlnet_tf.checkpoints.safetensors_io import read_safetensors
+from xlnet_tf.text.packing import pack_pair
+from xlnet_tf.text.preprocessor import XLNetPreprocessor
+from xlnet_tf.text.tokenizer import XLNetTokenizer
 
 def weights_by_name(model):
   return {name: variable.numpy()
@@ -97,6 +100,62 @@ def test_convert_writes_a_head_with_its_labels(tmp_path):
   values = json.loads((tmp_path / "hf" / "config.json").read_text())
   assert values["id2label"] == {"0": "O", "1": "B", "2": "I", "3": "X"}
   assert sorted(os.listdir(tmp_path)) == ["hf", "own"]
+
+
+# (text, second text or None): capitals (the tokenizer lower-cases), accents, quotes, spaces.
+TOKENIZER_TEXTS = [("The Class statement defines a NEW class.", None),
+                   ("Modules hold values.", "Objects of MANY kinds"),
+                   ("Café naïve ``quoted'' text", "  spaced   out  "), ("", "an empty first")]
+
+
+def test_convert_carries_the_tokenizer_to_every_format(tmp_path, sp_model):
+  """Own and original outputs hold spiece.model and its settings (own: the head's packing
+  too), and so does an own directory converted back from huggingface; a huggingface output
+  holds what transformers' XLNetTokenizer and AutoTokenizer load, and they tokenize as we do:
+  the same ids and segment ids, <sep> <cls> at the end."""
+  tokenizer = XLNetTokenizer(sp_model, lower=True)
+  model = build("classifier", tiny_config(n_token=tokenizer.vocab_size))
+  model.preprocessor = XLNetPreprocessor(tokenizer, sequence_length=24)
+  checkpoints.save_pretrained(model, str(tmp_path / "input"))
+  # (input, its format, output directory = its format), the last one back from huggingface.
+  for source, source_format, output in (("input", "own", "own"), ("input", "own", "original"),
+                                        ("input", "own", "huggingface"),
+                                        ("huggingface", "huggingface", "own_again")):
+    report = conversion.convert_checkpoint(str(tmp_path / source), source_format,
+                                           str(tmp_path / output), output.split("_")[0])
+    assert " with its tokenizer (spiece.model" in report
+    assert (tmp_path / output / "spiece.model").read_bytes() == open(sp_model, "rb").read()
+    reread = XLNetTokenizer.from_pretrained(str(tmp_path / output))
+    assert (reread.lower, reread.keep_accents) == (True, False)
+  assert json.loads((tmp_path / "own" / "preprocessor.json").read_text()) == {
+      "sequence_length": 24, "num_segments": 1}
+  assert sorted(os.listdir(tmp_path / "huggingface")) == [
+      "config.json", "model.safetensors", "special_tokens_map.json", "spiece.model",
+      "tokenizer_config.json"]
+  settings = json.loads((tmp_path / "huggingface" / "tokenizer_config.json").read_text())
+  assert {key: settings[key] for key in ("tokenizer_class", "do_lower_case", "sep_token",
+                                         "cls_token", "additional_special_tokens")} == {
+      "tokenizer_class": "XLNetTokenizer", "do_lower_case": True, "sep_token": "<sep>",
+      "cls_token": "<cls>", "additional_special_tokens": ["<eop>", "<eod>"]}
+
+  transformers = pytest.importorskip("transformers")
+  special = tokenizer.special_ids
+  for loader in (transformers.XLNetTokenizer, transformers.AutoTokenizer):
+    theirs = loader.from_pretrained(str(tmp_path / "huggingface"))
+    assert theirs.padding_side == "left"
+    assert (theirs.sep_token_id, theirs.cls_token_id) == (special.sep, special.cls)
+    for text, second in TOKENIZER_TEXTS:
+      ids, segments = pack_pair(tokenizer.encode(text),
+                                None if second is None else tokenizer.encode(second),
+                                special.sep, special.cls)
+      encoded = theirs(text, second, return_token_type_ids=True)
+      assert (encoded["input_ids"], encoded["token_type_ids"]) == (ids, segments), text
+    # transformers 5 keeps a piece ending in a digit and a comma whole, where the original
+    # preprocessing (and ours) splits it off: that split is the whole difference.
+    text = "In 1, 2, and 12, we counted."
+    their_ids = theirs(text)["input_ids"][:-2]
+    resplit = [i for piece in their_ids for i in tokenizer.replacements.get(piece, [piece])]
+    assert their_ids != tokenizer.encode(text) == resplit
 
 
 def test_convert_over_a_model_directory_replaces_it_whole(tmp_path):

@@ -68,7 +68,8 @@ def test_classifier_and_generate_start_from_a_hub_id(model_files, tmp_path):
     result = run_tool("run/classifier.py", f"--init_checkpoint={source}", "--task_name=generic",
                       "--regression", f"--test_file={root / 'test.csv'}", "--do_predict",
                       "--max_seq_length=16", "--train_batch_size=4", "--nojit_compile",
-                      f"--output_dir={output_dir}", extra_environment=environment)
+                      f"--output_dir={output_dir}", "--verbose",  # the loader's INFO line
+                      extra_environment=environment)
     assert result.returncode == 0, result.stderr[-3000:]
     predictions[source] = (output_dir / "generic_test_predictions.tsv").read_text()
     logs[source] = result.stderr

@@ -21,7 +21,7 @@ def test_each_option_is_scored_as_its_own_sequence(rng):
   assert logits.shape == (2, 4)
   for choice, option in enumerate(per_option):
     sequence = model.backbone(option)["sequence_output"]
-    single = model.logit(model.summary(sequence, option["input_mask"])).numpy()[:, 0]
+    single = model.logit(model.sequence_summary(sequence, option["input_mask"])).numpy()[:, 0]
     np.testing.assert_allclose(logits[:, choice], single, atol=1e-5)
 
 
@@ -75,3 +75,8 @@ def test_race_cli(tmp_path, sp_model):
   scores = json.load(open(tmp_path / "out" / "dev_metrics.json"))
   assert set(scores) == {"accuracy", "middle", "high"}
   assert re.findall(r"^step (\d)/4: dev accuracy", result.stdout, re.M) == ["4"]
+  # best/ holds the tokenizer the run read text with, and its packed length (for the export).
+  best = tmp_path / "out" / "best"
+  assert (best / "spiece.model").read_bytes() == open(sp_model, "rb").read()
+  assert json.load(open(best / "preprocessor.json")) == {"sequence_length": 24,
+                                                         "num_segments": 1}

@@ -54,6 +54,11 @@ def test_tagger_cli_learns_a_keyword_tagger(sp_model, tmp_path):
   scores = json.load(open(tmp_path / "out" / "dev_metrics.json"))
   assert scores["f1"] > 0.95, scores
   assert json.load(open(tmp_path / "out" / "best" / "labels.json")) == ["O", "B-KW"]
+  # best/ holds the tokenizer the run read text with, and its packed length (for the export).
+  best = tmp_path / "out" / "best"
+  assert (best / "spiece.model").read_bytes() == open(sp_model, "rb").read()
+  assert json.load(open(best / "preprocessor.json")) == {"sequence_length": 16,
+                                                         "num_segments": 1}
   # Progress off a terminal: plain lines, one per dev evaluation.
   assert re.findall(r"^step (\d+)/300: dev .*f1", result.stdout, re.M) == ["150", "300"]
   assert "\r" not in result.stdout

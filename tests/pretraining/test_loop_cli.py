@@ -1,4 +1,5 @@
-"""run/pretrain.py end to end: the main job with resume, raw text within a time budget."""
+"""run/pretrain.py end to end: the main job with resume, raw text within a time budget, a
+text of one document with the batch and sequence flags alone."""
 
 import json
 import os
@@ -7,6 +8,7 @@ import re
 import pytest
 
 from cli_output import run_tool, tensorflow_log_lines
+from forked_tools import run_forked
 from xlnet_tf.pretraining.data.records import load_record_info
 
 
@@ -60,3 +62,52 @@ def test_cli_pretrains_from_raw_text_within_a_time_budget(tmp_path):
   assert summary["held_out_after"]["loss"] < summary["held_out_before"]["loss"]
 
 
+
+
+# A pretrained directory as README's "Loading and saving" opens it: a head that reads strings.
+CLASSIFY_RAW_STRINGS = """
+import sys
+from xlnet_tf import XLNetClassifier
+classifier = XLNetClassifier.from_pretrained(sys.argv[1], num_classes=2)
+print("logits", tuple(classifier(["A fine film.", "Dull and long."]).shape))
+"""
+
+
+def test_cli_pretrains_one_document_with_its_batch_and_sequence_flags(tmp_path):
+  """A text without blank lines (one document) has its end held out; --train_batch_size and
+  --seq_len alone make the data the run trains on (reuse_len and num_predict follow seq_len);
+  the backbone opens with its tokenizer and classifies raw strings; another batch size over
+  the trained data is refused by its flag."""
+  from xlnet_tf.pretraining.data import corpus
+  lines = [line for document in corpus.python_docs_documents() for line in document][:400]
+  text = tmp_path / "one_document.txt"
+  text.write_text("\n".join(lines) + "\n")
+  flags = [f"--input_glob={text}", f"--output_dir={tmp_path}/out", "--model_size=tiny",
+           "--vocab_size=300", "--seq_len=64", "--train_steps=2", "--eval_batches=1",
+           "--log_steps=1", "--nojit_compile"]
+  result = run_tool("run/pretrain.py", *flags, "--train_batch_size=8")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert re.search(r"^Held out for evaluation: the last \d+ of 400 lines \(5% of the text\), "
+                   r"as the text has 1 document, fewer than the 20 that holding out 1 of every "
+                   r"20 needs\.$", result.stdout, re.M), result.stdout
+  out = tmp_path / "out"
+  settings = load_record_info(str(out / "data" / "train"))["settings"]
+  assert (settings["bsz_per_host"], settings["seq_len"], settings["reuse_len"],
+          settings["num_predict"]) == (8, 64, 32, 10)
+  assert "Held-out permutation-LM loss:" in result.stdout
+  for directory in ("pretrained", "lm"):
+    assert (out / "model" / directory / "spiece.model").read_bytes() == (
+        out / "data" / "spiece.model").read_bytes()
+  # In a child process: TensorFlow's thread pools are not to be started in the test's own,
+  # which later tests fork.
+  classify = tmp_path / "classify.py"
+  classify.write_text(CLASSIFY_RAW_STRINGS)
+  classified = run_forked([str(classify), str(out / "model" / "pretrained")])
+  assert classified.returncode == 0, classified.stderr[-3000:]
+  assert classified.stdout.splitlines()[-1] == "logits (2, 2)"
+  refused = run_tool("run/pretrain.py", *flags, "--train_batch_size=4")
+  assert refused.returncode == 1
+  assert refused.stderr.strip().splitlines() == [
+      f"error: {out}/data holds the data {out}/model was trained on, made for "
+      "--train_batch_size (bsz_per_host) 8 (now 4): resume with what made them, or give "
+      "another --output_dir"]

@@ -70,3 +70,36 @@ def test_bad_input_is_one_line_and_leaves_nothing(small_data, tmp_path, case):
   assert result.stderr.strip().splitlines() == [
       f"error: {expected(model_dir).format(config=config)}"]
   assert os.listdir(tmp_path) == []  # no model directory (the test's lock was removed too)
+
+
+# Raw text refused before any data are made: (flags, the error line given the text file).
+TEXT_CASES = {
+    "a text too small for one batch": (
+        [], lambda text: f"--input_glob={text}: 25 characters is too little text for one batch "
+                         "of 16 rows x 128 tokens (about 1,536 tokens, each a SentencePiece piece "
+                         "of a few characters); give more text, or a smaller --train_batch_size "
+                         "or --seq_len"),
+    "an odd sequence without a memory length": (
+        ["--seq_len=63"], lambda _: "--seq_len=63: without --reuse_len, half of it is reused as "
+                                    "memory, so it must be even (or give --reuse_len)"),
+    "a batch and rows per host that disagree": (
+        ["--train_batch_size=8", "--bsz_per_host=16"],
+        lambda _: "--train_batch_size=8 and --bsz_per_host=16 disagree: the global batch is "
+                  "bsz_per_host x the 1 worker(s); give one of them"),
+    "a batch without forward and backward halves": (
+        ["--train_batch_size=5"],
+        lambda _: "--train_batch_size=5: must be a multiple of 2, the rows of a step shared "
+                  "equally by the 1 replica(s) in forward and backward halves (bi_data)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TEXT_CASES))
+def test_raw_text_refused_in_one_line_naming_it(tmp_path, case):
+  flags, expected = TEXT_CASES[case]
+  text = tmp_path.parent / f"{tmp_path.name}-tiny.txt"  # outside tmp_path, which stays empty
+  text.write_text("Hello world.\nThis is tiny.\n")
+  result = run_tool("run/pretrain.py", f"--input_glob={text}", f"--output_dir={tmp_path}/out",
+                    "--model_size=tiny", *flags)
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert result.stderr.strip().splitlines() == [f"error: {expected(text)}"]
+  assert os.listdir(tmp_path) == []

@@ -73,3 +73,19 @@ def test_the_loop_options_are_the_recipes_training_with_the_runs_paths():
   # The objective is the data's; the loop's own (a check against the data) is the run's.
   assert (recipe.data.objective, options.objective) == ("mlm", None)
   assert recipes.FROM_TEXT.training.model_dir is None  # the preset is untouched
+
+
+def test_a_new_seq_len_alone_brings_its_layout():
+  """reuse_len half of seq_len, num_predict the same 16% share, perm_size reuse_len; the
+  default layout is the same rule's, and clm keeps its layout without memory."""
+  recipe = recipes.MAIN_JOB.replace(seq_len=64)
+  assert (recipe.data.seq_len, recipe.data.reuse_len, recipe.data.num_predict,
+          recipe.data.perm_size) == (64, 32, 10, 32)
+  assert recipes.MAIN_JOB.replace(seq_len=128).data == recipes.MAIN_JOB.data
+  given = recipes.MAIN_JOB.replace(seq_len=64, reuse_len=16, num_predict=8)
+  assert (given.data.reuse_len, given.data.num_predict, given.data.perm_size) == (16, 8, 16)
+  # A short memory part: the share lowered to what it holds (half of the targets are there).
+  short = recipes.MAIN_JOB.replace(reuse_len=8)
+  assert (short.data.seq_len, short.data.num_predict, short.data.perm_size) == (128, 16, 8)
+  clm = recipes.recipe_for("clm", from_text=True).replace(seq_len=64)
+  assert (clm.data.seq_len, clm.data.reuse_len, clm.data.num_predict) == (64, 0, 21)

@@ -24,6 +24,7 @@ from xlnet_tf.serving import saved_model
 from xlnet_tf.utils import whole_directories
 from xlnet_tf.serving.saved_model import (LONG_DOCUMENTS_FILE, WARMUP_FILE, export_saved_model,
                                           load_exportable_model)
+from xlnet_tf.serving.saved_model_check import check_saved_model
 from xlnet_tf.modeling.ops.quantized_matmul import onednn_available
 from xlnet_tf.serving.onnx_quantization import relative_error
 from xlnet_tf.utils.errors import UserInputError
@@ -45,6 +46,12 @@ import tensorflow as tf
 import tensorflow_text  # registers SentencepieceOp, as TF Serving's model server does
 assert "xlnet_tf" not in sys.modules
 models = {}
+
+def plain(value):  # strings (label names) as text
+  if isinstance(value, list):
+    return [plain(item) for item in value]
+  return value.decode() if isinstance(value, bytes) else value
+
 for line in sys.stdin:
   path, requests = json.loads(line)
   try:
@@ -57,7 +64,7 @@ for line in sys.stdin:
                                 (tf.float32 if k == "input_mask" else tf.int32))
                  for k, v in inputs.items()}
       result = loaded.signatures[signature](**tensors)
-      out[name] = {k: v.numpy().tolist() for k, v in result.items()}
+      out[name] = {k: plain(v.numpy().tolist()) for k, v in result.items()}
     reply = {"outputs": out}
   except Exception:
     reply = {"error": traceback.format_exc()}
@@ -127,19 +134,24 @@ def backbone_exports(sp_model, tokenizer, export_dir):
 
 @pytest.fixture(scope="module")
 def pair_classifier_export(sp_model, tokenizer, export_dir):
-  """A two-label classifier of text pairs with random weights, and the path of its export."""
+  """A two-label classifier of text pairs with random weights and the README's label names,
+  and the path of its export."""
   config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size, dropout=0.0, dropatt=0.0)
   model = XLNetClassifier(XLNetModel(config), 2)
   randomize_weights(model, 0)
-  return model, export_saved_model(model, sp_model, export_dir, "clf", LENGTH, text_pairs=True)
+  return model, export_saved_model(model, sp_model, export_dir, "clf", LENGTH, text_pairs=True,
+                                   labels=["not_equivalent", "equivalent"])
+
+
+LABELS = ["negative", "positive"]
 
 
 @pytest.fixture(scope="module")
 def two_label_export(sp_model, tokenizer, export_dir):
-  """A two-label classifier of one text: the path of its export."""
+  """A classifier of one text with two named labels: the path of its export."""
   config = XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size)
   return export_saved_model(XLNetClassifier(XLNetModel(config), 2), sp_model, export_dir, "m",
-                            LENGTH)
+                            LENGTH, labels=LABELS)
 
 
 def test_classifier_strings_and_ids_match_keras(sp_model, tokenizer, serve,
@@ -208,6 +220,9 @@ def test_token_classifier_exports_and_the_pretrainer_is_refused(sp_model, tokeni
   logits = tagger(features).numpy()
   np.testing.assert_allclose(out["logits"], logits, atol=1e-5)
   np.testing.assert_array_equal(out["predicted_labels"], logits.argmax(-1))
+  # Each position's label by name too.
+  np.testing.assert_array_equal(out["predicted_label_names"],
+                                np.array(["O", "B-KW", "I-KW"])[logits.argmax(-1)])
   with pytest.raises(TypeError, match="XLNetPretrainer: it has no serving_outputs"):
     export_saved_model(XLNetPretrainer(XLNetModel(config)), sp_model, str(tmp_path), "lm",
                        LENGTH)
@@ -229,7 +244,17 @@ def test_saved_model_cli_show_and_run(two_label_export):
        "--input_exprs", "text=['hello world', '']"],
       capture_output=True, text=True, timeout=300)
   assert run.returncode == 0, run.stderr[-2000:]
-  assert "predicted_label" in run.stdout
+  assert "predicted_label" in run.stdout and "predicted_label_name" in run.stdout
+
+
+def test_a_classifier_with_labels_serves_their_names(tokenizer, serve, two_label_export):
+  features = encode_examples(tokenizer, [TextExample(t, None, None, "") for t in TEXTS], LENGTH)
+  outputs = serve(two_label_export, {
+      "strings": ("serving_default", {"text": TEXTS}),
+      "ids": ("serve_ids", {k: features[k].tolist() for k in features})})
+  for out in outputs.values():
+    assert out["predicted_label_name"] == [LABELS[i] for i in out["predicted_label"]]
+  assert set(outputs["strings"]["predicted_label_name"]) <= set(LABELS)
 
 
 def _readme_json(marker):
@@ -284,6 +309,9 @@ def test_multiple_choice_options_in_the_graph(sp_model, tokenizer, tmp_path, ser
   np.testing.assert_allclose(out["s"]["logits"], expected, atol=1e-5)
   np.testing.assert_allclose(out["i"]["logits"], expected, atol=1e-5)
   assert out["s"]["predicted_label"] == expected.argmax(-1).tolist()
+  # The export check builds the same layouts: options [B, C] of texts, ids [B, C, T].
+  assert [line.split(":")[0] for line in check_saved_model(path, model, tokenizer)] == [
+      "serve_ids (input_ids, segment_ids, input_mask)", "serving_default (text, options)"]
 
 
 def test_bfloat16_export_serves_the_bfloat16_model_with_float32_outputs(

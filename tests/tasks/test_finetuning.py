@@ -4,9 +4,12 @@ import csv
 import io
 import json
 import re
+import shutil
 
 import keras
 import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel
 from xlnet_tf.text.tokenizer import XLNetTokenizer
@@ -96,13 +99,55 @@ def test_cli_trains_evaluates_and_predicts(small_data, tmp_path):
   assert predict_only.returncode == 0, predict_only.stderr[-3000:]
   assert f"labels from {tmp_path}/out/best/labels.json" in predict_only.stdout
   assert predictions_path.read_text().splitlines() == lines
-  # The export takes the class count from labels.json and ships the names with the model.
-  exported = run_tool(
-      "run/export.py", f"--model_dir={tmp_path}/out/best", f"--sp_path={small_data['sp_path']}",
-      "--text_pairs", f"--export_base={tmp_path}/serving", "--max_seq_length=16")
+  # best/ holds the tokenizer the run read text with and its packed length.
+  best = tmp_path / "out" / "best"
+  assert (best / "spiece.model").read_bytes() == open(small_data["sp_path"], "rb").read()
+  assert json.load(open(best / "preprocessor.json")) == {"sequence_length": 16,
+                                                         "num_segments": 1}
+  # So the export needs no --sp_path nor --max_seq_length; it takes the class count from
+  # labels.json and ships the names with the model; --check serves it in a fresh process.
+  exported = run_tool("run/export.py", f"--model_dir={best}", "--text_pairs",
+                      f"--export_base={tmp_path}/serving", "--check")
   assert exported.returncode == 0, exported.stderr[-3000:]
-  assert json.load(open(tmp_path / "serving" / "xlnet" / "1" / "assets" / "labels.json")) == [
-      "other_words", "same_words"]
+  version = tmp_path / "serving" / "xlnet" / "1"
+  outputs = "logits, predicted_label, predicted_label_name, probabilities"
+  assert re.search(
+      rf"^Wrote {version}, checked in a fresh process:\n"
+      rf"serve_ids \(input_ids, segment_ids, input_mask\): {outputs} match the Keras model on "
+      r"3 check rows \(largest difference [\d.e-]+\)\n"
+      rf"serving_default \(text, text_b\): {outputs} match the Keras model on 4 check rows "
+      r"\(largest difference [\d.e-]+\)\n\Z", exported.stdout, re.M), exported.stdout
+  assert json.load(open(version / "assets" / "labels.json")) == ["other_words", "same_words"]
+  assert served_input_shape(version, "serve_ids", "input_ids") == [-1, 16]
+  # A version whose weights were changed since: the check fails in one line, naming it.
+  shutil.copytree(version, version.parent / "2")
+  add_to_saved_weights(str(version.parent / "2" / "variables" / "variables"), 1.0)
+  damaged = run_tool("run/export.py", f"--model_dir={best}", f"--export_base={tmp_path}/serving",
+                     "--version=2", "--check")
+  assert damaged.returncode == 1
+  assert re.fullmatch(rf"error: {version.parent}/2: serve_ids output logits differs from the "
+                      r"Keras model's by [\d.e+-]+ \(the largest \|difference\| / max\(1, "
+                      r"\|value\|\); tolerance 0\.0001\)\n",
+                      damaged.stderr), damaged.stderr[-3000:]
+
+
+def served_input_shape(saved_model_dir, signature, name):
+  """The shape (-1: any) of a signature's input, read from saved_model.pb."""
+  saved = saved_model_pb2.SavedModel()
+  saved.ParseFromString((saved_model_dir / "saved_model.pb").read_bytes())
+  shape = saved.meta_graphs[0].signature_def[signature].inputs[name].tensor_shape
+  return [dim.size for dim in shape.dim]
+
+
+def add_to_saved_weights(prefix, amount):
+  """Adds `amount` to every floating value of the checkpoint at `prefix`, in place."""
+  reader = tf.train.load_checkpoint(prefix)
+  names = sorted(reader.get_variable_to_shape_map())
+  values = [reader.get_tensor(name) for name in names]
+  values = [value + amount if getattr(value, "dtype", np.dtype(object)).kind == "f" else value
+            for value in values]
+  tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                    tensors=values)
 
 
 def test_mnli_matched_and_mismatched(small_data, tmp_path):

@@ -373,6 +373,9 @@ CLASSIFIER_CASES = [  # (extra flags, the error line after "error: "), {root} = 
     (["--dev_file={root}/unlabeled.csv", "--do_eval"],
      "{root}/unlabeled.csv: no row has a label; evaluation"),
     (["--train_steps=0"], "--train_steps=0: must be at least 1"),  # the others: see above
+    (["--num_train_epochs=1"], "--train_steps=2 and --num_train_epochs=1 both set the training "
+     "length; give one"),
+    (["--num_train_epochs=0"], "--num_train_epochs=0: must be a positive number"),
     (["--max_seq_length=100000"], "--max_seq_length=100000: the attention scores"),
     (["--model_config={root}/small.json"], "{sp}: {pieces} SentencePiece pieces, but the "
      "model's n_token is 100 ({root}/small.json)"),
@@ -508,12 +511,49 @@ def test_classifier_fine_tunes_from_a_huggingface_directory_alone(cli_files, tmp
   result = run_tool("run/classifier.py", f"--init_checkpoint={cli_files}/huggingface",
                     "--task_name=generic", f"--train_file={data}/train set.csv", "--do_train",
                     "--max_seq_length=16", "--train_batch_size=2", "--train_steps=2",
-                    f"--output_dir={output_dir}")
+                    f"--output_dir={output_dir}", "--verbose")  # the loader's INFO line
   assert result.returncode == 0, result.stderr[-2000:]
   assert f"Backbone from {cli_files}/huggingface" in result.stderr
   assert (f"generic train: 4 examples; 1 truncated to max_seq_length=16 (the longer text cut "
           f"from its end) (e.g. {data}/train set.csv:5)") in result.stderr + result.stdout
   assert (output_dir / "train_history.json").exists()
+
+
+# --train_file alone (with --init_checkpoint and --output_dir): the generic task and --do_train,
+# --do_eval with --dev_file and --do_predict with --test_file; without --train_steps the steps
+# are --num_train_epochs' (default 3) over the training rows, said in one line. absl's INFO
+# lines (the loader's summary) show with --verbose only.
+TRAINING_CASES = {
+    # case: (flags, the line saying the steps or None, files the run writes in --output_dir)
+    "the default length": ([], "Training 5 steps: 3 epochs of 3 examples at --train_batch_size=2 "
+                           "(the default; --num_train_epochs or --train_steps sets it)",
+                           ["train_history.json"]),
+    "epochs, dev and test files": (
+        ["--num_train_epochs=0.5", "--dev_file={root}/train.csv", "--test_file={root}/train.csv"],
+        "Training 1 step: 0.5 epochs of 3 examples at --train_batch_size=2",
+        ["train_history.json", "dev_metrics.json", "generic_test_predictions.tsv"]),
+    "steps, verbose": (["--train_steps=1", "--verbose"], None, ["train_history.json"]),
+}
+_ABSL_INFO_LINE = re.compile(r"^(I\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.]+:\d+\]|INFO:)")
+
+
+@pytest.mark.parametrize("case", sorted(TRAINING_CASES))
+def test_classifier_trains_from_a_training_file_alone(cli_files, case, tmp_path):
+  flags, steps_line, written = TRAINING_CASES[case]
+  output_dir = tmp_path / "out"
+  result = run_tool("run/classifier.py", f"--init_checkpoint={cli_files}/huggingface",
+                    f"--train_file={cli_files}/train.csv", f"--output_dir={output_dir}",
+                    "--max_seq_length=16", "--train_batch_size=2", "--nojit_compile",
+                    *[flag.format(root=cli_files) for flag in flags])
+  assert result.returncode == 0, result.stderr[-2000:]
+  said = [line for line in result.stdout.splitlines() if line.startswith("Training ")]
+  assert said == ([steps_line] if steps_line else []), said
+  assert sorted(name for name in os.listdir(output_dir) if "." in name) == sorted(written)
+  info = [line for line in result.stderr.splitlines() if _ABSL_INFO_LINE.match(line)]
+  if "--verbose" in flags:
+    assert any(f"Backbone from {cli_files}/huggingface" in line for line in info), info
+  else:
+    assert not info, info
 
 
 # The other fine-tuning CLIs share the optimisation flags (xlnet_tf/cli/common_flags.py): the
@@ -538,6 +578,18 @@ def test_other_finetuning_clis_refuse_accumulation_steps_not_dividing_the_batch(
       "error: --gradient_accumulation_steps=3 must divide --train_batch_size=8: each step's "
       "batch is split into that many equal micro-batches"]
   assert not output_dir.exists()
+
+
+@pytest.mark.parametrize("script", sorted(OTHER_FINETUNING_CLIS))
+def test_other_finetuning_clis_take_steps_or_epochs_not_both(cli_files, sp_model, script,
+                                                              tmp_path):
+  task_flags = [flag.format(root=cli_files) for flag in OTHER_FINETUNING_CLIS[script]]
+  result = run_tool(script, f"--sp_path={sp_model}", f"--model_config={cli_files}/config.json",
+                    "--train_steps=4", "--num_train_epochs=2", "--do_train",
+                    f"--output_dir={tmp_path}/out", *task_flags)
+  assert result.returncode == 1, result.stderr[-2000:]
+  assert result.stderr.splitlines() == [
+      "error: --train_steps=4 and --num_train_epochs=2 both set the training length; give one"]
 
 
 EXPORT_CASES = [  # (flags, the error line after "error: "), {root} = the files
@@ -567,6 +619,9 @@ EXPORT_CASES = [  # (flags, the error line after "error: "), {root} = the files
      "--version"),
     (["--model_dir={root}/huggingface", "--head=backbone", "--version=-1"],
      "--version must be a version number >= 0; got -1"),
+    (["--model_dir={root}/huggingface", "--head=backbone", "--format=onnx", "--check"],
+     "--check must be used with --format=savedmodel (an ONNX or LiteRT file is checked against "
+     "the Keras model as it is written); got --format=onnx"),
     # A file of the wrong kind given to a flag; a config no model can have.
     (["--model_dir={sp}"], "{sp}: a file; expected a directory holding xlnet_tf's own files"),
     (["--model_dir={root}/huggingface", "--head=backbone", "--sp_path={root}/config.json"],

@@ -1,5 +1,7 @@
 """Writes a model or head as a Hugging Face PyTorch XLNet directory: `config.json` +
-`model.safetensors`, under the names transformers loads without missing or unexpected weights.
+`model.safetensors`, under the names transformers loads without missing or unexpected weights,
+and, when the model carries its tokenizer, the files transformers' XLNetTokenizer and
+AutoTokenizer load (spiece.model, tokenizer_config.json, special_tokens_map.json).
 
     ours                      transformers
     XLNetModel                XLNetModel
@@ -11,6 +13,12 @@
 
 The names are the reader's read backwards (huggingface.py's backbone table and each head's
 `huggingface_head_names()`), so the two directions cannot drift apart.
+
+transformers tokenizes as xlnet_tf does (`A <sep> B <sep> <cls>`, the same ids and segment
+ids), except where transformers 5's XLNetTokenizer (tokenizers-based) departs from the original
+preprocessing: it does not re-split pieces ending in a digit and a comma ("2000," stays one
+piece), it strips accents even with keep_accents, and it reads `<sep>`, `<cls>`, ... written in
+the text as those symbols.
 """
 
 import os
@@ -23,12 +31,19 @@ from xlnet_tf.checkpoints.huggingface import STACKED_PER_LAYER, huggingface_weig
 from xlnet_tf.checkpoints.naming import BACKBONE_SCOPE, backbone_of, original_variable_map
 from xlnet_tf.checkpoints.own import check_replaceable
 from xlnet_tf.checkpoints.safetensors_io import write_safetensors
+from xlnet_tf.text.tokenizer import TOKENIZER_CONFIG_FILE, XLNetTokenizer
 from xlnet_tf.utils.errors import UserInputError, require
 from xlnet_tf.utils.json_files import write_json
 from xlnet_tf.utils.whole_directories import staged_directory
 
 HUGGINGFACE_CONFIG_FILE = "config.json"
 HUGGINGFACE_WEIGHTS_FILE = "model.safetensors"
+SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+# transformers' XLNetTokenizer arguments: the special token of each of our SpecialIds fields.
+_SPECIAL_TOKEN_ARGUMENTS = {"bos_token": "bos", "eos_token": "eos", "unk_token": "unk",
+                            "sep_token": "sep", "pad_token": "pad", "cls_token": "cls",
+                            "mask_token": "mask"}
+_ADDITIONAL_SPECIAL_IDS = ("eop", "eod")  # in transformers' default order
 # The transformers class of each of ours, by class name (checkpoints sit below the heads).
 HUGGINGFACE_ARCHITECTURES = {
     "XLNetModel": "XLNetModel",
@@ -133,13 +148,53 @@ def _head_fields(head, labels) -> Dict:
   return fields
 
 
+def carried_tokenizer(model_or_head) -> Optional[XLNetTokenizer]:
+  """The tokenizer a model carries, as save_pretrained writes it: its preprocessor's, else its
+  own `.tokenizer`, else its backbone's; None without one."""
+  preprocessor = getattr(model_or_head, "preprocessor", None)
+  if preprocessor is not None:
+    return preprocessor.tokenizer
+  return (getattr(model_or_head, "tokenizer", None)
+          or getattr(backbone_of(model_or_head), "tokenizer", None))
+
+
+def huggingface_tokenizer_config(tokenizer: XLNetTokenizer) -> Dict:
+  """tokenizer_config.json's fields for transformers' XLNetTokenizer: the text settings and
+  the special tokens the SentencePiece model holds (None for one it lacks), left padding."""
+  special = {name: None if getattr(tokenizer.special_ids, field) < 0 else
+             tokenizer.processor.IdToPiece(getattr(tokenizer.special_ids, field))
+             for name, field in _SPECIAL_TOKEN_ARGUMENTS.items()}
+  additional = [tokenizer.processor.IdToPiece(getattr(tokenizer.special_ids, field))
+                for field in _ADDITIONAL_SPECIAL_IDS if getattr(tokenizer.special_ids, field) >= 0]
+  return {"tokenizer_class": "XLNetTokenizer", "do_lower_case": tokenizer.lower,
+          "remove_space": True, "keep_accents": tokenizer.keep_accents, **special,
+          "additional_special_tokens": additional, "padding_side": "left"}
+
+
+def save_huggingface_tokenizer(tokenizer: XLNetTokenizer, directory: str) -> str:
+  """Writes spiece.model, tokenizer_config.json (huggingface_tokenizer_config) and
+  special_tokens_map.json into `directory`, the files transformers' XLNetTokenizer (4 and 5)
+  and AutoTokenizer load; xlnet_tf's readers take do_lower_case and keep_accents from the
+  same tokenizer_config.json. Returns `directory`."""
+  tokenizer.save_pretrained(directory)  # spiece.model; its tokenizer_config.json replaced here
+  values = huggingface_tokenizer_config(tokenizer)
+  write_json(os.path.join(directory, TOKENIZER_CONFIG_FILE), values)
+  special = {name: values[name] for name in _SPECIAL_TOKEN_ARGUMENTS if values[name]}
+  write_json(os.path.join(directory, SPECIAL_TOKENS_MAP_FILE),
+             {**special, "additional_special_tokens": values["additional_special_tokens"]})
+  return directory
+
+
 def save_huggingface_checkpoint(model_or_head, directory: str,
-                                labels: Optional[Sequence[str]] = None) -> str:
+                                labels: Optional[Sequence[str]] = None,
+                                tokenizer: Optional[XLNetTokenizer] = None) -> str:
   """Writes `directory/config.json` and `directory/model.safetensors` (float32) for
   transformers' `from_pretrained(directory)`; `labels` (a classifier's or tagger's classes in
-  order) become id2label. Checks everything before writing a file; the directory appears whole
-  or not at all, as save_pretrained's (over a model directory: swapped in whole). Returns
-  `directory`."""
+  order) become id2label; `tokenizer` (default: the one the model carries, carried_tokenizer)
+  is written as save_huggingface_tokenizer writes it. Checks everything before writing a file;
+  the directory appears whole or not at all, as save_pretrained's (over a model directory:
+  swapped in whole). Returns `directory`."""
+  tokenizer = tokenizer or carried_tokenizer(model_or_head)
   values = huggingface_config(model_or_head, labels)
   count = values.get("num_labels")
   if labels is not None and count is not None:
@@ -150,4 +205,6 @@ def save_huggingface_checkpoint(model_or_head, directory: str,
     write_json(os.path.join(staging, HUGGINGFACE_CONFIG_FILE), values)
     write_safetensors(os.path.join(staging, HUGGINGFACE_WEIGHTS_FILE), tensors,
                       {"format": "pt"})
+    if tokenizer is not None:
+      save_huggingface_tokenizer(tokenizer, staging)
   return directory

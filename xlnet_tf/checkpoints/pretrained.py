@@ -75,9 +75,28 @@ class StoredHead:
 
 def locate(name: str) -> Pretrained:
   """The pretrained directory `name` stands for (a local directory or a hub id) and its
-  layout; FileNotFoundError or UserInputError naming `name` and what was expected."""
+  layout; FileNotFoundError or UserInputError naming `name` and what was expected. A name
+  that reads as a local path is never looked up on the hub (utils.hub)."""
   directory = hub.local_directory(name, _files_to_fetch, EXPECTED)
   return Pretrained(name, directory, layout_of(directory, name))
+
+
+def locate_checkpoint(name: str) -> Pretrained:
+  """locate's, and also what the original scripts take with the config given apart (the
+  command-line tools' --model_config): a TF1 checkpoint prefix (DIR/xlnet_model.ckpt), or a
+  directory holding a TF1 checkpoint without xlnet_config.json; both original."""
+  if not file_system.isdir(name) and file_system.exists(name + ".index"):
+    return Pretrained(name, os.path.dirname(name) or ".", ORIGINAL)
+  try:
+    return locate(name)
+  except UserInputError:
+    if file_system.isdir(name) and _holds_tf1_checkpoint(file_system.listdir(name)):
+      return Pretrained(name, name, ORIGINAL)
+    raise
+
+
+def _holds_tf1_checkpoint(files) -> bool:
+  return any(file == CHECKPOINT_STATE_FILE or file.endswith(".index") for file in files)
 
 
 def layout_of(directory: str, name: Optional[str] = None) -> str:
@@ -89,8 +108,7 @@ def layout_of(directory: str, name: Optional[str] = None) -> str:
   if HUGGINGFACE_CONFIG_FILE in files and any(
       weights in files or weights + ".index.json" in files for weights in WEIGHT_FILES):
     return HUGGINGFACE
-  if own.CONFIG_FILE in files and (CHECKPOINT_STATE_FILE in files
-                                   or any(file.endswith(".index") for file in files)):
+  if own.CONFIG_FILE in files and _holds_tf1_checkpoint(files):
     return ORIGINAL
   shown = ", ".join(sorted(files)[:10]) + (", ..." if len(files) > 10 else "") or "nothing"
   where = directory if name in (None, directory) else f"{name} ({directory})"

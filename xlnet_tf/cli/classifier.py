@@ -1,4 +1,11 @@
-"""Fine-tunes XLNet for sequence classification or regression (GLUE or your own files).
+r"""Fine-tunes XLNet for sequence classification or regression (GLUE or your own files).
+
+  python run/classifier.py --train_file=train.csv --init_checkpoint=xlnet/xlnet-base-cased \
+      --output_dir=out/mine
+
+trains on your own file (the generic task: a text column and a label column, CSV, TSV or
+JSONL) for 3 epochs (--num_train_epochs, or --train_steps); --dev_file and --test_file add
+evaluation and predictions. A GLUE task, with every setting of the paper's recipe:
 
   python run/classifier.py --task_name=sts-b --data_dir=glue/STS-B \
       --init_checkpoint=xlnet_cased_L-24_H-1024_A-16 --max_seq_length=128 --train_batch_size=32 \
@@ -6,8 +13,8 @@
       --do_train --do_eval --do_predict
 
 Multi-label (a set of labels per row, `sports|politics` in the label column):
-  python run/classifier.py --task_name=generic --multi_label --train_file=train.tsv \
-      --dev_file=dev.tsv --test_file=test.tsv ... --do_train --do_eval --do_predict
+  python run/classifier.py --multi_label --train_file=train.tsv --dev_file=dev.tsv \
+      --test_file=test.tsv ...
 trains one sigmoid per label (binary cross-entropy), keeps the weights with the best dev
 micro-F1, tunes each label's threshold on dev (thresholds.json beside the weights) and writes
 each test row's label set.
@@ -32,8 +39,9 @@ from xlnet_tf.tasks.classification.readers import GLUE_TASKS
 
 from xlnet_tf.cli import common_flags
 
-flags.DEFINE_enum("task_name", None, sorted(GLUE_TASKS) + ["imdb", "generic"],
-                  "GLUE task, imdb (aclImdb folders) or generic.")
+flags.DEFINE_enum("task_name", None, sorted(GLUE_TASKS) + ["imdb", classification.GENERIC_TASK],
+                  "GLUE task, imdb (aclImdb folders) or generic (default: generic with "
+                  "--train_file, --dev_file or --test_file).")
 flags.DEFINE_string("data_dir", None, "GLUE task directory (train.tsv, dev.tsv, test.tsv) or "
                     "the aclImdb directory.")
 flags.DEFINE_string("train_file", None, "generic: CSV/TSV (with a header) or JSONL: the text "
@@ -68,8 +76,9 @@ flags.DEFINE_integer("mem_len", 0, "Memory (positions) each segment reads of the
                      "(with --max_segments > 1; (max_segments - 1) x --max_seq_length lets the "
                      "last segment attend to every earlier one). "
                      "Without --do_train: the training run's (best/xlnet_config.json).")
-common_flags.define_finetuning_flags()
-flags.mark_flags_as_required(["task_name", "output_dir"])
+common_flags.define_finetuning_flags(implying_files={
+    "do_train": "train_file", "do_eval": "dev_file", "do_predict": "test_file"})
+flags.mark_flags_as_required(["output_dir"])
 FLAGS = flags.FLAGS
 
 
@@ -77,6 +86,8 @@ def main(argv):
   del argv
   if FLAGS["label_delimiter"].present and not FLAGS.multi_label:
     raise app.UsageError("--label_delimiter needs --multi_label (it separates a row's labels)")
+  FLAGS.task_name = classification.task_name_for(FLAGS.task_name, split_files())
+  common_flags.imply_actions()
   strategy, tokenizer, config, options, pretrained = common_flags.finetuning_setup(
       dropout=FLAGS.dropout, dropatt=FLAGS.dropatt)
   best_dir = common_flags.best_dir()
@@ -88,7 +99,7 @@ def main(argv):
                                       FLAGS.train_batch_size)
   config = config.for_finetuning(mem_len=segments.mem_len)
   # Training evaluates on dev when there is one (a generic task may have no dev file).
-  has_dev = FLAGS.task_name != "generic" or FLAGS.dev_file
+  has_dev = FLAGS.task_name != classification.GENERIC_TASK or FLAGS.dev_file
   splits = [s for s, wanted in (("train", FLAGS.do_train), ("dev", FLAGS.do_eval or (
       FLAGS.do_train and has_dev)), ("test", FLAGS.do_predict)) if wanted]
   task = classification.load_task(task_data_options(segments.max_segments, best_dir),
@@ -98,6 +109,8 @@ def main(argv):
   if task.labels is not None:
     print(f"{task.name}: {len(task.labels)} labels from {task.label_origin}: "
           f"{', '.join(task.labels)}")
+  if FLAGS.do_train:
+    options = common_flags.training_length(options, len(task.splits["train"]["label"]))
   with strategy.scope():
     model = classification.build_classifier(config, task, FLAGS.summary_type,
                                             pretrained.checkpoint, pretrained.checkpoint_format,
@@ -128,13 +141,17 @@ def main(argv):
 def task_data_options(max_segments: int, best_dir: str) -> classification.TaskDataOptions:
   """Where and how the task's files are read, from the flags; a run without --do_train finds
   the label order in `best_dir`."""
-  files = {"train": FLAGS.train_file, "dev": FLAGS.dev_file, "test": FLAGS.test_file}
   return classification.TaskDataOptions(
-      FLAGS.task_name, data_dir=FLAGS.data_dir, files=files, labels=FLAGS.labels,
+      FLAGS.task_name, data_dir=FLAGS.data_dir, files=split_files(), labels=FLAGS.labels,
       regression=FLAGS.regression, mnli_mismatched=FLAGS.mnli_mismatched,
       text_columns=FLAGS.text_columns, model_dir=best_dir, multi_label=FLAGS.multi_label,
       label_delimiter=FLAGS.label_delimiter, max_seq_length=FLAGS.max_seq_length,
       max_segments=max_segments)
+
+
+def split_files():
+  """{split: --train_file, --dev_file, --test_file}: a generic task's files."""
+  return {"train": FLAGS.train_file, "dev": FLAGS.dev_file, "test": FLAGS.test_file}
 
 
 def entry():

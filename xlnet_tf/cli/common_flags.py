@@ -1,6 +1,8 @@
 """Flags the training CLIs share: distribution, precision and seed (run/pretrain.py too), and
 the fine-tuning CLIs' model and optimisation."""
 
+import dataclasses
+import math
 import os
 
 from absl import app
@@ -16,6 +18,19 @@ from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.training.distributed_steps import check_accumulation
 from xlnet_tf.training.options import DTYPES, RuntimeOptions
 from xlnet_tf.training.summaries import SUMMARY_DIR
+from xlnet_tf.utils.errors import UserInputError
+
+HELP_GROUP = "Model, training and run (the training tools' shared flags)"  # in --help
+# The training length without --train_steps or --num_train_epochs: passes over the training
+# data (Hugging Face's Trainer's default), so a small file is not trained for a fixed 1000 steps.
+DEFAULT_EPOCHS = 3.0
+# What FinetuningOptions holds until the training examples are counted (training_length).
+_STEPS_FROM_EPOCHS = 1
+# The --do_* flags of a fine-tuning tool, and what each does.
+ACTIONS = {"do_train": "Train", "do_eval": "Evaluate on dev",
+           "do_predict": "Write test predictions"}
+# {--do_* flag: the file flag that switches it on when no --do_* flag is given}: the tool's.
+_IMPLYING_FILES = {}
 
 
 def define_runtime_flags():
@@ -39,9 +54,12 @@ def runtime_options() -> RuntimeOptions:
                         cpu_replicas=values.cpu_replicas, dtype=values.dtype, seed=values.seed)
 
 
-def define_finetuning_flags(max_seq_length=128, train_batch_size=32, train_steps=1000,
-                            learning_rate=2e-5, warmup_steps=0, lr_layer_decay_rate=1.0):
-  """Model, checkpoint, optimisation and what-to-do flags; defaults per task."""
+def define_finetuning_flags(max_seq_length=128, train_batch_size=32, learning_rate=2e-5,
+                            warmup_steps=0, lr_layer_decay_rate=1.0, implying_files=None):
+  """Model, checkpoint, optimisation and what-to-do flags; defaults per task.
+  `implying_files`: {"do_train": "train_file", ...}, the --do_* flags a file flag switches on when
+  no --do_* flag is given (imply_actions)."""
+  _IMPLYING_FILES.update(implying_files or {})
   flags.DEFINE_string("init_checkpoint", None, "The pretrained model: a directory (xlnet_tf's, "
                       "Hugging Face's or the original's; or a TF1 checkpoint prefix) or a "
                       "Hugging Face hub id. Its config, format and tokenizer (spiece.model, "
@@ -60,7 +78,11 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, train_steps
   flags.DEFINE_integer("gradient_accumulation_steps", 1, "Split each step's batch into this "
                        "many micro-batches, run one after another (less memory), their "
                        "gradients added up: one update, equal to the whole batch's.")
-  flags.DEFINE_integer("train_steps", train_steps, "Training steps.")
+  flags.DEFINE_integer("train_steps", None, "Training steps (default: --num_train_epochs' "
+                       "worth).")
+  flags.DEFINE_float("num_train_epochs", None, "Passes over the training data, instead of "
+                     "--train_steps: epochs x training examples / --train_batch_size steps, "
+                     f"rounded up (default: {DEFAULT_EPOCHS:g}, unless --train_steps is given).")
   flags.DEFINE_integer("eval_every", None, "Evaluate on dev every this many steps; the best "
                        "checkpoint is kept.")
   flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate.")
@@ -72,9 +94,10 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, train_steps
                     "(docs/benchmarks.md, Fine-tuning memory).")
   flags.DEFINE_integer("freeze_layers", None, "Do not train the embedding and the first N "
                        "blocks (0: the embedding only); default: train everything.")
-  flags.DEFINE_bool("do_train", False, "Train.")
-  flags.DEFINE_bool("do_eval", False, "Evaluate on dev.")
-  flags.DEFINE_bool("do_predict", False, "Write test predictions.")
+  for action, does in ACTIONS.items():
+    implied = (f"; implied by --{_IMPLYING_FILES[action]} when no --do_* flag is given"
+               if action in _IMPLYING_FILES else "")
+    flags.DEFINE_bool(action, False, does + implied + ".")
   flags.DEFINE_string("output_dir", None, "Best weights (best/), metrics, predictions, "
                       "TensorBoard scalars of training (train/), what resumes training "
                       "(checkpoints/: the same command again resumes a killed or stopped run).")
@@ -117,6 +140,7 @@ def finetuning_setup(examples_per_row=1, **config_overrides):
   values = flags.FLAGS
   if not (values.do_train or values.do_eval or values.do_predict):
     raise app.UsageError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
+  check_training_length_flags()
   runtime = runtime_options()
   options = finetuning_options(runtime)
   model = pretrained_model(**config_overrides)
@@ -133,6 +157,45 @@ def finetuning_setup(examples_per_row=1, **config_overrides):
   return strategy, model.tokenizer, config, options, model
 
 
+def imply_actions() -> None:
+  """Without any --do_* flag, the actions the file flags given ask for (define_finetuning_flags'
+  `implying_files`): --train_file alone trains. A --do_* flag given, the others stay off."""
+  values = flags.FLAGS
+  if any(values[action].present for action in ACTIONS):
+    return
+  for action, file_flag in _IMPLYING_FILES.items():
+    if values[file_flag].value:
+      values[action].value = True
+
+
+def check_training_length_flags() -> None:
+  """--train_steps or --num_train_epochs, not both; epochs a positive number."""
+  values = flags.FLAGS
+  epochs = values.num_train_epochs
+  if epochs is not None and not (math.isfinite(epochs) and epochs > 0):
+    raise UserInputError(f"--num_train_epochs={epochs:g}: must be a positive number")
+  if values.train_steps is not None and epochs is not None:
+    raise UserInputError(f"--train_steps={values.train_steps} and --num_train_epochs="
+                         f"{epochs:g} both set the training length; give one")
+
+
+def training_length(options: finetuning.FinetuningOptions, train_examples: int,
+                    examples: str = "examples") -> finetuning.FinetuningOptions:
+  """`options` with its train_steps: --train_steps, else --num_train_epochs (default
+  DEFAULT_EPOCHS) over the `train_examples` at --train_batch_size, rounded up, said in one
+  line (`examples`: what a training row is, e.g. windows)."""
+  values = flags.FLAGS
+  if values.train_steps is not None:
+    return options
+  given = values.num_train_epochs is not None
+  epochs = values.num_train_epochs if given else DEFAULT_EPOCHS
+  steps = max(1, math.ceil(epochs * train_examples / options.batch_size))
+  print(f"Training {steps} step{'s' * (steps != 1)}: {epochs:g} epochs of {train_examples} "
+        f"{examples} at --train_batch_size={options.batch_size}"
+        + ("" if given else " (the default; --num_train_epochs or --train_steps sets it)"))
+  return dataclasses.replace(options, train_steps=steps)
+
+
 def require_files(file_of_action) -> None:
   """Each --do_* flag given needs its file flag: {"do_train": "train_file", ...}."""
   values = flags.FLAGS
@@ -147,13 +210,15 @@ _OPTIMIZER_FLAGS = ("learning_rate", "warmup_steps", "weight_decay", "lr_layer_d
 
 
 def finetuning_options(runtime: RuntimeOptions) -> finetuning.FinetuningOptions:
-  """The optimisation flags (checked by FinetuningOptions) and `runtime`; XLA as --jit_compile
-  says where a CLI has that flag; TensorBoard scalars in --output_dir/train, checkpoints in
-  --output_dir/checkpoints every --save_steps."""
+  """The optimisation flags (checked by FinetuningOptions) and `runtime`; without
+  --train_steps, the steps are training_length's, once the training examples are counted. XLA
+  as --jit_compile says where a CLI has that flag; TensorBoard scalars in --output_dir/train,
+  checkpoints in --output_dir/checkpoints every --save_steps."""
   values = flags.FLAGS
   optimizer = {name: values[name].value for name in _OPTIMIZER_FLAGS if name in values}
+  train_steps = values.train_steps if values.train_steps is not None else _STEPS_FROM_EPOCHS
   return finetuning.FinetuningOptions(
-      train_steps=values.train_steps, batch_size=values.train_batch_size,
+      train_steps=train_steps, batch_size=values.train_batch_size,
       eval_every=values.eval_every, runtime=runtime,
       jit_compile=getattr(values, "jit_compile", "auto"), progress=values.progress,
       summary_dir=values.output_dir and os.path.join(values.output_dir, SUMMARY_DIR),

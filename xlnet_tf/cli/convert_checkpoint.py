@@ -4,7 +4,10 @@ Hugging Face (config.json + model.safetensors that transformers' from_pretrained
 A fine-tuned head (an own-format directory with head.json) converts too; to huggingface where
 transformers has the same head (XLNetLMHeadModel, XLNetForSequenceClassification,
 XLNetForMultipleChoice, XLNetForTokenClassification, XLNetForQuestionAnswering), its
-labels.json becoming config.json's id2label.
+labels.json becoming config.json's id2label. The tokenizer of --input (spiece.model, with
+tokenizer_config.json's settings) travels too: to huggingface as the files transformers'
+XLNetTokenizer and AutoTokenizer load (spiece.model, tokenizer_config.json,
+special_tokens_map.json).
 
 A Hugging Face directory may hold model.safetensors, pytorch_model.bin (read without torch, by
 a weights-only unpickler) or tf_model.h5 (read with h5py); the report names the file read. The

@@ -1,4 +1,4 @@
-"""Creates XLNet pretraining TFRecords with pre-computed factorization orders.
+r"""Creates XLNet pretraining TFRecords with pre-computed factorization orders.
 
 With no --input_glob, the corpus is the Python reference documentation that ships with every
 Python (pydoc_data), written as text files under save_dir/corpus; with no --sp_path, a

@@ -1,4 +1,4 @@
-"""Long-context evaluation of a left-to-right LM trained with `run/pretrain.py --objective=clm`.
+r"""Long-context evaluation of a left-to-right LM trained with `run/pretrain.py --objective=clm`.
 
 Reads a held-out text segment by segment with memory (Transformer-XL) and prints perplexity
 and bits per character for each evaluation memory length, then the per-token time with memory

@@ -1,12 +1,23 @@
 """Exports a fine-tuned head (or the backbone) as a SavedModel for TF Serving.
 
   python run/export.py --model_dir=out/sst-2/best --head=classifier \
-      --sp_path=spiece.model --export_base=serving --model_name=sst2 --max_seq_length=128
+      --export_base=serving --model_name=sst2 --check
 
 A head's construction (class count, pooling, ...) comes from the head.json the fine-tuning run
-saved beside the weights; the labels.json saved there is copied into the SavedModel's assets
-(predicted_label indexes it). Directories without head.json take --num_classes (default: the
-labels.json count, else 2), --summary_type and --task_name.
+saved beside the weights, and so does the tokenizer (spiece.model, tokenizer_config.json) and
+the packed length (preprocessor.json: the run's --max_seq_length, the default of
+--max_seq_length here). The labels.json saved there is copied into the SavedModel's assets,
+and the classifier's signatures return predicted_label_name (labels[predicted_label]) beside
+predicted_label (multi-label: predicted_label_names, the label where predicted, else ""; a
+tagger: predicted_label_names per token). Directories without head.json take --num_classes
+(default: the labels.json count, else 2), --summary_type and --task_name.
+
+--check loads the SavedModel in a fresh process with only tensorflow and tensorflow_text (as
+TF Serving meets it; `saved_model_cli run` cannot load the SentencePiece op), runs each
+signature on a check batch and compares its outputs with the Keras model's, one line per
+signature; a difference is one error line and nothing is placed. With an existing --version
+(and no --overwrite) it checks that version against --model_dir and writes nothing: give the
+--dtype, --quantize and --xla it was exported with.
 
 --model_dir may also be a Hugging Face directory or hub id holding the head --head names
 (config.json's "architectures", e.g. XLNetForSequenceClassification; its id2label the labels),
@@ -56,10 +67,13 @@ from xlnet_tf.modeling.backbone import XLNetModel
 from xlnet_tf.serving.saved_model import (CLASS_COUNT, EXPORT_HEADS, POOLING_ARGUMENTS,
                                           QUANTIZE_MODES, export_saved_model,
                                           load_exportable_model, version_directory)
+from xlnet_tf.serving.saved_model_check import check_saved_model
 from xlnet_tf.serving.onnx_litert import EXPORT_FORMATS, export_file
 from xlnet_tf.serving.onnx_quantization import TOLERANCE as INT8_TOLERANCE, Int8CheckError
 from xlnet_tf.serving.version_directories import check_version_free
+from xlnet_tf.text.preprocessor import saved_preprocessor
 from xlnet_tf.text.tokenizer import check_vocabulary
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError, require
 
 from xlnet_tf.cli import pretrained_flags
@@ -81,7 +95,9 @@ flags.DEFINE_string("sp_path", None, "SentencePiece model (copied into the asset
 flags.DEFINE_bool("uncased", False, "Lower-case the text (default: as --model_dir's "
                   "tokenizer_config.json says).")
 flags.DEFINE_bool("text_pairs", False, "serving_default takes text and text_b.")
-flags.DEFINE_integer("max_seq_length", 128, "Longest input; longer texts are truncated.")
+flags.DEFINE_integer("max_seq_length", 128, "Longest input; longer texts are truncated. "
+                     "Default: --model_dir's preprocessor.json (a fine-tuning run's "
+                     "--max_seq_length), else 128.")
 flags.DEFINE_string("export_base", "serving", "TF Serving's model base path.")
 flags.DEFINE_string("model_name", "xlnet", "Model name.")
 flags.DEFINE_integer("version", 1, "Model version: the directory <export_base>/<model_name>/"
@@ -100,6 +116,10 @@ flags.DEFINE_enum("quantize", "none", QUANTIZE_MODES, "int8: int8 weights, check
                   f"{INT8_TOLERANCE} relative error of the float model's outputs (savedmodel: "
                   "Keras' quantize('int8'); onnx: the file quantized by ONNX Runtime's dynamic "
                   "quantization, the float file not kept). Not with --format=litert.")
+flags.DEFINE_bool("check", False, "Check the SavedModel in a fresh process (tensorflow and "
+                  "tensorflow_text only) against the Keras model, one line per signature, "
+                  "before it is placed; an existing --version (without --overwrite) is "
+                  "checked as it is, nothing written.")
 flags.mark_flags_as_required(["model_dir"])
 FLAGS = flags.FLAGS
 
@@ -111,40 +131,72 @@ def main(argv):
           "none with --format=litert (int8: --format=savedmodel or onnx)", FLAGS.quantize)
   require(FLAGS.quantize == "none" or FLAGS.dtype == "float32", "--dtype",
           "float32 with --quantize=int8 (int8 weights, float32 activations)", FLAGS.dtype)
+  require(not FLAGS.check or FLAGS.format == "savedmodel", "--check",
+          "used with --format=savedmodel (an ONNX or LiteRT file is checked against the Keras "
+          "model as it is written)", f"--format={FLAGS.format}")
+  version_dir = version_directory(FLAGS.export_base, FLAGS.model_name, FLAGS.version)
+  check_only = FLAGS.check and not FLAGS.overwrite and files.exists(version_dir)
   # Before the model is read: an export that could not be placed is refused at once.
-  check_version_free(version_directory(FLAGS.export_base, FLAGS.model_name, FLAGS.version),
-                     FLAGS.overwrite)
+  if not check_only:
+    check_version_free(version_dir, FLAGS.overwrite)
   if FLAGS.format != "savedmodel":
     _export_file()
     return
   if FLAGS.dtype != "float32":
     keras.mixed_precision.set_global_policy(f"mixed_{FLAGS.dtype}")
-  model, labels, tokenizer = _exportable_model()
-  try:
-    path = export_saved_model(model, tokenizer.sp_path, FLAGS.export_base, FLAGS.model_name,
-                              FLAGS.max_seq_length, FLAGS.version, FLAGS.text_pairs,
-                              tokenizer.lower, xla=FLAGS.xla, labels=labels,
-                              overwrite=FLAGS.overwrite, quantize=FLAGS.quantize)
-  except Int8CheckError as error:  # the weights, not a bug: one line (without --verbose)
-    raise UserInputError(f"{error}; export without --quantize") from None
-  print(f"Wrote {path}" + (" (int8)" if FLAGS.quantize == "int8" else ""))
-
-
-def _exportable_model():
-  """(model, labels or None, tokenizer) from --model_dir: an own-format directory as the
-  fine-tuning runs write it, or a Hugging Face or original one (a hub id too)."""
   place = pretrained_flags.located(FLAGS.model_dir)
   tokenizer = pretrained_flags.tokenizer(place, "model_dir")
+  model, labels = _exportable_model(place, tokenizer)
+  if check_only:
+    if FLAGS.quantize == "int8":
+      model.quantize("int8")
+    lines = check_saved_model(version_dir, model, tokenizer, labels, xla=FLAGS.xla)
+    print(f"Checked {version_dir} against --model_dir={FLAGS.model_dir} (it exists: nothing "
+          "written)")
+    print("\n".join(lines))
+    return
+  lines = []
+
+  def check(written):  # the staged export, before it is placed at version_dir
+    lines.extend(check_saved_model(written, model, tokenizer, labels, xla=FLAGS.xla,
+                                   shown=version_dir))
+  try:
+    path = export_saved_model(model, tokenizer.sp_path, FLAGS.export_base, FLAGS.model_name,
+                              _max_seq_length(place, tokenizer), FLAGS.version,
+                              FLAGS.text_pairs, tokenizer.lower, xla=FLAGS.xla, labels=labels,
+                              overwrite=FLAGS.overwrite, quantize=FLAGS.quantize,
+                              keep_accents=tokenizer.keep_accents,
+                              check=check if FLAGS.check else None)
+  except Int8CheckError as error:  # the weights, not a bug: one line (without --verbose)
+    raise UserInputError(f"{error}; export without --quantize") from None
+  print(f"Wrote {path}" + (" (int8)" if FLAGS.quantize == "int8" else "")
+        + (", checked in a fresh process:" if lines else ""))
+  if lines:
+    print("\n".join(lines))
+
+
+def _max_seq_length(place, tokenizer) -> int:
+  """--max_seq_length when given, else the packed length --model_dir's preprocessor.json
+  states (what its fine-tuning run read text with), else the flag's default."""
+  if not FLAGS["max_seq_length"].present:
+    stored = saved_preprocessor(place.directory, tokenizer)
+    if stored is not None:
+      return stored.sequence_length
+  return FLAGS.max_seq_length
+
+
+def _exportable_model(place, tokenizer):
+  """(model, labels or None) from --model_dir (at `place`): an own-format directory as the
+  fine-tuning runs write it, or a Hugging Face or original one (a hub id too)."""
   if place.layout == pretrained.OWN:
     return load_exportable_model(place.directory, FLAGS.head, FLAGS.num_classes,
-                                 FLAGS.summary_type, FLAGS.task_name,
-                                 tokenizer.sp_path) + (tokenizer,)
+                                 FLAGS.summary_type, FLAGS.task_name, tokenizer.sp_path)
   # Served as fine-tuned: no dropout, no memory (XLNetConfig.for_finetuning).
   options = dict(dropout=0.0, dropatt=0.0, mem_len=0, reuse_len=0, bi_data=False)
   check_vocabulary(tokenizer, pretrained.stored_config(place, options),
                    f"--model_dir={place.name}")
   if FLAGS.head == "backbone":
-    return XLNetModel.from_pretrained(place.directory, **options), None, tokenizer
+    return XLNetModel.from_pretrained(place.directory, **options), None
   given = {name: value for name, value in (("summary_type", FLAGS.summary_type),
                                            ("task_name", FLAGS.task_name))
            if value is not None and name in POOLING_ARGUMENTS.get(FLAGS.head, ())}
@@ -158,7 +210,7 @@ def _exportable_model():
                          f"{'regression' if model.num_classes == 1 else 'classifier'} head, "
                          f"not --head={FLAGS.head}")
   labels = model.labels if FLAGS.head in ("classifier", "token_classifier") else None
-  return model, labels, tokenizer
+  return model, labels
 
 
 def _export_file():
@@ -168,10 +220,12 @@ def _export_file():
                                ("uncased", FLAGS.uncased, False)):
     require(value == default, f"--{flag}", f"{default} with --format={FLAGS.format} (the file "
             "holds the float32 ids signature, without XLA or a tokenizer)", value)
-  model, labels, tokenizer = _exportable_model()
+  place = pretrained_flags.located(FLAGS.model_dir)
+  tokenizer = pretrained_flags.tokenizer(place, "model_dir")
+  model, labels = _exportable_model(place, tokenizer)
   directory = version_directory(FLAGS.export_base, FLAGS.model_name, FLAGS.version)
   try:
-    exported = export_file(model, FLAGS.format, directory, FLAGS.max_seq_length,
+    exported = export_file(model, FLAGS.format, directory, _max_seq_length(place, tokenizer),
                            tokenizer.special_ids.sep, sp_path=tokenizer.sp_path, labels=labels,
                            overwrite=FLAGS.overwrite, quantize=FLAGS.quantize)
   except Int8CheckError as error:  # the weights, not a bug: one line (without --verbose)

@@ -1,4 +1,4 @@
-"""Fills the blanks of texts with a language model trained by run/pretrain.py (the LM head it
+r"""Fills the blanks of texts with a language model trained by run/pretrain.py (the LM head it
 saves under model/lm; or --model_dir=DIR_OR_HUB_ID in any layout, e.g. transformers'
 XLNetLMHeadModel, its tokenizer coming with it), in any order, or ranks candidates for a blank.
 

@@ -18,6 +18,7 @@ from xlnet_tf.text.tokenizer import XLNetTokenizer, check_vocabulary
 
 from xlnet_tf.cli import pretrained_flags
 
+HELP_GROUP = "Language model (the LM tools' shared flags)"  # in --help
 LANGUAGE_MODEL = ("a language model (an XLNetPretrainer: run/pretrain.py's model/lm, "
                   "transformers' XLNetLMHeadModel or the original pretraining's checkpoint)")
 

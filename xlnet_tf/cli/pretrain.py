@@ -1,5 +1,7 @@
-"""XLNet pretraining (permutation LM; the masked-LM baseline; Transformer-XL's left-to-right LM)
+r"""XLNet pretraining (permutation LM; the masked-LM baseline; Transformer-XL's left-to-right LM)
 under tf.distribute.
+
+  python run/pretrain.py
 
 With no data flags it runs the embedded default end to end on this machine: the Python
 documentation as corpus -> SentencePiece model -> TFRecords -> a small XLNet pretrained for a
@@ -28,6 +30,7 @@ from absl import flags
 from absl import logging
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 from xlnet_tf.utils import files
+from xlnet_tf.utils.errors import UserInputError
 
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.config import POS_ENCODINGS
@@ -38,6 +41,7 @@ from xlnet_tf.pretraining import recipes
 from xlnet_tf.pretraining.model_config import config_for_data
 from xlnet_tf.pretraining.data.records import load_record_info
 from xlnet_tf.pretraining.time_budget import TimeBudget
+from xlnet_tf.training import resume
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.pretraining.loop import LM_DIR, PRETRAINED_DIR, PretrainingRun, write_run_summary
@@ -192,13 +196,48 @@ _RECIPE_FLAGS = ("model_size", "mem_len", "vocab_size", "seq_len", "reuse_len", 
                  "pos_encoding", "clamp_len", "loss_positions")
 
 
-def recipe() -> recipes.PretrainingRecipeOptions:
+def recipe(strategy=None) -> recipes.PretrainingRecipeOptions:
   """The run's configuration: the preset for --objective (and --input_glob), with what the
-  flags give."""
+  flags give; with the run's `strategy`, data made here are laid out for its batch
+  (`data_batch_layout`)."""
+  preset = recipes.recipe_for(FLAGS.objective, bool(FLAGS.input_glob))
   given = {name: FLAGS[name].value for name in _RECIPE_FLAGS if FLAGS[name].value is not None}
   if FLAGS.clip is not None:
     given["clip_norm"] = FLAGS.clip
-  return recipes.recipe_for(FLAGS.objective, bool(FLAGS.input_glob)).replace(**given)
+  if FLAGS.seq_len is not None and FLAGS.reuse_len is None and preset.data.reuse_len:
+    if FLAGS.seq_len % 2:
+      raise app.UsageError(f"--seq_len={FLAGS.seq_len}: without --reuse_len, half of it is "
+                           "reused as memory, so it must be even (or give --reuse_len)")
+  if strategy is not None and not FLAGS.train_data:
+    given.update(data_batch_layout(strategy, given.get("bi_data", preset.data.bi_data),
+                                   preset.data.bsz_per_host))
+  return preset.replace(**given)
+
+
+def data_batch_layout(strategy, bi_data: bool, preset_rows: int) -> dict:
+  """The data's rows per worker (bsz_per_host) and replicas per worker (num_core_per_host) for
+  data made here: the ones this run trains with, --train_batch_size split over the workers."""
+  workers = strategy_lib.num_workers(strategy)
+  replicas = strategy.num_replicas_in_sync
+  layout = {"num_core_per_host": replicas // workers}
+  rows = FLAGS.bsz_per_host or preset_rows
+  if FLAGS.train_batch_size is not None:
+    if FLAGS.bsz_per_host is not None and FLAGS.bsz_per_host * workers != FLAGS.train_batch_size:
+      raise app.UsageError(f"--train_batch_size={FLAGS.train_batch_size} and --bsz_per_host="
+                           f"{FLAGS.bsz_per_host} disagree: the global batch is bsz_per_host x "
+                           f"the {workers} worker(s); give one of them")
+    rows = FLAGS.train_batch_size // workers
+    layout["bsz_per_host"] = rows
+  # Each replica takes an equal share of the rows, with bi_data in forward and backward halves.
+  share = (2 if bi_data else 1) * replicas
+  global_batch = FLAGS.train_batch_size or rows * workers
+  if global_batch % share:
+    shown = "" if FLAGS.train_batch_size else " (the default)"
+    halves = " in forward and backward halves (bi_data)" if bi_data else ""
+    raise app.UsageError(f"--train_batch_size={global_batch}{shown}: must be a multiple of "
+                         f"{share}, the rows of a step shared equally by the {replicas} "
+                         f"replica(s){halves}")
+  return layout
 
 
 def output_dir() -> str:
@@ -209,8 +248,9 @@ def output_dir() -> str:
   return f"pretrain_output_{FLAGS.objective}"
 
 
-def prepare_data(run_recipe: recipes.PretrainingRecipeOptions, seed: int):
-  """(train, valid) data directories: given, or made here from --input_glob / the default."""
+def prepare_data(run_recipe: recipes.PretrainingRecipeOptions, seed: int, model_dir: str):
+  """(train, valid) data directories: given, or made here from --input_glob / the default
+  (valid None when the text is too small to hold a part out)."""
   if FLAGS.train_data:
     if FLAGS.input_glob:
       raise app.UsageError("--input_glob and --train_data exclude each other")
@@ -220,15 +260,34 @@ def prepare_data(run_recipe: recipes.PretrainingRecipeOptions, seed: int):
     paths = sorted(files.glob(FLAGS.input_glob))
     if not paths:
       raise app.UsageError(f"--input_glob={FLAGS.input_glob!r} matches no file")
-    documents = default_data.read_text_files(paths)
-    data = default_data.prepare_pretraining_data(
-        documents, directory, run_recipe.data, run_recipe.vocab_size, seed,
-        held_out_every=run_recipe.held_out_every)
+    source = f"--input_glob={FLAGS.input_glob}"
+    if paths != [FLAGS.input_glob]:
+      source += f" ({paths[0] if len(paths) == 1 else f'{len(paths)} files'})"
+    documents, inputs = default_data.read_text_files(paths), default_data.text_fingerprint(paths)
   else:
-    data = default_data.prepare_default_pretraining_data(directory, run_recipe.data,
-                                                         run_recipe.vocab_size, seed)
+    documents, source, inputs = default_data.python_docs_text()
+  request = default_data.data_request(run_recipe.data, run_recipe.vocab_size, seed,
+                                      run_recipe.held_out_every, inputs)
+  changed = default_data.request_differences(directory, request)
+  if changed and files.exists(os.path.join(model_dir, resume.STATE_FILE)):
+    names = {name: _DATA_FLAGS.get(name, f"--{name}" if name in FLAGS else name)
+             for name in changed}
+    raise UserInputError(
+        f"{directory} holds the data {model_dir} was trained on, made for "
+        f"{default_data.describe_differences(changed, names)}: resume with what made them, or "
+        "give another --output_dir")
+  data = default_data.prepare_pretraining_data(
+      documents, directory, run_recipe.data, run_recipe.vocab_size, seed,
+      held_out_every=run_recipe.held_out_every, source=source, inputs=inputs)
   print("\n".join(data["reports"]) or f"Reusing the data in {directory}")
   return data["train"], data["valid"]
+
+
+# What sets each of the data's settings here, for messages (a setting not listed: its flag).
+_DATA_FLAGS = {"bsz_per_host": "--train_batch_size (bsz_per_host)",
+               "num_core_per_host": "replicas per worker (--strategy, --cpu_replicas)",
+               "inputs": "--input_glob", "perm_size": "perm_size (follows --reuse_len)",
+               "held_out_every": "held_out_every (--input_glob or none)"}
 
 
 def main(argv):
@@ -248,11 +307,11 @@ def main(argv):
 
 def pretrain(strategy, runtime: RuntimeOptions, model_dir: str, started: float) -> None:
   """Makes or finds the data, then trains, evaluates and reports (see the module docstring)."""
-  run_recipe = recipe()
+  run_recipe = recipe(strategy)
   if FLAGS.model_config:  # its faults are refused before the data are made
     model_config({"settings": run_recipe.data.to_dict(),
                   "tokenizer": {"vocab_size": run_recipe.vocab_size}}, run_recipe)
-  train_data, valid_data = prepare_data(run_recipe, runtime.seed)
+  train_data, valid_data = prepare_data(run_recipe, runtime.seed, model_dir)
   config = model_config(load_record_info(train_data), run_recipe)
   budget = TimeBudget(FLAGS.max_minutes * 60, started) if FLAGS.max_minutes else None
   max_seconds = None

@@ -16,7 +16,6 @@ from typing import Optional
 from absl import flags
 
 from xlnet_tf.checkpoints import pretrained
-from xlnet_tf.checkpoints.original import CHECKPOINT_STATE_FILE
 from xlnet_tf.config import ARCHITECTURE_KEYS, XLNetConfig
 from xlnet_tf.text.tokenizer import (TOKENIZER_CONFIG_FILE, XLNetTokenizer, check_vocabulary,
                                      saved_tokenizer)
@@ -36,19 +35,11 @@ class PretrainedModel:
 
 
 def located(name: str) -> pretrained.Pretrained:
-  """The directory a model flag names (a path or a hub id) and its layout. A TF1 checkpoint
-  prefix (xlnet_model.ckpt, as the original scripts take it), or a directory holding a TF1
+  """The directory a model flag names (a path or a hub id) and its layout, by the library's
+  rule (pretrained.locate_checkpoint): a TF1 checkpoint prefix, or a directory holding a TF1
   checkpoint without xlnet_config.json (its config given by a flag), stands for an original
   directory."""
-  if not files.isdir(name) and files.exists(name + ".index"):
-    return pretrained.Pretrained(name, os.path.dirname(name) or ".", pretrained.ORIGINAL)
-  try:
-    return pretrained.locate(name)
-  except UserInputError:
-    if files.isdir(name) and any(file == CHECKPOINT_STATE_FILE or file.endswith(".index")
-                                 for file in files.listdir(name)):
-      return pretrained.Pretrained(name, name, pretrained.ORIGINAL)
-    raise
+  return pretrained.locate_checkpoint(name)
 
 
 def checked_format(place: pretrained.Pretrained, model_flag: str = "init_checkpoint",

@@ -1,4 +1,4 @@
-"""Linear probes of frozen backbones, layer by layer: what pretraining put into the features.
+r"""Linear probes of frozen backbones, layer by layer: what pretraining put into the features.
 
 For each backbone (own-format directories, or `random` for a random init of the first one's
 architecture), every layer's content stream is pooled two ways (the mean over real tokens, and

@@ -1,7 +1,9 @@
-"""Fine-tunes XLNet on RACE (multiple-choice reading comprehension).
+r"""Fine-tunes XLNet on RACE (multiple-choice reading comprehension).
 
   python run/race.py --data_dir=RACE --init_checkpoint=xlnet_cased_L-24_H-1024_A-16 \
-      --max_seq_length=512 --output_dir=out/race --do_train --do_eval
+      --output_dir=out/race --do_train --do_eval
+
+trains for 3 epochs (--num_train_epochs, or --train_steps) and evaluates on dev.
 """
 
 import os
@@ -20,7 +22,7 @@ from xlnet_tf.text.read_report import ReadReport
 from xlnet_tf.cli import common_flags
 
 flags.DEFINE_string("data_dir", None, "RACE directory: {train,dev,test}/{middle,high}/*.txt.")
-common_flags.define_finetuning_flags(max_seq_length=512, train_batch_size=8, train_steps=12000,
+common_flags.define_finetuning_flags(max_seq_length=512, train_batch_size=8,
                                     learning_rate=2e-5, warmup_steps=1000)
 flags.mark_flags_as_required(["data_dir", "output_dir"])
 FLAGS = flags.FLAGS
@@ -42,9 +44,11 @@ def main(argv):
   dev = load(tokenizer, "dev")[1] if FLAGS.do_eval or FLAGS.do_train else None
   with strategy.scope():
     model = XLNetMultipleChoice(common_flags.pretrained_backbone(config, pretrained))
+    finetuning.attach_tokenizer(model, tokenizer, FLAGS.max_seq_length)  # saved in best/
     evaluate = lambda: race_accuracy(finetuning.predict(model, dev, FLAGS.train_batch_size), dev)
     if FLAGS.do_train:
       _, train = load(tokenizer, "train")
+      options = common_flags.training_length(options, len(train["label"]), "questions")
       dataset = finetuning.feature_dataset(train, FLAGS.train_batch_size, label_key="label",
                                            shuffle=True, seed=FLAGS.seed, repeat=True)
       result = finetuning.finetune(

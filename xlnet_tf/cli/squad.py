@@ -1,8 +1,10 @@
-"""Fine-tunes XLNet on SQuAD 1.1 / 2.0 and writes predictions the official script reads.
+r"""Fine-tunes XLNet on SQuAD 1.1 / 2.0 and writes predictions the official script reads.
 
   python run/squad.py --train_file=train-v2.0.json --predict_file=dev-v2.0.json \
-      --init_checkpoint=xlnet_cased_L-24_H-1024_A-16 --max_seq_length=512 \
-      --output_dir=out/squad --do_train --do_predict
+      --init_checkpoint=xlnet_cased_L-24_H-1024_A-16 --output_dir=out/squad
+
+trains (3 epochs of the context windows: --num_train_epochs, or --train_steps) and answers
+--predict_file: what the files given ask for, unless --do_train or --do_predict say.
 """
 
 import os
@@ -28,9 +30,11 @@ flags.DEFINE_integer("start_n_top", 5, "Starts kept when decoding.")
 flags.DEFINE_integer("end_n_top", 5, "Ends kept per start.")
 flags.DEFINE_float("null_score_threshold", None, "SQuAD 2.0: answer '' above this null score "
                    "(default: the best on --predict_file when it has answers).")
-common_flags.define_finetuning_flags(max_seq_length=512, train_batch_size=48, train_steps=8000,
+common_flags.define_finetuning_flags(max_seq_length=512, train_batch_size=48,
                                     learning_rate=3e-5, warmup_steps=1000,
-                                    lr_layer_decay_rate=0.75)
+                                    lr_layer_decay_rate=0.75, implying_files={
+                                        "do_train": "train_file",
+                                        "do_predict": "predict_file"})
 flags.mark_flags_as_required(["output_dir"])
 FLAGS = flags.FLAGS
 
@@ -52,6 +56,7 @@ def predict_and_score(model, examples, arrays, windows, threshold=None):
 
 def main(argv):
   del argv
+  common_flags.imply_actions()
   common_flags.require_files({"do_train": "train_file", "do_eval": "predict_file",
                               "do_predict": "predict_file"})
   strategy, tokenizer, config, options, pretrained = common_flags.finetuning_setup()
@@ -61,8 +66,10 @@ def main(argv):
   with strategy.scope():
     model = XLNetQuestionAnswering(common_flags.pretrained_backbone(config, pretrained),
                                    FLAGS.start_n_top, FLAGS.end_n_top)
+    finetuning.attach_tokenizer(model, tokenizer, FLAGS.max_seq_length)  # saved in best/
     if FLAGS.do_train:
       _, arrays, _ = features_for(tokenizer, FLAGS.train_file, training=True)
+      options = common_flags.training_length(options, len(arrays["input_ids"]), "windows")
       evaluate = None
       if predict_data is not None and any(e.answers for e in predict_data[0]):
         evaluate = lambda: predict_and_score(model, *predict_data)[2]["scores"]

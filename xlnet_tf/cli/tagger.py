@@ -1,8 +1,11 @@
-"""Fine-tunes XLNet for token tagging on CoNLL-format files (e.g. CoNLL-2003 NER).
+r"""Fine-tunes XLNet for token tagging on CoNLL-format files (e.g. CoNLL-2003 NER).
 
   python run/tagger.py --train_file=conll/eng.train --dev_file=conll/eng.testa \
       --test_file=conll/eng.testb --init_checkpoint=xlnet_cased_L-24_H-1024_A-16 \
-      --output_dir=out/ner --do_train --do_eval --do_predict
+      --output_dir=out/ner
+
+trains (3 epochs: --num_train_epochs, or --train_steps), evaluates on --dev_file and tags
+--test_file: what the files given ask for, unless --do_train, --do_eval or --do_predict say.
 """
 
 import os
@@ -25,13 +28,15 @@ flags.DEFINE_string("train_file", None, "CoNLL training file.")
 flags.DEFINE_string("dev_file", None, "CoNLL evaluation file.")
 flags.DEFINE_string("test_file", None, "CoNLL file to tag.")
 flags.DEFINE_integer("tag_column", -1, "Column of the tag (CoNLL-2003 NER: the last).")
-common_flags.define_finetuning_flags(learning_rate=3e-5)
+common_flags.define_finetuning_flags(learning_rate=3e-5, implying_files={
+    "do_train": "train_file", "do_eval": "dev_file", "do_predict": "test_file"})
 flags.mark_flags_as_required(["output_dir"])
 FLAGS = flags.FLAGS
 
 
 def main(argv):
   del argv
+  common_flags.imply_actions()
   common_flags.require_files({"do_train": "train_file", "do_eval": "dev_file",
                               "do_predict": "test_file"})
   strategy, tokenizer, config, options, pretrained = common_flags.finetuning_setup()
@@ -52,9 +57,13 @@ def main(argv):
     data[split] = (sentences, encode_tagged(tokenizer, sentences, FLAGS.max_seq_length, labels,
                                             report))
     print(f"{split}: {report.summary()}")
+  if FLAGS.do_train:
+    options = common_flags.training_length(options, len(data["train"][1]["label_ids"]),
+                                           "sentences")
   with strategy.scope():
     model = XLNetTokenClassifier(common_flags.pretrained_backbone(config, pretrained),
                                  len(labels))
+    finetuning.attach_tokenizer(model, tokenizer, FLAGS.max_seq_length)  # saved in best/
     run(model, data, labels, options)
 
 

@@ -1,4 +1,4 @@
-"""Trains a SentencePiece unigram model with XLNet's control and user-defined symbols.
+r"""Trains a SentencePiece unigram model with XLNet's control and user-defined symbols.
 
   python data/train_sentencepiece.py --input_glob='corpus/*.txt' --model_prefix=spiece \
       --vocab_size=32000

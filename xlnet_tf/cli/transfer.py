@@ -1,4 +1,4 @@
-"""Transfer benchmark: XLNet's Table 6 in miniature on your corpus and tasks.
+r"""Transfer benchmark: XLNet's Table 6 in miniature on your corpus and tasks.
 
 Pretrains each variant with the same budget (steps x tokens), fine-tunes each and a random-init
 row on every task (several seeds, the same learning-rate sweep for every row), and writes

@@ -15,8 +15,8 @@ from xlnet_tf.heads.summary import SequenceSummary
 from xlnet_tf.modeling.backbone import XLNetModel
 from xlnet_tf.modeling.layers import quantization
 from xlnet_tf.modeling.layers.dropout import FastDropout
-from xlnet_tf.text.preprocessor import XLNetPreprocessor
-from xlnet_tf.text.tokenizer import check_vocabulary
+from xlnet_tf.text.preprocessor import XLNetPreprocessor, saved_preprocessor
+from xlnet_tf.text.tokenizer import check_vocabulary, kept_tokenizer
 from xlnet_tf.utils.errors import UserInputError, require
 
 
@@ -37,6 +37,11 @@ class XLNetHead(keras.Model):
   # Constructor arguments that change no weight, which from_pretrained may set differently
   # from a stored head's (e.g. the beam of answer spans).
   RUN_TIME_ARGUMENTS = ()
+  # Backbone variables the head's outputs never depend on (the query stream's `mask_emb` for
+  # a head that reads the content stream only). They stay weights (checkpoints hold them and
+  # load into them) but are not trained: fit, custom loops and optimizers see no variable
+  # that can have no gradient (Keras would warn at every fit that it has none).
+  UNUSED_BACKBONE_VARIABLES = ()
 
   def __init__(self, backbone, **kwargs):
     if isinstance(backbone, (dict, XLNetConfig)):
@@ -51,6 +56,32 @@ class XLNetHead(keras.Model):
     # placeholders of its default (float) dtype, which token ids cannot take.
     self.built = True
 
+  # ---- what training updates ---------------------------------------------------------------
+  def _unused_variable_ids(self):
+    backbone = self.__dict__.get("backbone")  # None while Keras' constructor runs
+    return {id(getattr(backbone, name)) for name in self.UNUSED_BACKBONE_VARIABLES
+            if backbone is not None}
+
+  @property
+  def trainable_weights(self):
+    unused = self._unused_variable_ids()
+    return [variable for variable in super().trainable_weights if id(variable) not in unused]
+
+  @property
+  def trainable_variables(self):
+    unused = self._unused_variable_ids()
+    return [variable for variable in super().trainable_variables if id(variable) not in unused]
+
+  @property
+  def non_trainable_weights(self):
+    trained = {id(variable) for variable in self.trainable_weights}
+    return [variable for variable in self.weights if id(variable) not in trained]
+
+  @property
+  def non_trainable_variables(self):
+    trained = {id(variable) for variable in self.trainable_variables}
+    return [variable for variable in self.variables if id(variable) not in trained]
+
   # ---- raw strings --------------------------------------------------------------------------
   def __setattr__(self, name, value):
     if name == "preprocessor":  # past Keras' tracking: see the property
@@ -64,7 +95,8 @@ class XLNetHead(keras.Model):
     evaluate and predict (layouts: xlnet_tf.heads.text_inputs). By default one over
     `.tokenizer` (sequence_length 128; a long-document classifier's max_segments), or the one
     a pretrained directory saved; None without a tokenizer. Settable (None: strings refused).
-    Not a sublayer: it has no weights and stays out of weight files and SavedModels."""
+    Not a sublayer: it has no weights and stays out of weight files and SavedModels; a .keras
+    archive keeps its files (save_assets)."""
     chosen = self.__dict__.get("_chosen_preprocessor")
     if chosen is not None:
       return chosen[0]
@@ -132,6 +164,29 @@ class XLNetHead(keras.Model):
     if mode is not None:  # the backbone comes quantized from its own config
       head._quantize_head_layers(mode, None)
     return head
+
+  # ---- .keras archives ----------------------------------------------------------------------
+  def save_assets(self, dir_path):
+    """Keras' hook when it writes a .keras archive (`save`, ModelCheckpoint): the files
+    save_pretrained keeps of the preprocessor (spiece.model, tokenizer_config.json,
+    preprocessor.json) or, without one, of the tokenizer; `load_assets` reads them back, so
+    that a head from keras.models.load_model reads raw strings as this one does."""
+    preprocessor = self.preprocessor
+    if preprocessor is not None:
+      preprocessor.save_pretrained(dir_path)
+    elif self.tokenizer is not None:
+      self.tokenizer.save_pretrained(dir_path)
+
+  def load_assets(self, dir_path):
+    """Keras' hook when it loads a .keras archive: `.tokenizer` and `.preprocessor` as
+    save_assets kept them (as from_pretrained reads them from a directory)."""
+    tokenizer = kept_tokenizer(dir_path)  # Keras removes dir_path once the model is loaded
+    if tokenizer is None:
+      return
+    self.tokenizer = tokenizer
+    preprocessor = saved_preprocessor(dir_path, tokenizer)
+    if preprocessor is not None:
+      self.preprocessor = preprocessor
 
   # ---- quantization ------------------------------------------------------------------------
   def quantize(self, mode=None, config=None, filters=None, **kwargs):

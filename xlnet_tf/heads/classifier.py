@@ -37,6 +37,8 @@ class XLNetClassifier(XLNetHead):
   and exports split texts the way training did.
   """
 
+  UNUSED_BACKBONE_VARIABLES = ("mask_emb",)  # reads the content stream only
+
   def __init__(self, backbone, num_classes: int, summary_type: str = "last",
                task_name: str = "task", multi_label: bool = False, max_segments: int = 1,
                **kwargs):
@@ -57,9 +59,12 @@ class XLNetClassifier(XLNetHead):
     self.summary_type = summary_type
     self.task_name = task_name
     self.max_segments = max_segments
-    self.summary = SequenceSummary(summary_type, config.n_head, config.d_head, config.dropout,
-                                   config.dropatt, config.init_std, name="sequnece_summary")
-    self.summary.build((None, config.d_model))
+    # Not `self.summary`: that would hide keras.Model.summary(). The weight files' paths
+    # follow the layer's class (Keras lists it under `layers`), not this attribute's name.
+    self.sequence_summary = SequenceSummary(
+        summary_type, config.n_head, config.d_head, config.dropout, config.dropatt,
+        config.init_std, name="sequnece_summary")
+    self.sequence_summary.build((None, config.d_model))
     self.logit = keras.layers.Dense(
         num_classes, kernel_initializer=keras.initializers.RandomNormal(stddev=config.init_std),
         name="logit")
@@ -78,7 +83,7 @@ class XLNetClassifier(XLNetHead):
     return self._logits(outputs["sequence_output"], features.get("input_mask"), training)
 
   def _logits(self, sequence, input_mask, training):
-    pooled = self.summary(sequence, input_mask, training=training)
+    pooled = self.sequence_summary(sequence, input_mask, training=training)
     logits = tf.cast(self.logit(pooled), tf.float32)
     return logits[:, 0] if self.num_classes == 1 else logits
 
@@ -118,7 +123,7 @@ class XLNetClassifier(XLNetHead):
     return f"model/{kind}_{self.task_name}/logit/"
 
   def original_head_variables(self):
-    names = self.summary.original_variables()
+    names = self.sequence_summary.original_variables()
     names[self._original_task_scope + "kernel"] = self.logit.kernel
     names[self._original_task_scope + "bias"] = self.logit.bias
     return names

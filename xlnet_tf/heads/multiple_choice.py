@@ -29,14 +29,18 @@ class XLNetMultipleChoice(XLNetHead):
   """
 
   serving_text_inputs = ("text", "options")  # options [B, C]: each packed with the text
+  UNUSED_BACKBONE_VARIABLES = ("mask_emb",)  # reads the content stream only
 
   def __init__(self, backbone, summary_type: str = "last", **kwargs):
     super().__init__(backbone, **kwargs)
     config = self.backbone.config
     self.summary_type = summary_type
-    self.summary = SequenceSummary(summary_type, config.n_head, config.d_head, config.dropout,
-                                   config.dropatt, config.init_std, name="sequnece_summary")
-    self.summary.build((None, config.d_model))
+    # Not `self.summary`: that would hide keras.Model.summary(). The weight files' paths
+    # follow the layer's class (Keras lists it under `layers`), not this attribute's name.
+    self.sequence_summary = SequenceSummary(
+        summary_type, config.n_head, config.d_head, config.dropout, config.dropatt,
+        config.init_std, name="sequnece_summary")
+    self.sequence_summary.build((None, config.d_model))
     self.logit = keras.layers.Dense(
         1, kernel_initializer=keras.initializers.RandomNormal(stddev=config.init_std),
         name="logits")
@@ -47,7 +51,7 @@ class XLNetMultipleChoice(XLNetHead):
     flat = {key: tf.reshape(value, tf.stack([-1, shape[2]]))
             for key, value in backbone_inputs(inputs).items()}
     sequence = self.backbone(flat, training=training)["sequence_output"]
-    pooled = self.summary(sequence, flat.get("input_mask"), training=training)
+    pooled = self.sequence_summary(sequence, flat.get("input_mask"), training=training)
     scores = tf.cast(self.logit(pooled), tf.float32)  # [B * C, 1]
     return tf.reshape(scores, shape[:2])
 
@@ -56,7 +60,7 @@ class XLNetMultipleChoice(XLNetHead):
     return classification_outputs(self(features, training=False))
 
   def original_head_variables(self):
-    names = self.summary.original_variables()
+    names = self.sequence_summary.original_variables()
     names["model/logits/kernel"] = self.logit.kernel
     names["model/logits/bias"] = self.logit.bias
     return names

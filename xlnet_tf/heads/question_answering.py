@@ -64,6 +64,7 @@ class XLNetQuestionAnswering(XLNetHead):
   extra_inputs = ("p_mask", "cls_index")  # besides the backbone's
   training_targets = ("start_positions", "end_positions", "is_impossible")
   RUN_TIME_ARGUMENTS = ("start_n_top", "end_n_top")  # the beam of answer spans
+  UNUSED_BACKBONE_VARIABLES = ("mask_emb",)  # reads the content stream only
 
   def __init__(self, backbone, start_n_top: int = 5, end_n_top: int = 5, **kwargs):
     super().__init__(backbone, **kwargs)

@@ -47,6 +47,8 @@ class XLNetTokenClassifier(XLNetHead):
   (2, 5, 4)
   """
 
+  UNUSED_BACKBONE_VARIABLES = ("mask_emb",)  # reads the content stream only
+
   def __init__(self, backbone, num_labels: int, **kwargs):
     super().__init__(backbone, **kwargs)
     config = self.backbone.config

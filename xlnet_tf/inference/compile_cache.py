@@ -10,7 +10,6 @@ products are slower there than the float model's (docs/performance.md). Such tra
 snapshot of the weights, so the cache is keyed on a digest of the quantization scales, which
 change with any weights loaded into the model."""
 
-import functools
 import hashlib
 import weakref
 from typing import Callable
@@ -18,6 +17,7 @@ from typing import Callable
 import tensorflow as tf
 
 from xlnet_tf.modeling.ops.quantized_matmul import constant_int8_weights
+from xlnet_tf.utils.tracing import TracedAlone
 
 # model -> {(make, settings, quantization mode, weights digest): what make(model, *settings)
 # returned}
@@ -38,15 +38,12 @@ def compiled_for(model, make: Callable, *settings):
 
 def decoding_function(model, python_function, **options):
   """tf.function(python_function, **options), traced in constant_int8_weights when `model`
-  is quantized (the context has no effect under jit_compile=True)."""
-  if getattr(model, "quantization", None) is None:
-    return tf.function(python_function, **options)
-
-  @functools.wraps(python_function)
-  def with_constant_weights(*args, **kwargs):
-    with constant_int8_weights():
-      return python_function(*args, **kwargs)
-  return tf.function(with_constant_weights, **options)
+  is quantized (the context has no effect under jit_compile=True). Its traces are counted
+  apart from other models' (utils.tracing): every model's functions run the same code, and a
+  second model, or this one quantized, would read as retracing."""
+  quantized = getattr(model, "quantization", None) is not None
+  return tf.function(TracedAlone(python_function, constant_int8_weights if quantized else None),
+                     **options)
 
 
 def _scales_digest(model) -> str:

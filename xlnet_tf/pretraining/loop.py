@@ -29,6 +29,7 @@ follows with `export()`.
 """
 
 import dataclasses
+import hashlib
 import math
 import os
 import time
@@ -59,6 +60,7 @@ from xlnet_tf.pretraining.replica_steps import PretrainingSteps
 from xlnet_tf.pretraining.run_checkpoints import RunCheckpoints, check_checkpoint_model
 from xlnet_tf.pretraining.step_log import StepLog
 from xlnet_tf.pretraining.time_budget import StepBudget
+from xlnet_tf.text.tokenizer import XLNetTokenizer
 from xlnet_tf.training.options import (OptimizerOptions, RuntimeOptions, accepts_group_fields,
                                        group_field)
 
@@ -359,15 +361,33 @@ class PretrainingRun:
     """Writes the trained model for what follows pretraining, on the chief (the other workers
     write nothing and get {}): model_dir/PRETRAINED_DIR, the backbone in the own format (the
     starting point of fine-tuning runs), and model_dir/LM_DIR, the backbone with its LM head
-    (run/evaluate_lm.py, generation). Returns those two directories by name."""
+    (run/evaluate_lm.py, generation); each with the data's tokenizer (`data_tokenizer`).
+    Returns those two directories by name."""
     if not self.chief:
       return {}
     directories = {name: os.path.join(self.options.model_dir, name)
                    for name in (PRETRAINED_DIR, LM_DIR)}
+    # Saved with the weights, so the directories open with their tokenizer (from_pretrained,
+    # the fine-tuning tools' --init_checkpoint) and the heads take text.
+    self.model.backbone.tokenizer = data_tokenizer(self.info, self.options.train_data)
     with run_lock.hold(self.options.model_dir):
       checkpoints.save_pretrained(self.model.backbone, directories[PRETRAINED_DIR])
       checkpoints.save_pretrained(self.model, directories[LM_DIR])
     return directories
+
+
+def data_tokenizer(info: Dict, source: str) -> Optional[XLNetTokenizer]:
+  """The tokenizer the data (record info `info`, of `source`) were made with: the SentencePiece
+  model the record info names, if it is still there unchanged (its hash), lower-casing as the
+  data did; else None, with a line saying the exports will lack it."""
+  recorded = info["tokenizer"]
+  sp_path = recorded.get("sp_path")
+  if sp_path and files.exists(sp_path) and (hashlib.sha256(files.read_bytes(sp_path))
+                                            .hexdigest() == recorded.get("sp_sha256")):
+    return XLNetTokenizer(sp_path, lower=bool(info["settings"].get("uncased", False)))
+  print_line(f"{source}: the data's SentencePiece model {sp_path} is gone or changed: the "
+             "exported model has no tokenizer (give fine-tuning --sp_path)")
+  return None
 
 
 PRETRAINED_DIR = "pretrained"  # under model_dir: the backbone (--init_checkpoint of fine-tuning)

@@ -12,7 +12,8 @@ from typing import Optional
 
 from xlnet_tf import objectives
 from xlnet_tf.pretraining.loop import PretrainingOptions
-from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
+from xlnet_tf.pretraining.data.settings import (PretrainingDataConfig, default_num_predict,
+                                                default_reuse_len)
 from xlnet_tf.training.options import accepts_group_fields, group_field
 
 
@@ -40,9 +41,18 @@ class PretrainingRecipeOptions:
                                              learning_rate=2e-3, warmup_steps=100)
 
   def replace(self, **values) -> "PretrainingRecipeOptions":
-    """A copy with `values` replaced. When the sequence layout changes and perm_size is not
-    given, perm_size follows reuse_len."""
+    """A copy with `values` replaced. When the sequence layout changes, what is not given
+    follows it, so that a new seq_len alone is a valid layout: reuse_len becomes half of
+    seq_len (a layout without memory, reuse_len 0 as clm's, keeps 0), num_predict the same
+    share of the sequence (settings.default_num_predict; clm predicts every token and has
+    none) and perm_size reuse_len."""
     if {"seq_len", "reuse_len"} & set(values):
+      seq_len = values.get("seq_len", self.data.seq_len)
+      if "reuse_len" not in values and self.data.reuse_len:
+        values["reuse_len"] = default_reuse_len(seq_len)
+      reuse_len = values.get("reuse_len", self.data.reuse_len)
+      if objectives.named(values.get("objective", self.data.objective)).has_pairs:
+        values.setdefault("num_predict", default_num_predict(seq_len, reuse_len))
       values.setdefault("perm_size", None)
     return dataclasses.replace(self, **values)
 

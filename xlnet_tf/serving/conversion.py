@@ -6,7 +6,10 @@ writers it uses, xlnet_tf.checkpoints, build none).
 A backbone converts between all three. A head (an own-format directory with head.json, e.g. a
 fine-tuning run's best weights) converts to own, original and, where transformers has the same
 head, huggingface; its labels.json travels with it (into config.json's id2label for
-huggingface).
+huggingface), and so does the tokenizer of the input directory (spiece.model with its
+settings): own and original outputs hold spiece.model + tokenizer_config.json (own also a
+head's preprocessor.json), huggingface ones the files transformers' XLNetTokenizer and
+AutoTokenizer load (huggingface_writer.save_huggingface_tokenizer).
 """
 
 import os
@@ -18,6 +21,7 @@ from xlnet_tf.checkpoints.huggingface import (config_from_huggingface,
                                               load_huggingface_checkpoint,
                                               read_huggingface_config)
 from xlnet_tf.checkpoints.huggingface_writer import (HUGGINGFACE_CONFIG_FILE,
+                                                     carried_tokenizer,
                                                      huggingface_architecture,
                                                      save_huggingface_checkpoint)
 from xlnet_tf.checkpoints.labels import save_labels, saved_labels
@@ -44,7 +48,8 @@ _LAST_FILES = {"own": CONFIG_FILE, "original": CONFIG_FILE,
 
 def load_any(path: str, input_format: str, config_file: Optional[str] = None):
   """(XLNetModel or head, load summary) from a checkpoint of any supported format; a head from
-  an own-format directory with head.json."""
+  an own-format directory with head.json. The model carries the directory's tokenizer
+  (`.tokenizer`; None without spiece.model)."""
   if input_format == "own":
     return registry.load_saved(path), f"Loaded {path} (xlnet_tf format)."
   if input_format == "huggingface":
@@ -54,7 +59,9 @@ def load_any(path: str, input_format: str, config_file: Optional[str] = None):
     config = config_from_huggingface(hf_config, source=path)
     _check_weight_count(path, pretrained.HUGGINGFACE, config, None)
     model = XLNetModel(config)
-    return model, load_huggingface_checkpoint(model, path).summary()
+    summary = load_huggingface_checkpoint(model, path).summary()
+    model.tokenizer = _stored_tokenizer(path, path, pretrained.HUGGINGFACE, config)
+    return model, summary
   if input_format == "original":
     prefix = resolve_prefix(path)
     config_file = config_file or os.path.join(os.path.dirname(prefix), CONFIG_FILE)
@@ -64,8 +71,19 @@ def load_any(path: str, input_format: str, config_file: Optional[str] = None):
     config = XLNetConfig.from_json_file(config_file)
     _check_weight_count(prefix, pretrained.ORIGINAL, config, config_file)
     model = XLNetModel(config)
-    return model, load_original_checkpoint(model, prefix).summary()
+    summary = load_original_checkpoint(model, prefix).summary()
+    model.tokenizer = _stored_tokenizer(path, os.path.dirname(prefix), pretrained.ORIGINAL,
+                                        config)
+    return model, summary
   raise ValueError(f"input_format must be one of {INPUT_FORMATS}; got {input_format!r}")
+
+
+def _stored_tokenizer(path: str, directory: str, layout: str, config: XLNetConfig):
+  """The tokenizer beside a checkpoint (spiece.model, tokenizer_config.json's settings),
+  checked to fit its vocabulary; None without one."""
+  if not files.isdir(directory):
+    return None
+  return pretrained.stored_tokenizer(pretrained.Pretrained(path, directory, layout), config)
 
 
 def _check_weight_count(path: str, layout: str, config: XLNetConfig, config_file) -> None:
@@ -113,6 +131,10 @@ def convert_checkpoint(input_path: str, input_format: str, output_dir: str,
   what = type(model).__name__
   if output_format == "huggingface":
     what += f" (transformers' {huggingface_architecture(model)})"
+  if carried_tokenizer(model) is not None:
+    what += (" with its tokenizer (spiece.model" + (", tokenizer_config.json and "
+             "special_tokens_map.json for transformers' XLNetTokenizer"
+             if output_format == "huggingface" else " and tokenizer_config.json") + ")")
   return (f"{load_summary}\nWrote {output_format} checkpoint of {what} to {output_dir}; "
           f"reloaded it: weights and outputs identical on a verification batch "
           f"(max |diff| = {difference}).")
@@ -128,6 +150,9 @@ def _write(model, directory: str, output_format: str, labels=None) -> None:
     save_original_checkpoint(model, os.path.join(directory, ORIGINAL_CHECKPOINT_NAME))
     backbone_of(model).config.to_json_file(os.path.join(directory, CONFIG_FILE),
                                            original_keys_only=True)
+    tokenizer = carried_tokenizer(model)
+    if tokenizer is not None:  # spiece.model beside the checkpoint, as the original ships it
+      tokenizer.save_pretrained(directory)
   if labels is not None:
     save_labels(directory, labels)
 

@@ -12,17 +12,22 @@ backbone -> pooled (last position) and sequence features), optionally
 `serving_features(features, sep_id)` (extra inputs it derives from the packed ids, e.g. the
 QA head's p_mask) and `serving_text_inputs` (the text signature's input names). The
 SavedModel needs only `tensorflow` and `tensorflow_text` (for SentencepieceOp) where it is
-loaded. The export base, the model directory and the SentencePiece model may be remote
-(gs://..., any tf.io.gfile file system: utils.files).
+loaded (serving.saved_model_check loads it so). The export base, the model directory and the
+SentencePiece model may be remote (gs://..., any tf.io.gfile file system: utils.files).
 
 A multi-label classifier (head.json: multi_label) serves logits, probabilities (each label's
 sigmoid), thresholds (the thresholds.json a training run tuned on dev, else 0.5 each) and
 predicted_labels (multi-hot: probability >= threshold).
+
+With labels (a classifier's or tagger's), both signatures also return the names as strings
+(`label_name_outputs`): predicted_label_name [B] beside predicted_label; a multi-label
+classifier's predicted_label_names [B, C] (the label where predicted, else ""); a tagger's
+predicted_label_names [B, T] beside predicted_labels.
 """
 
 import contextlib
 import os
-from typing import Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 import keras
 import numpy as np
@@ -31,6 +36,7 @@ import tensorflow as tf
 from xlnet_tf import checkpoints
 from xlnet_tf.checkpoints.naming import backbone_of
 from xlnet_tf.checkpoints.labels import LABELS_FILE, save_labels, saved_labels, saved_thresholds
+from xlnet_tf.checkpoints.own import class_count
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError, require
@@ -157,19 +163,44 @@ def _stored_head_arguments(model_dir, head):
   return arguments
 
 
-def ids_serving_function(model, sep_id: int):
+def ids_serving_function(model, sep_id: int, labels: Optional[Sequence[str]] = None):
   """(input_ids, segment_ids, input_mask) -> the model's serving outputs, floating ones in
-  float32 whatever the compute dtype: the serve_ids signature (and the ONNX and LiteRT files of
-  export_formats.py). `sep_id` is the <sep> id the model's serving_features may need."""
+  float32 whatever the compute dtype: the serve_ids signature (and, without `labels`, the ONNX
+  and LiteRT files of onnx_litert.py). `sep_id` is the <sep> id the model's serving_features
+  may need; with `labels`, the predicted labels' names too (label_name_outputs)."""
   add_features = getattr(model, "serving_features", lambda features, sep_id: features)
 
   def features_from(input_ids, segment_ids, input_mask):
     features = add_features({"input_ids": input_ids, "segment_ids": segment_ids,
                              "input_mask": input_mask}, sep_id)
-    return {name: tf.cast(value, tf.float32) if value.dtype.is_floating else value
-            for name, value in model.serving_outputs(features).items()}
+    outputs = {name: tf.cast(value, tf.float32) if value.dtype.is_floating else value
+               for name, value in model.serving_outputs(features).items()}
+    if labels is not None:
+      outputs.update(label_name_outputs(model, outputs, labels))
+    return outputs
 
   return features_from
+
+
+def label_name_outputs(model, outputs, labels: Sequence[str]) -> Dict[str, tf.Tensor]:
+  """The names of the predicted labels, beside the indices in `outputs` (a classifier's or
+  tagger's serving outputs): predicted_label_name [B] = labels[predicted_label];
+  a multi-label classifier's predicted_label_names [B, C], labels[c] where predicted_labels
+  [:, c] is 1 and "" elsewhere (positions as the probabilities'); a tagger's
+  predicted_label_names [B, T] = labels[predicted_labels]. Other models: none."""
+  if class_count(model) is None:  # multiple choice: its predicted_label indexes the options
+    return {}
+  names = tf.constant(list(labels), tf.string)
+  if "predicted_label" in outputs:
+    return {"predicted_label_name": tf.gather(names, outputs["predicted_label"])}
+  if "predicted_labels" not in outputs:  # regression
+    return {}
+  predicted = outputs["predicted_labels"]
+  if getattr(model, "multi_label", False):
+    chosen = tf.cast(predicted, tf.bool)
+    return {"predicted_label_names": tf.where(chosen, tf.broadcast_to(names, tf.shape(chosen)),
+                                              tf.constant("", tf.string))}
+  return {"predicted_label_names": tf.gather(names, predicted)}
 
 
 def ids_input_signature(model, max_seq_length: int):
@@ -218,7 +249,8 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
                        max_seq_length: int, version: int = 1, text_pairs: bool = False,
                        lower: bool = False, warmup_requests: int = 3, xla: bool = False,
                        labels: Optional[Sequence[str]] = None, overwrite: bool = False,
-                       quantize: str = "none") -> str:
+                       quantize: str = "none", keep_accents: bool = False,
+                       check: Optional[Callable[[str], object]] = None) -> str:
   """Writes `<export_base>/<model_name>/<version>/` and returns that path.
 
   The version directory appears complete or not at all (version_directories.py: built under a
@@ -237,8 +269,15 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
   runs the graph; with `xla=True` they stay XLA-compiled (faster on CPU), and the model server
   must be started with --xla_cpu_compilation_enabled=true (CPU only).
 
-  `labels` (a classifier's classes in order) are written to assets/labels.json, so a client can
-  name the `predicted_label` index.
+  `lower` and `keep_accents` are the tokenizer's settings (XLNetTokenizer's).
+
+  `labels` (a classifier's or tagger's classes in order) are written to assets/labels.json,
+  and the signatures return the predicted labels' names beside their indices
+  (label_name_outputs: predicted_label_name, or predicted_label_names).
+
+  `check`, when given, is called with the written directory before it is placed (e.g.
+  serving.saved_model_check.check_saved_model bound to the model); what it raises places
+  nothing.
 
   `quantize="int8"` quantizes the (float) model first (`model.quantize("int8")`, which changes
   it) and checks it on `verification_inputs` against its float outputs (max relative error of
@@ -260,14 +299,19 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
   check_version_free(version_directory(export_base, model_name, version), overwrite)
   require(quantize in QUANTIZE_MODES, "quantize", f"one of {list(QUANTIZE_MODES)}",
           repr(quantize))
+  if labels is not None and class_count(model) is not None:
+    require(len(labels) == class_count(model), "labels",
+            f"one name per class of the {type(model).__name__} ({class_count(model)})",
+            len(labels))
   if quantize == "int8":
     quantized_within_tolerance(model, max_seq_length)
   constant_weights = getattr(model, "quantization", None) and not xla
   with contextlib.nullcontext() if xla else compile_ops.without_xla(), (
       constant_int8_weights() if constant_weights else contextlib.nullcontext()):
     return _export(model, sp_path, export_base, model_name, max_seq_length, version=version,
-                   text_pairs=text_pairs, lower=lower, warmup_requests=warmup_requests,
-                   labels=labels, overwrite=overwrite)
+                   text_pairs=text_pairs, lower=lower, keep_accents=keep_accents,
+                   warmup_requests=warmup_requests, labels=labels, overwrite=overwrite,
+                   check=check)
 
 
 def quantized_within_tolerance(model, max_seq_length: int) -> float:
@@ -295,13 +339,13 @@ def _numpy(outputs):
 
 
 def _export(model, sp_path, export_base, model_name, max_seq_length, *, version, text_pairs,
-            lower, warmup_requests, labels, overwrite):
-  tokenizer = InGraphTokenizer(sp_path, lower=lower)
+            lower, keep_accents, warmup_requests, labels, overwrite, check):
+  tokenizer = InGraphTokenizer(sp_path, lower=lower, keep_accents=keep_accents)
   num_segments = getattr(model, "max_segments", 1)
   packer = TextPacker(tokenizer, max_seq_length, num_segments)
   text_names = getattr(model, "serving_text_inputs", None) or (
       ("text", "text_b") if text_pairs else ("text",))
-  features_from = ids_serving_function(model, packer.sep)
+  features_from = ids_serving_function(model, packer.sep, labels)
   ids_signature = ids_input_signature(model, max_seq_length)
   text_signature = [tf.TensorSpec([None, None] if name == "options" else [None], tf.string,
                                   name) for name in text_names]
@@ -331,6 +375,8 @@ def _export(model, sp_path, export_base, model_name, max_seq_length, *, version,
       if "options" in text_names:
         examples["options"] = [["one option", "another option"]] * 2
       write_warmup_requests(staging, model_name, "serving_default", examples, warmup_requests)
+    if check is not None:
+      check(staging)
   return path
 
 

@@ -153,6 +153,9 @@ def prepare_variant_data(study: TransferStudyOptions, printer=print) -> Dict[tup
                              "-".join(f"{k}={v}" for k, v in key))
     paths = {"sp_path": base["sp_path"]}
     for split, files in (("train", train_files), ("valid", valid_files)):
+      if not files:  # a corpus too small to hold a part out has no held-out data
+        paths[split] = None
+        continue
       target = os.path.join(directory, split)
       if not os.path.exists(os.path.join(target, RECORD_INFO_FILE)):
         summary = create_pretraining_data(files, base["sp_path"], target, settings,

@@ -30,6 +30,7 @@ from xlnet_tf import checkpoints
 from xlnet_tf.checkpoints import own, pretrained
 from xlnet_tf.checkpoints.labels import saved_labels
 from xlnet_tf.config import ARCHITECTURE_KEYS
+from xlnet_tf.text.preprocessor import XLNetPreprocessor
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import StoppedBySignal, UserInputError
 from xlnet_tf.modeling.backbone import backbone_inputs
@@ -250,8 +251,9 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
   options.batch_size rows (global) under the strategy whose scope built it (none: one device).
 
   Every eval_every steps (and after the last step) `evaluate()` scores dev; the weights with
-  the best `metric` are saved to `best_dir` and loaded back into `model` at the end (without
-  `evaluate`, the last weights). A non-finite loss or weights end the run with
+  the best `metric` are saved to `best_dir` (with the tokenizer and packing the head carries:
+  attach_tokenizer) and loaded back into `model` at the end (without `evaluate`, the last
+  weights). A non-finite loss or weights end the run with
   NonFiniteTrainingError naming the step; a run that fails removes the `best_dir` it created,
   unless it can resume (it saved a checkpoint).
   `loss`: a Keras loss of (labels, outputs), or None when the head has its own (loss_sums).
@@ -337,6 +339,17 @@ def _finished_line(result: Dict, options: FinetuningOptions, directory: str,
   where = f" in {best_dir}" if best_dir else ""
   return (f"Fine-tuning finished earlier ({options.train_steps} steps, {directory}"
           f"/{FINISHED_FILE}): not training again; {left}{where}")
+
+
+def attach_tokenizer(model, tokenizer, max_seq_length: int) -> None:
+  """Gives the head `model` the tokenizer a run reads its text with and the packing of its
+  `max_seq_length` (`.tokenizer`, `.preprocessor`; a long-document classifier's segments too):
+  every save of best/ then holds them beside the weights (spiece.model, tokenizer_config.json,
+  preprocessor.json), so an export or from_pretrained of best/ reads text as the run did,
+  without --sp_path."""
+  model.tokenizer = tokenizer
+  model.preprocessor = XLNetPreprocessor(tokenizer, max_seq_length,
+                                         num_segments=getattr(model, "max_segments", 1))
 
 
 def load_pretrained_weights(backbone, path: str, checkpoint_format: str = "own"):

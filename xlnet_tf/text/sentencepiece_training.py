@@ -8,7 +8,7 @@ punctuation pieces, and was trained with character_coverage 0.99995.
 import io
 import os
 import re
-from typing import Callable, Iterator, List, Sequence
+from typing import Callable, Iterator, List, Optional, Sequence
 
 import sentencepiece as spm
 from absl import logging
@@ -29,7 +29,8 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
                         uncased: bool = False, keep_accents: bool = False,
                         character_coverage: float = 0.99995,
                         input_sentence_size: int = 10_000_000, seed: int = 0,
-                        report: Callable[[str], None] = logging.warning) -> str:
+                        report: Callable[[str], None] = logging.warning,
+                        inputs_named: Optional[str] = None) -> str:
   """Trains on the text as XLNetTokenizer will see it (the same preprocessing). Returns the
   .model path.
 
@@ -41,7 +42,9 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
   files appear only when complete (built in a temporary folder beside them; for a remote
   `model_prefix`, gs://...: a local temporary folder, since SentencePiece reads a local file,
   then copied there through utils.files). A write that fails (a full disk) is an OSError
-  naming `<model_prefix>.model`. Input files may be remote too.
+  naming `<model_prefix>.model`. Input files may be remote too. `inputs_named`: how the
+  message of a text SentencePiece cannot train on names it (default: the input files), for
+  input files written from the user's own.
   """
   if not input_files:
     raise UserInputError("train_sentencepiece: no input files")
@@ -73,7 +76,8 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
           num_threads=1, minloglevel=2, model_writer=trained)
     except RuntimeError as error:  # SentencePiece's message, without its source location
       reason = re.sub(r"^\S+: \S+\(\d+\) \[.*?\] ", "", str(error).strip())
-      raise UserInputError(f"SentencePiece cannot train on {list(input_files)[:3]} with "
+      named = inputs_named or list(input_files)[:3]
+      raise UserInputError(f"SentencePiece cannot train on {named} with "
                            f"vocab_size={vocab_size:,}: {reason}") from None
     # A failed write (a full disk) names the model asked for, not the work folder's file.
     with files.named_on_failure(model_path):

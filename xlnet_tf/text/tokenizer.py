@@ -9,6 +9,7 @@ so it is a per-id replacement table here, shared with the in-graph tokenizer.
 
 import dataclasses
 import os
+import tempfile
 import unicodedata
 from typing import Dict, List, Optional, Sequence, Union
 
@@ -272,6 +273,22 @@ def saved_tokenizer(directory: str, **settings) -> Optional[XLNetTokenizer]:
                            f"{values[setting]!r}")
   values.update(settings)
   return XLNetTokenizer(sp_path, **values)
+
+
+def kept_tokenizer(directory: str) -> Optional[XLNetTokenizer]:
+  """saved_tokenizer of a directory about to be removed (the assets Keras extracts from a
+  .keras archive into a temporary folder), over a copy of its files that lives as long as the
+  tokenizer: `sp_path` stays readable (save_pretrained, the in-graph tokenizer, exports read
+  it). The copy is removed when the tokenizer is collected, or at exit."""
+  if not files.exists(os.path.join(directory, SENTENCEPIECE_FILE)):
+    return None
+  copy = tempfile.TemporaryDirectory(prefix="xlnet_tf_tokenizer-")
+  for name in (SENTENCEPIECE_FILE, TOKENIZER_CONFIG_FILE):
+    if files.exists(os.path.join(directory, name)):
+      files.copy(os.path.join(directory, name), os.path.join(copy.name, name))
+  tokenizer = saved_tokenizer(copy.name)
+  tokenizer._kept_copy = copy  # its finalizer removes the folder with the tokenizer
+  return tokenizer
 
 
 def _same_file(source: str, target: str) -> bool:

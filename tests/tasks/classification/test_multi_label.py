@@ -203,6 +203,9 @@ def test_export_serves_each_labels_sigmoid_and_the_labels_over_their_thresholds(
   expected = (probabilities >= np.asarray(model.thresholds, np.float32)).astype(np.int32)
   assert 0 < expected.sum() < expected.size
   np.testing.assert_array_equal(served["predicted_labels"].numpy(), expected)
+  # The names beside them: each label where it is predicted, "" where not.
+  np.testing.assert_array_equal(served["predicted_label_names"].numpy().astype(str),
+                                np.where(expected == 1, np.array(LABELS), ""))
   np.testing.assert_allclose(served["thresholds"].numpy()[0], model.thresholds, atol=1e-7)
   assert json.load(open(os.path.join(path, "assets", "labels.json"))) == LABELS
 

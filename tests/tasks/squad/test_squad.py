@@ -133,3 +133,9 @@ def test_squad_cli(sp_model, tmp_path):
   results = json.load(open(tmp_path / "out" / "results.json"))
   assert "null_score_threshold" in results and 0 <= results["scores"]["f1"] <= 100
   assert re.findall(r"^step (\d)/3: dev exact .* f1", result.stdout, re.M) == ["3"]
+  # best/ holds the tokenizer the run read text with, and its packed length: what an export
+  # of best/ takes without --sp_path.
+  best = tmp_path / "out" / "best"
+  assert (best / "spiece.model").read_bytes() == open(sp_model, "rb").read()
+  assert json.load(open(best / "preprocessor.json")) == {"sequence_length": 48,
+                                                         "num_segments": 1}

@@ -146,7 +146,8 @@ def python_docs_documents() -> List[Document]:
 
 def write_corpus_files(documents: List[Document], directory: str, num_files: int,
                        prefix: str = "corpus") -> List[str]:
-  """Writes documents round-robin into `num_files` text files in the original format."""
+  """Writes documents round-robin into `num_files` text files in the original format, each
+  whole or not at all."""
   files.makedirs(directory)
   shards: List[List[Document]] = [[] for _ in range(num_files)]
   for index, document in enumerate(documents):
@@ -154,10 +155,17 @@ def write_corpus_files(documents: List[Document], directory: str, num_files: int
   paths = []
   for index, shard in enumerate(shards):
     path = os.path.join(directory, f"{prefix}-{index:03d}.txt")
-    with files.open_file(path, "w") as handle:
-      handle.write("\n\n".join("\n".join(document) for document in shard) + "\n")
+    files.write_text(path, "\n\n".join("\n".join(document) for document in shard) + "\n")
     paths.append(path)
   return paths
+
+
+@dataclasses.dataclass
+class HeldOutSplit:
+  """The training and held-out parts of a corpus, and a line saying how it was split."""
+  train: List[Document]
+  held_out: List[Document]
+  description: str
 
 
 def split_held_out(documents: List[Document], every: int = 10) -> Tuple[List[Document],
@@ -166,3 +174,37 @@ def split_held_out(documents: List[Document], every: int = 10) -> Tuple[List[Doc
   held_out = documents[::every]
   train = [d for i, d in enumerate(documents) if i % every]
   return train, held_out
+
+
+def split_by_documents(documents: List[Document], every: int) -> HeldOutSplit:
+  """`split_held_out`, described."""
+  train, held_out = split_held_out(documents, every)
+  return HeldOutSplit(train, held_out, f"Held out for evaluation: 1 of every {every} documents "
+                      f"({len(held_out)} of {len(documents)}).")
+
+
+def split_at_tail(documents: List[Document], line_weights: List[List[int]],
+                  held_out_weight: float, reason: str) -> HeldOutSplit:
+  """The text's end held out, cut at the line boundary where the lines from there on weigh
+  (characters, tokens: `line_weights`, one list per document) at least `held_out_weight`; a
+  document the cut falls in becomes two, its beginning trained on; the text's first line
+  stays in training (a text of one line has none held out). For a text of few
+  documents, where holding out whole ones would take too much or too little of it; one
+  contiguous piece keeps the held-out text's sentences in order. `reason` ends the line."""
+  total = sum(sum(weights) for weights in line_weights)
+  positions = [(index, line) for index, document in enumerate(documents)
+               for line in range(len(document))]
+  cut, held_weight = len(positions), 0
+  while cut > 1 and held_weight < held_out_weight:  # the first line is always trained on
+    cut -= 1
+    held_weight += line_weights[positions[cut][0]][positions[cut][1]]
+  train, held_out = list(documents), []
+  if cut < len(positions):
+    index, line = positions[cut]
+    head, tail = documents[index][:line], documents[index][line:]
+    train = documents[:index] + ([head] if head else [])
+    held_out = [tail] + documents[index + 1:]
+  share = held_weight / total if total else 0.0
+  return HeldOutSplit(train, held_out, f"Held out for evaluation: the last "
+                      f"{len(positions) - cut} of {len(positions)} lines ({share:.0%} of the "
+                      f"text), {reason}.")

@@ -10,6 +10,27 @@ from xlnet_tf.utils.errors import require
 from xlnet_tf import objectives
 
 FUNCTIONAL_TOKENS = 3  # <sep> after A, <sep> after B, <cls>
+# The predicted share of a sequence: 21 of 128 tokens (16%), near the original's 85 of 512.
+PREDICTED_SHARE = 21 / 128
+
+
+def default_reuse_len(seq_len: int) -> int:
+  """The memory part of a sequence when only seq_len is given: half of it, as the original's
+  256 of 512 (and the default 64 of 128)."""
+  return seq_len // 2
+
+
+def default_num_predict(seq_len: int, reuse_len: int) -> int:
+  """Targets per sequence when not given: PREDICTED_SHARE of seq_len (21 at 128), lowered to
+  the most the parts hold (`PretrainingDataConfig.predictions_per_part`), at least 1."""
+  count = max(1, round(seq_len * PREDICTED_SHARE))
+  new_len = seq_len - reuse_len - FUNCTIONAL_TOKENS
+  while count > 1:
+    in_reuse, in_new = ((count - count // 2, count // 2) if reuse_len else (0, count))
+    if in_reuse <= reuse_len and in_new <= new_len:
+      break
+    count -= 1
+  return count
 
 
 @dataclasses.dataclass

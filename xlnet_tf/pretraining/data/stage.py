@@ -54,6 +54,15 @@ PROGRESS_SECONDS = 30.0
 WORK_FOLDER_PREFIX = ".stage-"  # in save_dir; see temporary_folders
 
 
+class NoExampleWritten(UserInputError):
+  """The inputs are too short for one batch: no example was written (and no output).
+  `tokens`: the inputs' tokens."""
+
+  def __init__(self, message: str, tokens: int):
+    super().__init__(message)
+    self.tokens = tokens
+
+
 @dataclasses.dataclass
 class ShardResult:
   name: str
@@ -231,10 +240,11 @@ def create_pretraining_data(input_files: Sequence[str], sp_path: str, save_dir: 
     if sum(r.num_batch for r in results) == 0:
       detail = "; ".join(f"{k}: {v}" for k, v in stats.skipped.items()) or "inputs too short"
       named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
-      raise UserInputError(f"{named}: no example could be written ({detail}); {stats.files} "
-                           f"files, {sum(r.tokens_read for r in results)} tokens; bsz_per_host="
-                           f"{settings.bsz_per_host} rows of seq_len={settings.seq_len} need "
-                           "more text")
+      tokens = sum(r.tokens_read for r in results)
+      raise NoExampleWritten(f"{named}: no example could be written ({detail}); "
+                             f"{stats.files} files, {tokens} tokens; bsz_per_host="
+                             f"{settings.bsz_per_host} rows of seq_len={settings.seq_len} need "
+                             "more text", tokens)
     # Sizes let a reader find a file cut short or replaced without reading it (records.py).
     files_info = [{"name": r.name, "num_batch": r.num_batch, "num_examples": r.num_examples,
                    "bytes": os.path.getsize(path)} for r, path in zip(results, outputs)]

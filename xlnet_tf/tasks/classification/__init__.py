@@ -1,12 +1,13 @@
 """Sequence classification and regression (GLUE, IMDB, generic files; multi-label): readers
 by header name, label ids, encoding and long documents, training, metrics."""
 
-from xlnet_tf.tasks.classification.task import (TaskData, TaskDataOptions, build_classifier,
-                                                encode_examples, encode_long_documents,
-                                                load_task, predict_logits, task_loss,
-                                                task_metrics, train_classifier,
+from xlnet_tf.tasks.classification.task import (GENERIC_TASK, TaskData, TaskDataOptions,
+                                                build_classifier, encode_examples,
+                                                encode_long_documents, load_task,
+                                                predict_logits, task_loss, task_metrics,
+                                                task_name_for, train_classifier,
                                                 write_predictions)
 
-__all__ = ["TaskData", "TaskDataOptions", "build_classifier", "encode_examples",
+__all__ = ["GENERIC_TASK", "TaskData", "TaskDataOptions", "build_classifier", "encode_examples",
            "encode_long_documents", "load_task", "predict_logits", "task_loss", "task_metrics",
-           "train_classifier", "write_predictions"]
+           "task_name_for", "train_classifier", "write_predictions"]

@@ -58,7 +58,8 @@ class TaskData:
   """Encoded splits of one task. labels None = regression; label_origin: where the label
   order came from (for the user: the task, --labels, a training file, a labels.json).
   multi_label: each example has a set of labels (split "label" is multi-hot [N, C]), written
-  `label_delimiter`-separated in its files."""
+  `label_delimiter`-separated in its files. tokenizer, max_seq_length: what the texts were
+  encoded with (train_classifier saves them with the best weights)."""
   name: str
   labels: Optional[List[str]]
   metric: str
@@ -67,6 +68,23 @@ class TaskData:
   label_origin: Optional[str] = None
   multi_label: bool = False
   label_delimiter: Optional[str] = None
+  tokenizer: Optional[XLNetTokenizer] = None
+  max_seq_length: Optional[int] = None
+
+
+# A user's own files, one a split (CSV, TSV or JSONL), their columns found by header name.
+GENERIC_TASK = "generic"
+
+
+def task_name_for(name: Optional[str], files: Dict[str, Optional[str]]) -> str:
+  """The task `name` names; without a name, the generic task when the user's own `files`
+  ({split: path}) are given. Neither: a user error."""
+  if name:
+    return name
+  if any(files.values()):
+    return GENERIC_TASK
+  raise UserInputError("--task_name is required without --train_file, --dev_file or "
+                       f"--test_file: a GLUE task or imdb (with --data_dir), or {GENERIC_TASK}")
 
 
 # The splits whose every example needs a label, and what reads them (for messages).
@@ -117,7 +135,7 @@ def load_task(options: TaskDataOptions, tokenizer: XLNetTokenizer,
       source = examples[split][0].where.rsplit(":", 1)[0]
       raise UserInputError(f"{source}: no row has a label; {LABELED_SPLITS[split]} needs one in "
                            "every row (data without labels is read for --do_predict only)")
-  if options.name == "generic" and not options.regression and not options.labels:
+  if options.name == GENERIC_TASK and not options.regression and not options.labels:
     task_labels, inferred_from = inferred_labels(options.files, examples, options.model_dir,
                                                  delimiter)
     label_origin = inferred_from
@@ -140,7 +158,7 @@ def load_task(options: TaskDataOptions, tokenizer: XLNetTokenizer,
     encoded[split] = features
   return TaskData(options.name, None if task_labels is None else list(task_labels), metric,
                   encoded, reports, None if task_labels is None else label_origin,
-                  options.multi_label, delimiter)
+                  options.multi_label, delimiter, tokenizer, options.max_seq_length)
 
 
 MULTI_LABEL_METRIC = "micro_f1"  # what the best weights are kept by
@@ -150,7 +168,7 @@ def check_multi_label(options: TaskDataOptions) -> None:
   """Multi-label is a generic classification task with a non-empty delimiter."""
   if not options.multi_label:
     return
-  if options.name != "generic":
+  if options.name != GENERIC_TASK:
     raise UserInputError(f"--multi_label reads generic files (--task_name=generic); the "
                          f"{options.name} task has one label per example")
   if options.regression:
@@ -178,7 +196,7 @@ def _task_reader(options: TaskDataOptions, splits: Sequence[str]):
   elif name == "imdb":
     task_labels, metric = IMDB_LABELS, "accuracy"
     read = lambda split, report: read_imdb(data_dir, split, report)
-  elif name == "generic":
+  elif name == GENERIC_TASK:
     task_labels = None if options.regression or not options.labels else list(options.labels)
     label_origin = "--labels"
     metric = "pearson" if options.regression else "accuracy"
@@ -220,7 +238,8 @@ def train_classifier(model: XLNetClassifier, task: TaskData,
                      ) -> Dict:
   """Fine-tunes on the task's train split (finetuning.finetune), scoring dev by the task's
   metric; returns the dev history and the best result. The label order is saved with the
-  best weights (the head's `labels`: labels.json), for predict-only runs and exports."""
+  best weights (the head's `labels`: labels.json), for predict-only runs and exports, and so
+  are the task's tokenizer and packing (finetuning.attach_tokenizer)."""
   regression = task.labels is None
   metric = "pearson" if regression else task.metric
   dev = task.splits.get("dev")
@@ -233,6 +252,8 @@ def train_classifier(model: XLNetClassifier, task: TaskData,
                                      repeat=True)
   if not regression:  # saved with the weights: best/ is whole at every save
     model.labels = list(task.labels)
+  if task.tokenizer is not None:
+    finetuning.attach_tokenizer(model, task.tokenizer, task.max_seq_length)
   result = finetuning.finetune(model, train, options, evaluate=evaluate if dev else None,
                                metric=metric, best_dir=best_dir, loss=task_loss(task))
   if task.multi_label:  # on the best weights, now restored; 0.5 each without dev

@@ -1,0 +1,31 @@
+"""The package as a user installs it: the wheel built from this checkout, installed (not
+editable) into a fresh virtual environment, whose console scripts the tests then run from a
+directory outside the checkout."""
+
+import os
+import subprocess
+import sys
+import sysconfig
+import venv
+
+from repository import ROOT
+
+
+def install_wheel(work: str) -> str:
+  """Builds the wheel into work/dist, installs it into the new venv work/venv and returns that
+  venv's bin/ folder. The venv borrows this interpreter's dependencies (a .pth file appends its
+  site-packages, whose own .pth files, the editable install's finder among them, are not run),
+  so only xlnet_tf comes from the wheel."""
+  dist, environment = os.path.join(work, "dist"), os.path.join(work, "venv")
+  subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                  "--no-build-isolation", "-w", dist, ROOT], check=True, capture_output=True)
+  venv.create(environment, with_pip=False)
+  python = os.path.join(environment, "bin", "python")
+  site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                        check=True, capture_output=True, text=True).stdout.strip()
+  with open(os.path.join(site, "test_venv_dependencies.pth"), "w", encoding="utf-8") as handle:
+    handle.write(sysconfig.get_paths()["purelib"] + "\n")
+  wheels = [os.path.join(dist, name) for name in os.listdir(dist) if name.endswith(".whl")]
+  subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
+                  "--no-index", *wheels], check=True, capture_output=True)
+  return os.path.join(environment, "bin")
