@@ -420,3 +420,19 @@ def test_attention_mask_and_padding_mask_are_input_mask(own_directories, batch, 
                                            r"input_mask, attention_mask or padding_mask .*; "
                                            r"got input_mask and attention_mask"):
     model({**inputs, "attention_mask": mask})
+
+
+def test_a_task_head_reads_forward_over_a_pretrained_backbone(tmp_path, batch):
+  """A backbone pretrained with bi_data (half of each batch read backward) gives task heads
+  that read every row forward, an odd batch included; the pretrainer keeps bi_data."""
+  backbone = XLNetModel(tiny_config(bi_data=True))
+  randomize_weights(backbone, 4)
+  directory = backbone.save_pretrained(str(tmp_path / "pretrained"))
+  classifier = XLNetClassifier.from_pretrained(directory, num_classes=2)
+  assert not classifier.backbone.config.bi_data
+  forward = XLNetModel(tiny_config())
+  forward.set_weights(backbone.get_weights())
+  assert_same_outputs(forward, classifier.backbone, batch)  # batch 3: odd
+  assert XLNetPretrainer.from_pretrained(directory).backbone.config.bi_data
+  assert XLNetTokenClassifier.from_pretrained(directory, num_labels=2,
+                                              bi_data=True).backbone.config.bi_data

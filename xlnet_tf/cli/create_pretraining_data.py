@@ -18,6 +18,7 @@ from xlnet_tf.utils import files
 
 from xlnet_tf.pretraining.data import corpus
 from xlnet_tf import objectives
+from xlnet_tf.pretraining.data.settings import default_num_predict, default_reuse_len
 from xlnet_tf.pretraining.data.stage import create_pretraining_data, data_config_from_flags
 from xlnet_tf.text.sentencepiece_training import train_sentencepiece
 
@@ -27,8 +28,10 @@ flags.DEFINE_string("sp_path", None, "SentencePiece model. Default: train one on
 flags.DEFINE_string("save_dir", "proc_data", "Output directory (TFRecords + record_info.json).")
 flags.DEFINE_enum("split", "train", ["train", "valid", "test"], "Split name of the output.")
 flags.DEFINE_integer("seq_len", 128, "Sequence length.")
-flags.DEFINE_integer("reuse_len", 64, "Tokens reused as memory by the next step.")
-flags.DEFINE_integer("num_predict", 21, "Tokens to predict per example.")
+flags.DEFINE_integer("reuse_len", None, "Tokens reused as memory by the next step (default: "
+                     "half of --seq_len, 64 at 128; 0 for clm).")
+flags.DEFINE_integer("num_predict", None, "Tokens to predict per example (default: 21 of every "
+                     "128 tokens, what the parts hold).")
 flags.DEFINE_integer("perm_size", None, "Permutation chunk size (default reuse_len).")
 flags.DEFINE_integer("bsz_per_host", 16, "Rows per batch (the global batch of one host).")
 flags.DEFINE_integer("num_core_per_host", 1, "Replicas per host (bi_data halves per core).")
@@ -62,7 +65,13 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  settings = data_config_from_flags(FLAGS.flag_values_dict())  # refused before any work
+  values = FLAGS.flag_values_dict()
+  if values["reuse_len"] is None:  # the layout follows --seq_len where it is not given
+    reads_pairs = objectives.named(values["objective"]).has_pairs  # clm: segments, no reuse
+    values["reuse_len"] = default_reuse_len(values["seq_len"]) if reads_pairs else 0
+  if values["num_predict"] is None:
+    values["num_predict"] = default_num_predict(values["seq_len"], values["reuse_len"])
+  settings = data_config_from_flags(values)  # refused before any work
   if FLAGS.input_glob:
     input_files = sorted(files.glob(FLAGS.input_glob))
     if not input_files:

@@ -42,6 +42,10 @@ class XLNetHead(keras.Model):
   # load into them) but are not trained: fit, custom loops and optimizers see no variable
   # that can have no gradient (Keras would warn at every fit that it has none).
   UNUSED_BACKBONE_VARIABLES = ()
+  # XLNetConfig options from_pretrained loads this head with unless given: a task reads each
+  # text forward once, while bi_data (pretraining's second half of every batch read backward,
+  # stored in a pretrained backbone's config) would read half of a batch backward.
+  LOADED_CONFIG_DEFAULTS = {"bi_data": False}
 
   def __init__(self, backbone, **kwargs):
     if isinstance(backbone, (dict, XLNetConfig)):
@@ -256,7 +260,7 @@ class XLNetHead(keras.Model):
     head_arguments, config_overrides = pretrained.split_arguments(cls.__init__, arguments,
                                                                   caller)
     place = pretrained.locate(path)
-    config = pretrained.stored_config(place, config_overrides)
+    config = pretrained.stored_config(place, {**cls.LOADED_CONFIG_DEFAULTS, **config_overrides})
     stored = pretrained.stored_head(place)
     if stored is not None and stored.class_name == cls.__name__:
       _check_agreement(cls, stored, head_arguments, place)

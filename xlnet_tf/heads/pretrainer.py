@@ -73,6 +73,7 @@ class XLNetPretrainer(XLNetHead):
   (2, 1, 1000)
   """
 
+  LOADED_CONFIG_DEFAULTS = {}  # bi_data as the directory stores it: pretraining uses it
   RUN_TIME_ARGUMENTS = ("objective",)  # the same weights predict in any factorization order
 
   def __init__(self, backbone, objective: str = "perm", next_sentence: bool = False, **kwargs):

@@ -219,21 +219,22 @@ def test_bad_input_is_counted_or_refused(sp_model, corpus_files, tmp_path):
 
 def test_cli_gives_the_same_bytes_whatever_the_process(tmp_path):
   """Two runs of the CLI with the default corpus, in processes with other hash seeds and
-  worker counts: the SentencePiece model and every TFRecord file are equal byte for byte."""
+  worker counts: the SentencePiece model and every TFRecord file are equal byte for byte. The
+  layout follows --seq_len alone (reuse_len half of it, num_predict its 21/128 share)."""
   script = os.path.join(ROOT, "data",
                         "create_pretraining_data.py")
   outputs = []
   for hash_seed, workers in (("1", 1), ("2", 2)):
     save_dir = tmp_path / f"run{hash_seed}"
     result = subprocess.run([sys.executable, script, f"--save_dir={save_dir}", "--seq_len=64",
-                             "--reuse_len=32", "--num_predict=10", "--bsz_per_host=8",
-                             f"--num_workers={workers}"], capture_output=True, text=True,
+                             "--bsz_per_host=8", f"--num_workers={workers}"], capture_output=True, text=True,
                             timeout=300, env=dict(os.environ, PYTHONHASHSEED=hash_seed))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Default corpus: 79 documents" in result.stdout
     assert "Trained a SentencePiece model" in result.stdout
     assert "corpus tokens/s" in result.stdout
-    assert os.path.exists(save_dir / "record_info.json")
+    settings = load_record_info(str(save_dir))["settings"]
+    assert (settings["seq_len"], settings["reuse_len"], settings["num_predict"]) == (64, 32, 10)
     outputs.append(save_dir)
   names = sorted(f for f in os.listdir(outputs[0]) if f.endswith(".tfrecords"))
   assert len(names) == 4 and names == sorted(f for f in os.listdir(outputs[1])

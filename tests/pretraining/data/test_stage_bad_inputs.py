@@ -407,12 +407,14 @@ def test_create_pretraining_data_cli_refuses_a_running_stage_folder(text_file, s
 
 
 def test_create_pretraining_data_cli_refuses_bad_settings_before_any_work(text_file, tmp_path):
-  """clm data need reuse_len 0: refused before a SentencePiece model or a folder is made."""
+  """clm data need reuse_len 0 (its default): a reuse_len given is refused before a
+  SentencePiece model or a folder is made."""
   line = one_error_line(run_tool("data/create_pretraining_data.py", f"--input_glob={text_file}",
                                  f"--save_dir={tmp_path / 'out'}", "--objective=clm",
-                                 "--seq_len=32", "--bsz_per_host=4", "--vocab_size=100"))
+                                 "--seq_len=32", "--reuse_len=16", "--bsz_per_host=4",
+                                 "--vocab_size=100"))
   assert line == ("error: PretrainingDataConfig.reuse_len must be 0 for objective clm (it reads "
-                  "consecutive segments: the whole segment becomes memory); got 64")
+                  "consecutive segments: the whole segment becomes memory); got 16")
   assert not (tmp_path / "out").exists()
 
 
