@@ -228,7 +228,8 @@ def test_cli_gives_the_same_bytes_whatever_the_process(tmp_path):
     save_dir = tmp_path / f"run{hash_seed}"
     result = subprocess.run([sys.executable, script, f"--save_dir={save_dir}", "--seq_len=64",
                              "--bsz_per_host=8", f"--num_workers={workers}"],
-                            capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONHASHSEED=hash_seed))
+                            capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, PYTHONHASHSEED=hash_seed))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Default corpus: 79 documents" in result.stdout
     assert "Trained a SentencePiece model" in result.stdout
