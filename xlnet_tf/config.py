@@ -59,9 +59,14 @@ class XLNetConfig:
   `pos_encoding` (POS_ENCODINGS) other than "relative" builds a Transformer-XL ablation
   model: "shaw" (learned relative key embeddings for distances clipped at clamp_len),
   "absolute_sinusoid" or "absolute_learned" (positions 0..clamp_len within the segment, added
-  to the word embeddings). Those need attn_type "uni".
+  to the word embeddings). Those need attn_type "uni" without bi_data.
 
-  Attributes (the first eight are the original xlnet_config.json's keys, ARCHITECTURE_KEYS):
+  The first eight fields are the original xlnet_config.json's keys (ARCHITECTURE_KEYS).
+  Integer fields accept NumPy integers and store Python ints (so the JSON files stay
+  integral). Every field is checked when the config is made (`validate`): an invalid one
+  raises UserInputError (a ValueError) naming it.
+
+  Attributes:
     n_token: vocabulary size (32000 for the released models).
     n_layer: number of two-stream layers (12 base, 24 large).
     d_model: hidden size D.
@@ -80,7 +85,6 @@ class XLNetConfig:
     dropatt: dropout rate of the attention probabilities.
     init_std: standard deviation of the normal initializer of new weights.
     pos_encoding: "relative" (XLNet) or a Transformer-XL ablation (POS_ENCODINGS, above).
-  Integer fields accept NumPy integers and store Python ints (so the JSON files stay integral).
   """
   n_token: int = 32000
   n_layer: int = 12
@@ -107,7 +111,12 @@ class XLNetConfig:
       setattr(self, name, int(getattr(self, name)))
 
   def validate(self) -> None:
-    """Raises UserInputError (a ValueError) naming the first invalid field."""
+    """Checks the type and range of every field, and the sizes' products.
+
+    Raises:
+      UserInputError: (a ValueError) naming the first invalid field, or the field that makes a
+        weight larger than one tensor holds (2^31 - 1 values).
+    """
     for name in ("n_token", "n_layer", "d_model", "n_head", "d_head", "d_inner"):
       value = getattr(self, name)
       require(is_int(value) and 0 < value <= LARGEST_SIZE, f"XLNetConfig.{name}",
@@ -160,15 +169,38 @@ class XLNetConfig:
   # ---- presets -------------------------------------------------------------------------------
   @classmethod
   def preset(cls, name: str, **overrides) -> "XLNetConfig":
-    """`base` (12x768), `large` (24x1024) as released, `demo` (4x128, the main job's) or
-    `tiny` (2x32, tests); see SIZE_PRESETS."""
+    """A config of a named size: a released model's, the demo's or the tests'.
+
+    Args:
+      name: `base` (12x768) or `large` (24x1024) as released, `demo` (4x128, the main job's)
+        or `tiny` (2x32, n_token 1000, for tests); see SIZE_PRESETS.
+      **overrides: fields replacing the preset's and the defaults (mem_len, dropout, ...).
+
+    Returns:
+      The XLNetConfig.
+
+    Raises:
+      UserInputError: for an unknown name, or an override `validate` refuses.
+    """
     if name not in SIZE_PRESETS:
       raise UserInputError(f"Unknown XLNet preset {name!r}; choose one of {sorted(SIZE_PRESETS)}.")
     return cls(**{**SIZE_PRESETS[name], **overrides})
 
   def for_finetuning(self, **overrides) -> "XLNetConfig":
-    """A copy for fine-tuning and serving: mem_len 0, reuse_len 0, bi_data off (one sequence
-    read at a time, no memory carried between batches), then `overrides` (dropout, ...).
+    """A copy for fine-tuning and serving: no memory, no backward half-batches.
+
+    The copy has mem_len 0, reuse_len 0 and bi_data off (one sequence read at a time, no
+    memory carried between batches), then `overrides`.
+
+    Args:
+      **overrides: fields to set in the copy (dropout, ...; mem_len for a classifier of long
+        documents).
+
+    Returns:
+      A new XLNetConfig; this one is unchanged.
+
+    Raises:
+      UserInputError: for an override `validate` refuses.
 
     >>> XLNetConfig.preset("tiny", mem_len=16, reuse_len=8, bi_data=True).for_finetuning(
     ...     dropout=0.0).mem_len
@@ -179,6 +211,15 @@ class XLNetConfig:
 
   # ---- (de)serialization ---------------------------------------------------------------------
   def to_dict(self, original_keys_only: bool = False) -> Dict[str, Any]:
+    """The config as a dict of its fields.
+
+    Args:
+      original_keys_only: only the architecture keys (ARCHITECTURE_KEYS), those of the
+        original xlnet_config.json; else every field.
+
+    Returns:
+      {field name: value}, a new dict.
+    """
     values = dataclasses.asdict(self)
     if original_keys_only:
       return {key: values[key] for key in ARCHITECTURE_KEYS}
@@ -186,9 +227,22 @@ class XLNetConfig:
 
   @classmethod
   def from_dict(cls, values: Dict[str, Any], source: str = "config", **overrides) -> "XLNetConfig":
-    """A config from `values`, which must name every architecture key (ARCHITECTURE_KEYS) unless
-    `overrides` sets it; other keys take their defaults. Raises UserInputError naming `source`
-    and the missing or unknown keys."""
+    """A config from a dict of fields, which must name every architecture key.
+
+    Each of ARCHITECTURE_KEYS must be in `values` or `overrides`; the other fields take their
+    defaults.
+
+    Args:
+      values: {field name: value}, e.g. a parsed xlnet_config.json.
+      source: what `values` came from (a file name), for the messages.
+      **overrides: fields replacing those of `values`.
+
+    Returns:
+      The XLNetConfig.
+
+    Raises:
+      UserInputError: naming `source` and the unknown or missing keys, or the invalid field.
+    """
     known = {field.name for field in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
     if unknown:
@@ -206,13 +260,32 @@ class XLNetConfig:
 
   @classmethod
   def from_json_file(cls, path: str, **overrides) -> "XLNetConfig":
-    """Reads an original `xlnet_config.json` (or one written by `to_json_file`).
+    """Reads an original `xlnet_config.json`, or one written by `to_json_file`.
 
     The file must name every architecture key (see `from_dict`); run-time keys it lacks take
-    their defaults; `overrides` set run-time options (mem_len, ...).
+    their defaults.
+
+    Args:
+      path: the JSON file (local, or remote: gs://...).
+      **overrides: fields replacing the file's (run-time options: mem_len, dropout, ...).
+
+    Returns:
+      The XLNetConfig.
+
+    Raises:
+      FileNotFoundError: when there is no file at `path`.
+      UserInputError: naming the file when it is not a JSON object, or when a key is missing,
+        unknown or invalid.
     """
     values = read_json_object(path, expected="a JSON object of config keys")
     return cls.from_dict(values, source=path, **overrides)
 
   def to_json_file(self, path: str, original_keys_only: bool = False) -> None:
+    """Writes the config as indented JSON with sorted keys, whole or not at all.
+
+    Args:
+      path: the file to write (local, or remote: gs://...); its directory is created.
+      original_keys_only: only the architecture keys (ARCHITECTURE_KEYS), a file the original
+        code reads; else every field, which `from_json_file` reads back as it was.
+    """
     write_json(path, self.to_dict(original_keys_only), sort_keys=True)

@@ -91,6 +91,22 @@ def own_head_directory(directory, kind, labels=None, **overrides):
   return model
 
 
+@pytest.mark.parametrize("output_format", ["original", "huggingface", "own"])
+def test_convert_a_pretrained_backbone_with_its_run_time_options(tmp_path, output_format):
+  """A backbone as pretraining saves it (bi_data, memory, the erf gelu): the formats that hold
+  no run-time option are checked under the backbone's own, and read back the same weights."""
+  config = tiny_config(bi_data=True, mem_len=6, reuse_len=4, ff_activation="gelu_exact")
+  model = build("backbone", config)
+  model.save_pretrained(str(tmp_path / "own"))
+  report = conversion.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "out"),
+                                         output_format)
+  assert "max |diff| = 0.0" in report
+  reloaded = XLNetModel.from_pretrained(str(tmp_path / "out"))
+  assert reloaded.config.ff_activation == "gelu_exact"
+  for name, value in weights_by_name(model).items():
+    np.testing.assert_array_equal(weights_by_name(reloaded)[name], value, err_msg=name)
+
+
 def test_convert_writes_a_head_with_its_labels(tmp_path):
   own_head_directory(tmp_path / "own", "token_classifier", labels=["O", "B", "I", "X"])
   report = conversion.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "hf"),

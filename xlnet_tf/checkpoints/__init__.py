@@ -1,7 +1,9 @@
-"""Checkpoint loaders and writers: original TF1, Hugging Face (model.safetensors,
-pytorch_model.bin, tf_model.h5), and our own format (with labels.json, the class labels of a
-saved classifier or tagger: checkpoints.labels); `pretrained` recognizes a directory's layout
-for the model classes' `from_pretrained`.
+"""Checkpoint loaders and writers: the original TF1, Hugging Face and own formats.
+
+The formats: original TF1, Hugging Face (model.safetensors, pytorch_model.bin, tf_model.h5),
+and our own (with labels.json, the class labels of a saved classifier or tagger:
+checkpoints.labels; with quantization.json for a quantized model); `pretrained` recognizes a
+directory's layout for the model classes' `from_pretrained`.
 
 Every loader is strict: a missing, unexpected or misshaped weight raises
 `CheckpointMismatchError` naming it, and nothing is assigned. A pytorch_model.bin whose pickle

@@ -22,11 +22,25 @@ class CheckpointMismatchError(UserInputError):
 
 @dataclasses.dataclass
 class LoadReport:
+  """What a strict load assigned, and what it set aside.
+
+  Attributes:
+    source: the checkpoint read (a TF1 prefix, or the Hugging Face weights file or index).
+    loaded: the original names of the variables assigned, sorted.
+    skipped: {name in the source: why it was not loaded} (optimizer slots, step counters,
+      weights of a task head the model does not have).
+  """
   source: str
   loaded: List[str]
   skipped: Dict[str, str]  # name -> why it was not loaded
 
   def summary(self) -> str:
+    """The report as text: how many variables were loaded, and each name set aside.
+
+    Returns:
+      "Loaded N variables from SOURCE." and, when some were set aside, a line
+      "Not part of this model (K):" and one "  name: why" line for each.
+    """
     lines = [f"Loaded {len(self.loaded)} variables from {self.source}."]
     if self.skipped:
       lines.append(f"Not part of this model ({len(self.skipped)}):")

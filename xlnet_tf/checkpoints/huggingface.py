@@ -55,11 +55,27 @@ _HEAD_PREFIXES = ("sequence_summary.", "logits_proj.", "qa_outputs.", "start_log
                   "end_logits.", "answer_class.", "classifier.")
 
 def config_from_huggingface(values: Dict, source: str = "config.json", **overrides) -> XLNetConfig:
-  """XLNetConfig from the fields of a Hugging Face XLNetConfig.
+  """XLNetConfig from the fields of a Hugging Face XLNetConfig (its config.json).
 
   The sizes (vocab_size n_layer d_model n_head d_inner) must be there; a field transformers
   itself defaults when config.json lacks it (d_head = d_model / n_head, ff_activation, untie_r,
-  ...) takes that default, so the model is the one transformers would build.
+  ...) takes that default, so the model is the one transformers would build. Its "gelu" is the
+  erf form ("gelu_exact" here), "gelu_new" and "gelu_pytorch_tanh" the original's tanh
+  approximation ("gelu" here); a null mem_len or reuse_len is 0; its dropout sets dropout and
+  dropatt, initializer_range init_std.
+
+  Args:
+    values: the fields of config.json.
+    source: where they come from (its path), for the messages.
+    **overrides: XLNetConfig fields replacing the converted ones (an ff_activation given
+      here is taken instead of the file's).
+
+  Returns:
+    The XLNetConfig.
+
+  Raises:
+    UserInputError: naming `source`, for a missing size, an unknown ff_activation or an
+      invalid field.
   """
   try:
     n_head, d_model = values["n_head"], values["d_model"]
@@ -350,7 +366,25 @@ def load_huggingface_checkpoint(model_or_head, path: str) -> LoadReport:
   (or a sharded index of one); when several are there, the first of these is read, and the
   report's `source` names the file read. The architecture in config.json must equal the
   model's; every weight must be present with its shape; nothing is assigned otherwise (see
-  `assign_by_original_name`).
+  `assign_by_original_name`). Weights of a task head the model does not have are set aside,
+  listed in the report.
+
+  Args:
+    model_or_head: the XLNetModel or head to load into (a head's own weights are read under
+      its huggingface_head_names()). A quantized model is refused (AttributeError): the
+      format holds float weights.
+    path: the directory (config.json and the weights), or one weights file (config.json,
+      when beside it, is checked too). Local or remote.
+
+  Returns:
+    The LoadReport of what was assigned and what was set aside.
+
+  Raises:
+    FileNotFoundError: when the directory holds none of the weight files.
+    CheckpointMismatchError: when config.json's sizes or the weights do not match the model.
+    UnsafeCheckpointError: for a pytorch_model.bin whose pickle names anything but tensor
+      storages (nothing of it is run).
+    UserInputError: for a damaged or inconsistent file (a bad shard index, ...).
   """
   hf_config = read_huggingface_config(path)
   weights = read_huggingface_weights(path)

@@ -160,7 +160,9 @@ def carried_tokenizer(model_or_head) -> Optional[XLNetTokenizer]:
 
 def huggingface_tokenizer_config(tokenizer: XLNetTokenizer) -> Dict:
   """tokenizer_config.json's fields for transformers' XLNetTokenizer: the text settings and
-  the special tokens the SentencePiece model holds (None for one it lacks), left padding."""
+  the special tokens the SentencePiece model holds (None for one it lacks), left padding, and
+  token_type_ids among the model inputs (transformers 5's XLNetTokenizer returns none by
+  default, and its XLNet then computes without segments, unlike the original and xlnet_tf)."""
   special = {name: None if getattr(tokenizer.special_ids, field) < 0 else
              tokenizer.processor.IdToPiece(getattr(tokenizer.special_ids, field))
              for name, field in _SPECIAL_TOKEN_ARGUMENTS.items()}
@@ -168,7 +170,8 @@ def huggingface_tokenizer_config(tokenizer: XLNetTokenizer) -> Dict:
                 for field in _ADDITIONAL_SPECIAL_IDS if getattr(tokenizer.special_ids, field) >= 0]
   return {"tokenizer_class": "XLNetTokenizer", "do_lower_case": tokenizer.lower,
           "remove_space": True, "keep_accents": tokenizer.keep_accents, **special,
-          "additional_special_tokens": additional, "padding_side": "left"}
+          "additional_special_tokens": additional, "padding_side": "left",
+          "model_input_names": ["input_ids", "token_type_ids", "attention_mask"]}
 
 
 def save_huggingface_tokenizer(tokenizer: XLNetTokenizer, directory: str) -> str:

@@ -23,6 +23,15 @@ def backbone_of(target):
 
   Known by what it holds (a config and blocks) rather than by class: checkpoints sit below
   the model classes (xlnet_tf.modeling), which build on them.
+
+  Args:
+    target: an XLNetModel, or a head with a `.backbone`.
+
+  Returns:
+    The XLNetModel.
+
+  Raises:
+    TypeError: when `target` is neither.
   """
   for candidate in (target, getattr(target, "backbone", None)):
     if hasattr(candidate, "config") and hasattr(candidate, "blocks"):
@@ -35,6 +44,17 @@ def original_variable_map(target) -> Dict[str, object]:
   """{original TF1 name: Keras variable} for the backbone plus the head's own weights.
 
   A head contributes its weights through `original_head_variables()` (e.g. model/lm_loss/bias).
+
+  Args:
+    target: an XLNetModel or a head.
+
+  Returns:
+    {original name (model/transformer/...): variable}.
+
+  Raises:
+    UserInputError: for a model whose pos_encoding is not "relative" (the original and Hugging
+      Face formats hold XLNet's relative encoding only).
+    AttributeError: for a quantized model: its float kernels are gone (int8 ones hold them).
   """
   model = backbone_of(target)
   if model.config.pos_encoding != "relative":

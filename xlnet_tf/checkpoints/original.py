@@ -61,6 +61,20 @@ def load_original_checkpoint(model_or_head, prefix: str) -> LoadReport:
   All of the model's variables must be present with their shapes; optimizer slots, the step
   counter and other tasks' head weights are reported as skipped; anything else raises
   `CheckpointMismatchError` naming the variables. Nothing is assigned unless all match.
+
+  Args:
+    model_or_head: the XLNetModel or head to load into (a float one: a quantized model is
+      refused with AttributeError).
+    prefix: the checkpoint prefix (DIR/xlnet_model.ckpt), or a directory: the checkpoint its
+      `checkpoint` file names, else its only *.index one. Local or remote.
+
+  Returns:
+    The LoadReport of what was assigned and what was set aside.
+
+  Raises:
+    FileNotFoundError: when there is no checkpoint at `prefix`.
+    UserInputError: for a checkpoint TensorFlow cannot read (damaged or cut short).
+    CheckpointMismatchError: when a variable is missing, misshaped or unexpected.
   """
   prefix = resolve_prefix(prefix)
   try:
@@ -117,7 +131,19 @@ def save_original_checkpoint(model_or_head, prefix: str) -> str:
   """Writes the model's weights under the original names, readable by the original code.
 
   Also writes the `checkpoint` state file beside it, so `tf.train.latest_checkpoint(dir)` and
-  the original scripts' `init_checkpoint` both find it. Returns the prefix.
+  the original scripts' `init_checkpoint` both find it.
+
+  Args:
+    model_or_head: the XLNetModel or head to save (its head's weights under the original
+      names, e.g. model/lm_loss/bias).
+    prefix: the checkpoint prefix, e.g. DIR/xlnet_model.ckpt; its directory is created.
+
+  Returns:
+    `prefix`.
+
+  Raises:
+    UserInputError: for a model whose pos_encoding is not "relative".
+    AttributeError: for a quantized model (the format holds float weights).
   """
   variables = original_variable_map(model_or_head)
   directory = os.path.dirname(files.absolute(prefix))

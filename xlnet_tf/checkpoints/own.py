@@ -49,17 +49,33 @@ BACKBONE_GROUP = "backbone"
 
 
 def save_pretrained(model_or_head, directory: str) -> str:
-  """Writes a self-contained directory: `xlnet_config.json` (every config field) and
-  `model.weights.h5`; for a head also `head.json`; `labels.json` (and a multi-label head's
-  `thresholds.json`) when it carries `labels`; `spiece.model` and `tokenizer_config.json` when
-  it, or its backbone, knows its `tokenizer`; a head's `preprocessor` writes its own tokenizer
-  there and `preprocessor.json`. Returns `directory`.
+  """Writes a self-contained directory that the classes' `from_pretrained` read back.
+
+  The files: `xlnet_config.json` (every config field) and `model.weights.h5`; for a head also
+  `head.json`; `labels.json` (and a multi-label head's `thresholds.json`) when it carries
+  `labels`; `spiece.model` and `tokenizer_config.json` when it, or its backbone, knows its
+  `tokenizer`; a head's `preprocessor` writes its own tokenizer there and `preprocessor.json`.
+  A quantized model or head is saved as it is: `quantization.json` ({"mode": "int8"}) beside
+  a weights file holding its int8 kernels and float32 scales, which load_own_checkpoint (and
+  so from_pretrained) loads into the same class, quantized.
 
   The directory appears whole or not at all: written beside it and renamed into place, over an
   existing one swapped in whole, so no file of the model it replaces survives and a process
   killed at any point leaves the old model or the new one (utils.whole_directories; remote:
   `xlnet_config.json` copied last). An existing directory holding other files than a model's
-  is refused, not replaced."""
+  is refused, not replaced.
+
+  Args:
+    model_or_head: the XLNetModel or head to save.
+    directory: where to write, local or remote (gs://...).
+
+  Returns:
+    `directory`.
+
+  Raises:
+    UserInputError: when `directory` holds files that are not a model's, or the `labels`
+      carried do not name one label per class.
+  """
   labels = getattr(model_or_head, "labels", None)
   count = class_count(model_or_head)
   if labels is not None:
@@ -226,8 +242,27 @@ def read_head_file(directory: str) -> Optional[Tuple[str, dict]]:
 
 
 def load_pretrained_head(directory: str, head_class, **config_overrides):
-  """A new `head_class` (e.g. XLNetPretrainer) from a directory `save_pretrained` wrote for
-  such a head; `config_overrides` set run-time options (mem_len, dropout, ...)."""
+  """A new head of `head_class` from a directory `save_pretrained` wrote for such a head.
+
+  The head is built from head.json's arguments and xlnet_config.json once the weights file is
+  known to hold enough values for them, then loaded with load_own_checkpoint (a quantized
+  head comes back quantized).
+
+  Args:
+    directory: the own-format directory.
+    head_class: the head's class, e.g. XLNetPretrainer; head.json must name it.
+    **config_overrides: XLNetConfig run-time options (mem_len, dropout, ...).
+
+  Returns:
+    The head, with the stored weights.
+
+  Raises:
+    FileNotFoundError: without head.json (a backbone's directory), xlnet_config.json or
+      model.weights.h5.
+    CheckpointMismatchError: when head.json names another class or arguments the class
+      refuses, or the weights do not fit the head.
+    UserInputError: for an override of an architecture key, or invalid stored sizes.
+  """
   path = os.path.join(directory, HEAD_FILE)
   if not files.exists(path):
     raise FileNotFoundError(f"{path}: missing; {directory} holds no head (a backbone only?). "
@@ -259,9 +294,24 @@ def stored_quantization(directory: str) -> Optional[str]:
 
 
 def load_own_checkpoint(model_or_head, directory: str) -> None:
-  """Loads `model.weights.h5` after checking the stored architecture equals the model's. A
-  quantized directory's weights load into the same model quantized: a float model is quantized
-  first (its own values are then replaced), a model quantized otherwise is refused."""
+  """Loads a directory `save_pretrained` wrote into the model or head it was written from.
+
+  Loads `model.weights.h5` after checking the stored architecture equals the model's, and
+  every stored value (shape, kind of number, finite) before anything is assigned. A quantized
+  directory's weights (quantization.json) load into the same model quantized: a float model
+  is quantized first (its own values are then replaced). A quantized model does not take a
+  float directory's weights (load the float weights, then quantize).
+
+  Args:
+    model_or_head: the XLNetModel or head (of the class that was saved) to load into.
+    directory: the own-format directory, local or remote.
+
+  Raises:
+    FileNotFoundError: without xlnet_config.json or model.weights.h5.
+    CheckpointMismatchError: when the architecture, the weights or the quantization differ
+      from the model's; no stored weight is assigned then.
+    UserInputError: for a quantization.json whose mode is not "int8".
+  """
   weights_path = _checked_weights_file(model_or_head, directory)
   stored = stored_quantization(directory)
   current = getattr(model_or_head, "quantization", None)

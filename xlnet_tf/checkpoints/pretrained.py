@@ -1,8 +1,11 @@
-"""Pretrained directories, recognized by their files: what `XLNetModel.from_pretrained` and
-every head's `from_pretrained` read. Nothing here builds a model (the model classes stand on
-the floors above); they build it from `stored_config` and pass it in.
+"""Pretrained directories, recognized by their files, for the classes' `from_pretrained`.
 
-  own          xlnet_config.json + model.weights.h5 (+ head.json, labels.json, thresholds.json)
+What `XLNetModel.from_pretrained` and every head's `from_pretrained` read. Nothing here builds
+a model (the model classes stand on the floors above); they build it from `stored_config` and
+pass it in.
+
+  own          xlnet_config.json + model.weights.h5 (+ head.json, labels.json, thresholds.json,
+               quantization.json)
   huggingface  config.json + model.safetensors, pytorch_model.bin or tf_model.h5 (or a
                sharded index of one); config.json's "architectures" names the head
   original     xlnet_config.json + a TF1 checkpoint (xlnet_model.ckpt.index / .data-*)

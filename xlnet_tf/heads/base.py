@@ -32,6 +32,10 @@ class XLNetHead(keras.Model):
   Subclasses pass their own constructor arguments through `head_config()` for serialization,
   and name their weights for checkpoints with `original_head_variables()` (original TF1
   names) and, where Hugging Face has the head, `huggingface_head_names()`.
+
+  Args:
+    backbone: the XLNetModel, or an XLNetConfig (or a dict of its fields) to build one from.
+    **kwargs: Keras Model arguments (name, default "model", the original's top-level scope).
   """
 
   # Constructor arguments that change no weight, which from_pretrained may set differently
@@ -68,21 +72,25 @@ class XLNetHead(keras.Model):
 
   @property
   def trainable_weights(self):
+    """Keras' trainable weights, less UNUSED_BACKBONE_VARIABLES (no gradient reaches them)."""
     unused = self._unused_variable_ids()
     return [variable for variable in super().trainable_weights if id(variable) not in unused]
 
   @property
   def trainable_variables(self):
+    """Keras' trainable variables, less UNUSED_BACKBONE_VARIABLES (no gradient reaches them)."""
     unused = self._unused_variable_ids()
     return [variable for variable in super().trainable_variables if id(variable) not in unused]
 
   @property
   def non_trainable_weights(self):
+    """Every weight not in trainable_weights (UNUSED_BACKBONE_VARIABLES included)."""
     trained = {id(variable) for variable in self.trainable_weights}
     return [variable for variable in self.weights if id(variable) not in trained]
 
   @property
   def non_trainable_variables(self):
+    """Every variable not in trainable_variables (UNUSED_BACKBONE_VARIABLES included)."""
     trained = {id(variable) for variable in self.trainable_variables}
     return [variable for variable in self.variables if id(variable) not in trained]
 
@@ -95,12 +103,16 @@ class XLNetHead(keras.Model):
 
   @property
   def preprocessor(self):
-    """The XLNetPreprocessor that turns raw strings into this head's inputs in call, fit,
-    evaluate and predict (layouts: xlnet_tf.heads.text_inputs). By default one over
-    `.tokenizer` (sequence_length 128; a long-document classifier's max_segments), or the one
-    a pretrained directory saved; None without a tokenizer. Settable (None: strings refused).
-    Not a sublayer: it has no weights and stays out of weight files and SavedModels; a .keras
-    archive keeps its files (save_assets)."""
+    """The XLNetPreprocessor that turns raw strings into this head's inputs.
+
+    Call, fit, evaluate and predict pack raw strings with it (layouts:
+    xlnet_tf.heads.text_inputs). By default one over `.tokenizer` (sequence_length 128; a
+    long-document classifier's max_segments), or the one a pretrained directory saved; None
+    without a tokenizer. Settable to an XLNetPreprocessor whose tokenizer fits the model's
+    vocabulary (else UserInputError), or to None (raw strings are then refused). Not a
+    sublayer: it has no weights and stays out of weight files and SavedModels; save_pretrained
+    writes its files (preprocessor.json) and a .keras archive keeps them (save_assets).
+    """
     chosen = self.__dict__.get("_chosen_preprocessor")
     if chosen is not None:
       return chosen[0]
@@ -129,9 +141,26 @@ class XLNetHead(keras.Model):
     return super().__call__(*args, **kwargs)
 
   def fit(self, x=None, y=None, *args, **kwargs):
-    """Keras' fit; raw strings in `x` or validation_data go through `.preprocessor`. A
-    quantized head is refused (its int8 kernels take no gradient: only the biases and
-    LayerNorms would move)."""
+    """Keras' fit, which also takes raw strings: `.preprocessor` packs them.
+
+    Args:
+      x: what Keras' fit takes (a dict of arrays or tensors, a tf.data.Dataset, ...), or raw
+        strings in the head's layout (xlnet_tf.heads.text_inputs: texts, a tuple of texts,
+        a dict by text input names, or a dataset of them).
+      y: the targets, as Keras' fit takes them.
+      *args: Keras' fit's other positional arguments.
+      **kwargs: Keras' fit's keyword arguments; raw strings in validation_data are packed
+        too.
+
+    Returns:
+      Keras' History of the run.
+
+    Raises:
+      ValueError: for a quantized head (its int8 kernels take no gradient: only the biases
+        and LayerNorms would move).
+      UserInputError: for raw strings without a preprocessor, or that question answering
+        cannot train on (its targets are token positions).
+    """
     if self.quantization is not None:
       raise ValueError(f"{type(self).__name__} '{self.name}' is quantized "
                        f"({self.quantization}), for inference: fit the float model, then "
@@ -142,18 +171,55 @@ class XLNetHead(keras.Model):
     return super().fit(text_inputs.packed(self, x, "fit"), y, *args, **kwargs)
 
   def evaluate(self, x=None, y=None, *args, **kwargs):
-    """Keras' evaluate; raw strings in `x` go through `.preprocessor`."""
+    """Keras' evaluate, which also takes raw strings: `.preprocessor` packs them.
+
+    Args:
+      x: what Keras' evaluate takes, or raw strings (see `fit`).
+      y: the targets, as Keras' evaluate takes them.
+      *args: Keras' evaluate's other positional arguments.
+      **kwargs: Keras' evaluate's keyword arguments.
+
+    Returns:
+      Keras' result: the loss and metrics (a scalar, a list, or a dict with return_dict).
+
+    Raises:
+      UserInputError: for raw strings without a preprocessor, or that question answering
+        cannot evaluate on.
+    """
     return super().evaluate(text_inputs.packed(self, x, "evaluate"), y, *args, **kwargs)
 
   def predict(self, x, *args, **kwargs):
-    """Keras' predict; raw strings in `x` go through `.preprocessor`."""
+    """Keras' predict, which also takes raw strings: `.preprocessor` packs them.
+
+    Args:
+      x: what Keras' predict takes, or raw strings (see `fit`).
+      *args: Keras' predict's other positional arguments.
+      **kwargs: Keras' predict's keyword arguments.
+
+    Returns:
+      The outputs as NumPy arrays (a dict of them for a head returning a dict).
+
+    Raises:
+      UserInputError: for raw strings without a preprocessor.
+    """
     return super().predict(text_inputs.packed(self, x, "predict"), *args, **kwargs)
 
   # ---- serialization ------------------------------------------------------------------------
   def head_config(self) -> dict:
+    """The head's constructor arguments besides the backbone, as head.json stores them.
+
+    Returns:
+      {argument name: value}; {} here, each head lists its own.
+    """
     return {}
 
   def get_config(self):
+    """The constructor's arguments, for Keras' serialization (.keras files, clone_model).
+
+    Returns:
+      {"backbone": the serialized XLNetModel, "name", and head_config()'s arguments}, and
+      "quantization" (the mode) for a quantized head only.
+    """
     config = {"backbone": keras.saving.serialize_keras_object(self.backbone), "name": self.name,
               **self.head_config()}
     if self.quantization is not None:  # only then: a float head's config stays as it was
@@ -162,6 +228,15 @@ class XLNetHead(keras.Model):
 
   @classmethod
   def from_config(cls, config):
+    """The head a `get_config` dict describes, quantized when it records a mode.
+
+    Args:
+      config: a dict `get_config` returned.
+
+    Returns:
+      A new head over the deserialized backbone, with initialized weights (Keras loads the
+      stored ones next).
+    """
     config = dict(config)
     mode = config.pop("quantization", None)
     head = cls(keras.saving.deserialize_keras_object(config.pop("backbone")), **config)
@@ -171,10 +246,16 @@ class XLNetHead(keras.Model):
 
   # ---- .keras archives ----------------------------------------------------------------------
   def save_assets(self, dir_path):
-    """Keras' hook when it writes a .keras archive (`save`, ModelCheckpoint): the files
+    """Writes the text files of `.preprocessor` into a .keras archive (Keras' hook).
+
+    Keras calls it when it writes a .keras archive (`save`, ModelCheckpoint): the files
     save_pretrained keeps of the preprocessor (spiece.model, tokenizer_config.json,
     preprocessor.json) or, without one, of the tokenizer; `load_assets` reads them back, so
-    that a head from keras.models.load_model reads raw strings as this one does."""
+    that a head from keras.models.load_model reads raw strings as this one does.
+
+    Args:
+      dir_path: the archive's assets folder, which Keras gives.
+    """
     preprocessor = self.preprocessor
     if preprocessor is not None:
       preprocessor.save_pretrained(dir_path)
@@ -182,8 +263,15 @@ class XLNetHead(keras.Model):
       self.tokenizer.save_pretrained(dir_path)
 
   def load_assets(self, dir_path):
-    """Keras' hook when it loads a .keras archive: `.tokenizer` and `.preprocessor` as
-    save_assets kept them (as from_pretrained reads them from a directory)."""
+    """Sets `.tokenizer` and `.preprocessor` from a .keras archive (Keras' hook).
+
+    As save_assets kept them, the way from_pretrained reads them from a directory; nothing
+    changes when the archive holds no spiece.model.
+
+    Args:
+      dir_path: the assets folder Keras extracted (removed once the model is loaded: the
+        tokenizer keeps a copy of its files).
+    """
     tokenizer = kept_tokenizer(dir_path)  # Keras removes dir_path once the model is loaded
     if tokenizer is None:
       return
@@ -194,12 +282,31 @@ class XLNetHead(keras.Model):
 
   # ---- quantization ------------------------------------------------------------------------
   def quantize(self, mode=None, config=None, filters=None, **kwargs):
-    """Keras' Model.quantize, for inference: the backbone as XLNetModel.quantize says, and the
-    head's Dense layers as Keras' int8 Dense (kernel int8 per output unit, activations int8
-    per row, bias float). Float: the tied LM projection (the word embedding), the 'attn'
-    summary's q/k/v/o kernels (one query over the last layer), LayerNorms, biases. Other modes,
-    custom configs and `filters` raise before anything changes, as does quantizing twice.
-    Saved as a .keras file, not with save_pretrained."""
+    """Quantizes the backbone and the head's projections to int8 in place, for inference.
+
+    The backbone as XLNetModel.quantize says, and the head's Dense layers as Keras' int8
+    Dense (kernel int8 per output unit, activations int8 per row, bias float).
+    XLNetPretrainer's output projection, tied to the word embedding, reads an int8 copy of it
+    (a scale per token); the embedding itself stays float for the input lookup. Also float:
+    the 'attn' summary's q/k/v/o kernels (one query over the last layer), LayerNorms, biases.
+    A quantized head is for inference: `fit` refuses it.
+
+    The quantized head is saved either way, and loads back quantized: `head.save("x.keras")`
+    (keras.models.load_model) or `save_pretrained` (the int8 weights and quantization.json;
+    this class's from_pretrained).
+
+    Args:
+      mode: "int8", the one mode implemented (None when `config` gives it).
+      config: None, or Keras' default Int8QuantizationConfig(); a custom one is refused.
+      filters: must be None: every projection is quantized.
+      **kwargs: Keras' type_check is accepted and ignored; any other is refused.
+
+    Raises:
+      NotImplementedError: for another mode (int4, float8, ...), a custom config, or a head
+        layer holding weights that this method does not know how to quantize.
+      ValueError: for `filters`, a head already quantized, or an unexpected argument.
+        Nothing is changed when it raises.
+    """
     kwargs.pop("type_check", None)
     if kwargs:
       raise ValueError(f"{type(self).__name__}.quantize: unexpected arguments {sorted(kwargs)}")
@@ -240,21 +347,39 @@ class XLNetHead(keras.Model):
   # ---- pretrained directories --------------------------------------------------------------
   @classmethod
   def from_pretrained(cls, path: str, **arguments):
-    """This head from a pretrained directory or Hugging Face hub id, in any layout (see
-    XLNetModel.from_pretrained).
+    """This head from a pretrained directory or Hugging Face hub id, in any layout.
 
-    With the head's own weights when the directory holds this head (own: head.json of this
-    class; Hugging Face: config.json's "architectures" is its transformers class, e.g.
-    XLNetForSequenceClassification with num_labels / id2label); otherwise (a backbone, or a
-    pretrained language model: XLNetPretrainer, transformers' XLNetLMHeadModel) a new head
-    over the loaded backbone, which one logged line says. A directory holding another task's
-    head is an error naming both.
+    The layouts are XLNetModel.from_pretrained's. With the head's own weights when the
+    directory holds this head (own: head.json of this class; Hugging Face: config.json's
+    "architectures" is its transformers class, e.g. XLNetForSequenceClassification with
+    num_labels / id2label); otherwise (a backbone, or a pretrained language model:
+    XLNetPretrainer, transformers' XLNetLMHeadModel) a new head over the loaded backbone, its
+    own weights initialized at random, which one logged warning says (a quantized backbone's
+    directory gives that backbone quantized: the head is then for inference, not fit). A
+    directory holding another task's head is an error naming both. An own directory of this
+    head quantized (save_pretrained after quantize) gives it back quantized. The config's
+    bi_data is off unless given (LOADED_CONFIG_DEFAULTS; XLNetPretrainer keeps the stored value).
 
-    `arguments`: the head's constructor arguments (num_classes, summary_type, ...) and
-    XLNetConfig run-time options (mem_len, dropout, ...). A stored head's arguments must agree
-    with the ones given (except RUN_TIME_ARGUMENTS). `.tokenizer`: the directory's tokenizer
-    or None; `.preprocessor`: over it, as its preprocessor.json says (sequence_length, ...);
-    `.labels` (classifier, tagger): labels.json or id2label, or None.
+    Args:
+      path: a local or remote (gs://...) directory, or a Hugging Face hub id.
+      **arguments: the head's constructor arguments (num_classes, summary_type, ...) and
+        XLNetConfig run-time options (mem_len, dropout, ...). A stored head's arguments must
+        agree with the ones given (except RUN_TIME_ARGUMENTS); a new head needs its required
+        ones (num_classes, num_labels).
+
+    Returns:
+      The head. `.tokenizer`: the directory's tokenizer, or None; `.preprocessor`: over it,
+      as its preprocessor.json says (sequence_length, ...); `.labels` (classifier, tagger):
+      labels.json or id2label, or None; `.thresholds` (multi-label classifier):
+      thresholds.json's when the directory has them.
+
+    Raises:
+      FileNotFoundError: when `path` is neither a directory nor a hub id that can be fetched.
+      UserInputError: when `path` is no pretrained directory, an argument is unknown or sets
+        an architecture key, or a new head lacks a required argument.
+      CheckpointMismatchError: when the directory holds another task's head (or a quantized
+        one, read as a backbone), the arguments given contradict the stored head's, or the
+        weights do not fit (nothing is loaded).
     """
     caller = f"{cls.__name__}.from_pretrained"
     head_arguments, config_overrides = pretrained.split_arguments(cls.__init__, arguments,
@@ -290,11 +415,32 @@ class XLNetHead(keras.Model):
     return head
 
   def save_pretrained(self, directory: str) -> str:
-    """Writes a directory from_pretrained reads back: xlnet_config.json, model.weights.h5,
-    head.json; labels.json (thresholds.json) when `.labels` is set; spiece.model +
-    tokenizer_config.json + preprocessor.json when `.preprocessor` is (else spiece.model +
-    tokenizer_config.json when `.tokenizer` is). Returns it. A quantized head is refused (the
-    format holds float weights)."""
+    """Writes a directory that `from_pretrained` reads back.
+
+    The files: xlnet_config.json, model.weights.h5 and head.json (the class and head_config());
+    labels.json (and a multi-label classifier's thresholds.json) when `.labels` is set;
+    spiece.model, tokenizer_config.json and preprocessor.json of `.preprocessor` (by default
+    one over `.tokenizer`), or only the tokenizer's two when the preprocessor is set to None.
+    The directory appears whole or not at all; an existing model directory there is replaced
+    whole (checkpoints.save_pretrained).
+
+    A quantized head (after `quantize("int8")`) is saved as it is: model.weights.h5 holds its
+    int8 kernels and float32 scales, and quantization.json ({"mode": "int8"}) says so. This
+    class's `from_pretrained` quantizes the new float head before loading those weights: the
+    head comes back quantized, computing the same outputs. The weights load into that head
+    only: XLNetModel.from_pretrained and other heads' from_pretrained (as a backbone),
+    fine-tuning's --init_checkpoint and the conversion to other formats refuse the directory.
+
+    Args:
+      directory: where to write (local or remote); created, or replaced if it holds a model.
+
+    Returns:
+      `directory`.
+
+    Raises:
+      UserInputError: when `directory` holds files that are not a model's, or `.labels` does
+        not name one label per class.
+    """
     return own.save_pretrained(self, directory)
 
 

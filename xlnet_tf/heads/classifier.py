@@ -16,11 +16,40 @@ from xlnet_tf.modeling.backbone import _next_memory, backbone_inputs
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetClassifier(XLNetHead):
-  """Inputs as XLNetModel's (input_ids, segment_ids, input_mask[, mems]); returns logits
-  [B, C], or [B] scores when `num_classes == 1` (regression, e.g. STS-B). `multi_label`: each
-  of the C logits is one label's own sigmoid (a set of labels per example); its serving
-  outputs are per-label probabilities and the labels at or over `thresholds` ([C], 0.5 each
-  unless set, e.g. from the thresholds.json a training run tuned on dev).
+  """Sequence classification or regression over XLNetModel.
+
+  Inputs as XLNetModel's (input_ids, segment_ids, input_mask[, mems]), or raw strings packed
+  by `.preprocessor`; returns logits [B, C], or [B] scores when `num_classes == 1`
+  (regression, e.g. STS-B). `multi_label`: each of the C logits is one label's own sigmoid (a
+  set of labels per example); its serving outputs are per-label probabilities and the labels
+  at or over `thresholds`.
+
+  `max_segments` S > 1: documents are read as S segments ([B, S, T] inputs, the layout of
+  xlnet_tf.text.packing), which needs a backbone with memory (config.mem_len > 0). The head
+  reads any S it is called with; max_segments is saved in head.json so that evaluation runs
+  and exports split texts the way training did.
+
+  Args:
+    backbone: the XLNetModel, or an XLNetConfig (or a dict of its fields) to build one from.
+    num_classes: C, the number of classes; 1 makes a regression head (one score).
+    summary_type: how the sequence becomes one vector (SequenceSummary): "last" (<cls>, the
+      original's), "first", "mean" or "attn".
+    task_name: the original checkpoints' scope of the logits,
+      model/classification_{task_name}/logit (regression_{task_name} for regression).
+    multi_label: one sigmoid per class (a set of labels per example); needs num_classes >= 2.
+    max_segments: S, the segments a long document is read as (and saved in head.json).
+    **kwargs: Keras Model arguments (name).
+
+  Attributes:
+    labels: the name of each class, in order, or None; from_pretrained reads it from
+      labels.json (or Hugging Face's id2label), save_pretrained writes it there.
+    thresholds: a multi-label head's [C] decision thresholds of the serving outputs (0.5 each
+      unless set, e.g. from the thresholds.json a training run tuned on dev); None otherwise.
+
+  Raises:
+    ValueError: for num_classes < 1, or multi_label with num_classes < 2.
+    UserInputError: for max_segments not an integer >= 1, or > 1 over a backbone without
+      memory (mem_len 0).
 
   >>> import numpy as np
   >>> from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel
@@ -30,11 +59,6 @@ class XLNetClassifier(XLNetHead):
   ...                      "input_mask": np.array([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]])})
   >>> tuple(logits.shape)  # [B, C]
   (2, 3)
-
-  `max_segments` S > 1: documents are read as S segments ([B, S, T] inputs, the layout of
-  xlnet_tf.text.packing), which needs a backbone with memory (config.mem_len > 0). The head
-  reads any S it is called with; max_segments is saved in head.json so that evaluation runs
-  and exports split texts the way training did.
   """
 
   UNUSED_BACKBONE_VARIABLES = ("mask_emb",)  # reads the content stream only
@@ -71,11 +95,25 @@ class XLNetClassifier(XLNetHead):
     self.logit.build((None, config.d_model))
 
   def call(self, inputs, training=False):
-    """[B, T] inputs: one sequence each. [B, S, T] inputs: long documents read as S consecutive
+    """The logits of a batch of sequences, or of long documents read segment by segment.
+
+    [B, T] inputs: one sequence each. [B, S, T] inputs: long documents read as S consecutive
     segments with Transformer-XL memory (needs config.mem_len > 0); the summary of the last
     segment decides, and memory lets it depend on every earlier segment. Padding is masked in
     the memory as in the segment itself (memory_mask), so a document that fits in its last
-    segment gets the logits of a [B, T] call on that segment."""
+    segment gets the logits of a [B, T] call on that segment.
+
+    Args:
+      inputs: a dict of the backbone's inputs (input_ids, segment_ids, input_mask), [B, T] or
+        [B, S, T]; other keys are ignored.
+      training: apply dropout.
+
+    Returns:
+      float32 logits [B, C], or [B] scores for regression (num_classes 1).
+
+    Raises:
+      ValueError: for [B, S, T] inputs over a backbone without memory.
+    """
     if len(inputs["input_ids"].shape) == 3:
       return self._long_document_logits(inputs, training)
     features = backbone_inputs(inputs)
@@ -109,7 +147,17 @@ class XLNetClassifier(XLNetHead):
     return self._logits(outputs["sequence_output"], segment.get("input_mask"), training)
 
   def serving_outputs(self, features):
-    """What a SavedModel of this head returns (see xlnet_tf.serving.saved_model)."""
+    """What a SavedModel of this head returns (see xlnet_tf.serving.saved_model).
+
+    Args:
+      features: the packed inputs: input_ids, segment_ids, input_mask ([B, T] or [B, S, T]).
+
+    Returns:
+      Regression: {"score": [B]}. Multi-label: {"logits", "probabilities" (each label's
+      sigmoid), "thresholds" [B, C], "predicted_labels" int32 [B, C] (1: probability >=
+      threshold)}. Otherwise: {"logits" [B, C], "probabilities" (softmax),
+      "predicted_label" int32 [B]}.
+    """
     logits = self(features, training=False)
     if self.num_classes == 1:
       return {"score": logits}
@@ -123,13 +171,23 @@ class XLNetClassifier(XLNetHead):
     return f"model/{kind}_{self.task_name}/logit/"
 
   def original_head_variables(self):
+    """The head's weights under their names in the original TF1 checkpoints.
+
+    Returns:
+      {original name: variable}: model/sequnece_summary/... (sic) and
+      model/classification_{task_name}/logit/{kernel,bias} (regression_{task_name}).
+    """
     names = self.sequence_summary.original_variables()
     names[self._original_task_scope + "kernel"] = self.logit.kernel
     names[self._original_task_scope + "bias"] = self.logit.bias
     return names
 
   def huggingface_head_names(self):
-    """{HF name: (original name, transpose)} of this head's weights."""
+    """How Hugging Face's XLNetForSequenceClassification names this head's weights.
+
+    Returns:
+      {HF name: (original name, transpose)}: sequence_summary.summary.* and logits_proj.*.
+    """
     scope = "model/sequnece_summary/summary/"
     return {"sequence_summary.summary.weight": (scope + "kernel", True),
             "sequence_summary.summary.bias": (scope + "bias", False),
@@ -137,6 +195,12 @@ class XLNetClassifier(XLNetHead):
             "logits_proj.bias": (self._original_task_scope + "bias", False)}
 
   def head_config(self):
+    """The constructor arguments head.json stores, besides the backbone.
+
+    Returns:
+      {"num_classes", "summary_type", "task_name", "max_segments"}, and "multi_label": True
+      for a multi-label head only.
+    """
     config = {"num_classes": self.num_classes, "summary_type": self.summary_type,
               "task_name": self.task_name, "max_segments": self.max_segments}
     if self.multi_label:  # only then: a single-label head's head.json stays as it was

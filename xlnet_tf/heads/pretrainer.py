@@ -56,10 +56,15 @@ class XLNetPretrainer(XLNetHead):
   trains it, carrying the memory from one batch to the next (see `train_step`).
 
   Args:
+    backbone: the XLNetModel, or an XLNetConfig (or a dict of its fields) to build one from.
     objective: "perm" (query stream), "mlm" (content stream at the targets; any perm_mask
       in the inputs is ignored: masked LM attends to the whole input) or "clm" (content
       stream at every position of a "uni" backbone; logits [B, T, V]).
     next_sentence: add a 2-way classifier at the last position (<cls>) for the A/B label.
+    **kwargs: Keras Model arguments (name).
+
+  Raises:
+    UserInputError: for an unknown objective, or one the backbone's attn_type cannot serve.
 
   >>> import numpy as np
   >>> from xlnet_tf import XLNetConfig, XLNetModel, XLNetPretrainer
@@ -95,9 +100,29 @@ class XLNetPretrainer(XLNetHead):
     self.lm_output_int8 = self.lm_output_scale = None  # made by quantize("int8")
 
   def head_config(self):
+    """The constructor arguments head.json stores, besides the backbone.
+
+    Returns:
+      {"objective": objective, "next_sentence": next_sentence}.
+    """
     return {"objective": self.objective, "next_sentence": self.next_sentence}
 
   def call(self, inputs, training=False):
+    """The logits over the vocabulary at the predicted positions.
+
+    Args:
+      inputs: the backbone's inputs (input_ids, segment_ids, input_mask, perm_mask,
+        target_mapping [B, P, T], mems); other keys (target, ...) are ignored. perm and mlm
+        need target_mapping; mlm ignores perm_mask, clm both.
+      training: apply dropout.
+
+    Returns:
+      {"logits": [B, P, V] ([B, T, V] for clm), "next_sentence_logits": [B, 2] with
+      next_sentence, "new_mems": a list of L [B, M', D] when mem_len > 0}.
+
+    Raises:
+      ValueError: for perm or mlm inputs without target_mapping.
+    """
     features = backbone_inputs(inputs)
     if self.lm_objective.consecutive_segments:
       features.pop("target_mapping", None)
@@ -124,8 +149,17 @@ class XLNetPretrainer(XLNetHead):
     return result
 
   def lm_logits(self, hidden):
-    """Hidden states [..., D] -> logits [..., V]: the word embedding (tied) plus lm_loss/bias;
-    once quantized, through its int8 copy (`_quantize_head_layers`)."""
+    """The logits over the vocabulary of hidden states: [..., D] -> [..., V].
+
+    The output projection is the word embedding (tied), plus lm_loss/bias; once quantized,
+    the embedding's int8 copy (`quantize`).
+
+    Args:
+      hidden: states [..., D] of the stream that predicts.
+
+    Returns:
+      The logits [..., V].
+    """
     if self.lm_output_int8 is not None:
       logits = int8_matmul(hidden, self.lm_output_int8, self.lm_output_scale,
                            transpose_kernel=True)
@@ -153,6 +187,12 @@ class XLNetPretrainer(XLNetHead):
       self.lm_output_scale.assign(scale)
 
   def original_head_variables(self):
+    """The head's weights under their names in the original TF1 checkpoints.
+
+    Returns:
+      {original name: variable}: model/lm_loss/bias and, with next_sentence,
+      model/next_sentence/{kernel,bias}.
+    """
     variables = {"model/lm_loss/bias": self.lm_bias}
     if self.next_sentence_logit is not None:
       variables["model/next_sentence/kernel"] = self.next_sentence_logit.kernel
@@ -160,7 +200,17 @@ class XLNetPretrainer(XLNetHead):
     return variables
 
   def pretraining_loss_sums(self, outputs, batch):
-    """(LM loss sum, LM target count, next-sentence loss sum, example count): float32."""
+    """The losses summed, with what their means divide by (a distributed step's global counts).
+
+    Args:
+      outputs: what `call` returned for the batch.
+      batch: the data's batch: target int [B, P], target_mask [B, P] (1 = a real target) and,
+        with next_sentence, label int [B].
+
+    Returns:
+      (LM loss sum, LM target count, next-sentence loss sum, example count), float32
+      scalars; the last two 0 without next_sentence.
+    """
     lm_sum, lm_count = lm_loss_sum(outputs["logits"], batch["target"], batch["target_mask"])
     if self.next_sentence_logit is None:
       return lm_sum, lm_count, tf.constant(0.0), tf.constant(0.0)
@@ -168,7 +218,15 @@ class XLNetPretrainer(XLNetHead):
     return lm_sum, lm_count, ns_sum, ns_count
 
   def pretraining_loss(self, outputs, batch):
-    """Mean LM loss per target plus (with next_sentence) the mean next-sentence loss."""
+    """The mean LM loss per target, plus the mean next-sentence loss with next_sentence.
+
+    Args:
+      outputs: what `call` returned for the batch.
+      batch: the data's batch, as `pretraining_loss_sums` takes it.
+
+    Returns:
+      The loss, a float32 scalar.
+    """
     lm_sum, lm_count, ns_sum, ns_count = self.pretraining_loss_sums(outputs, batch)
     return lm_sum / tf.maximum(lm_count, 1.0) + ns_sum / tf.maximum(ns_count, 1.0)
 
@@ -183,10 +241,17 @@ class XLNetPretrainer(XLNetHead):
     return self._memory
 
   def train_step(self, data):
-    """One optimizer step; with mem_len > 0 the memory of the previous batch is fed in.
+    """One optimizer step of Model.fit; with mem_len > 0 the previous batch's memory is fed in.
 
     The batches must come in stream order (as `pretraining_dataset` yields them) with a static
     batch size. Memory is kept on one machine; distributed runs use run/pretrain.py's loop.
+
+    Args:
+      data: a batch of `pretraining_dataset`: the model's inputs with target and target_mask
+        (and label with next_sentence).
+
+    Returns:
+      {"loss": the running mean of the loss}.
     """
     config = self.backbone.config
     inputs = dict(data)
@@ -207,11 +272,20 @@ class XLNetPretrainer(XLNetHead):
     return {"loss": self.loss_tracker.result()}
 
   def test_step(self, data):
+    """One step of Model.evaluate: the loss of a batch, with no memory fed in.
+
+    Args:
+      data: a batch of `pretraining_dataset`.
+
+    Returns:
+      {"loss": the running mean of the loss}.
+    """
     outputs = self(dict(data), training=False)
     self.loss_tracker.update_state(self.pretraining_loss(outputs, data))
     return {"loss": self.loss_tracker.result()}
 
   @property
   def metrics(self):
+    """The running mean of the loss that train_step and test_step report."""
     return [self.loss_tracker]
 

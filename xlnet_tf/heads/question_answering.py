@@ -38,10 +38,19 @@ def _masked(logits, p_mask):
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetQuestionAnswering(XLNetHead):
-  """Inputs: backbone inputs + p_mask [B, T] + cls_index [B]; in training also
+  """SQuAD-style span extraction with an answerability score.
+
+  Inputs: backbone inputs + p_mask [B, T] + cls_index [B]; in training also
   start_positions [B]. Returns (training) start_log_probs, end_log_probs [B, T], cls_logits
   [B]; (inference) start_top_log_probs / start_top_index [B, K], end_top_log_probs /
-  end_top_index [B, K, E], cls_logits [B].
+  end_top_index [B, K, E], cls_logits [B]. Raw strings (questions, contexts) go to predict,
+  packed by `.preprocessor` as the SQuAD window `context <sep> question <sep> <cls>`.
+
+  Args:
+    backbone: the XLNetModel, or an XLNetConfig (or a dict of its fields) to build one from.
+    start_n_top: K, the best starts kept at inference.
+    end_n_top: E, the best ends kept for each of them.
+    **kwargs: Keras Model arguments (name).
 
   >>> import numpy as np
   >>> from xlnet_tf import XLNetConfig, XLNetModel, XLNetQuestionAnswering
@@ -105,6 +114,19 @@ class XLNetQuestionAnswering(XLNetHead):
     return _masked(logits, mask)
 
   def call(self, inputs, training=False):
+    """Span scores given the gold start (training), or the best spans (inference).
+
+    Args:
+      inputs: the backbone's inputs plus p_mask [B, T] (1 = no answer starts or ends there)
+        and cls_index int [B] (the <cls> position). With start_positions int [B] the end is
+        conditioned on that start (training); without, on each of the K best starts.
+      training: apply dropout.
+
+    Returns:
+      With start_positions: {"start_log_probs", "end_log_probs": [B, T], "cls_logits": [B]}.
+      Without: {"start_top_log_probs", "start_top_index": [B, K], "end_top_log_probs",
+      "end_top_index": [B, K, E], "cls_logits": [B]}.
+    """
     hidden = self.backbone(backbone_inputs(inputs), training=training)["sequence_output"]
     hidden = tf.cast(hidden, tf.float32)  # [B, T, D]
     p_mask = tf.cast(inputs["p_mask"], tf.float32)
@@ -131,14 +153,33 @@ class XLNetQuestionAnswering(XLNetHead):
             "cls_logits": cls_logits}
 
   def serving_features(self, features, sep_id: int):
-    """The packed window's features plus what this head reads: p_mask and cls_index."""
+    """The packed window's features plus what this head reads: p_mask and cls_index.
+
+    Args:
+      features: input_ids, segment_ids, input_mask [B, T] of packed
+        `context <sep> question <sep> <cls>` windows.
+      sep_id: the tokenizer's <sep> id (never an answer).
+
+    Returns:
+      `features` with p_mask [B, T] (0 on the context's pieces and <cls>, 1 elsewhere) and
+      cls_index [B] (the last position).
+    """
     input_ids = features["input_ids"]
     return {**features,
             "p_mask": answer_position_mask(input_ids, features["segment_ids"], sep_id),
             "cls_index": tf.fill([tf.shape(input_ids)[0]], tf.shape(input_ids)[1] - 1)}
 
   def serving_outputs(self, features):
-    """What a SavedModel of this head returns (see xlnet_tf.serving.saved_model)."""
+    """What a SavedModel of this head returns (see xlnet_tf.serving.saved_model).
+
+    Args:
+      features: the packed inputs with p_mask and cls_index (`serving_features`).
+
+    Returns:
+      {"start_top_index", "start_top_log_probs": [B, K], "end_top_index",
+      "end_top_log_probs": [B, K, E], "answerability_score": [B] (-cls_logits: higher is
+      more answerable)}.
+    """
     outputs = self(features, training=False)
     return {"start_top_index": outputs["start_top_index"],
             "start_top_log_probs": outputs["start_top_log_probs"],
@@ -147,19 +188,56 @@ class XLNetQuestionAnswering(XLNetHead):
             "answerability_score": -outputs["cls_logits"]}  # higher = more answerable
 
   def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-    """For Model.fit on feature dicts holding start/end positions and is_impossible."""
+    """The SQuAD loss, for Model.fit on feature dicts that hold the answers.
+
+    Args:
+      x: the batch's features, with start_positions, end_positions and is_impossible [B].
+      y: unused (the targets are in `x`).
+      y_pred: what `call` returned with start_positions.
+      sample_weight: unused.
+      training: unused.
+
+    Returns:
+      The mean over the examples of (start + end cross-entropy) / 2 + answerability
+      cross-entropy / 2 (the original's), a float32 scalar.
+    """
     return squad_loss(y_pred, x["start_positions"], x["end_positions"], x["is_impossible"])
 
   def loss_counts(self, x, y=None):
-    """What the loss is a mean over (the examples), from the data alone: a custom training
-    loop sums it over replicas and micro-batches (training.distributed_steps)."""
+    """What the loss is a mean over (the examples), from the data alone.
+
+    A custom training loop sums it over replicas and micro-batches
+    (training.distributed_steps).
+
+    Args:
+      x: the batch's features (start_positions [B]).
+      y: unused.
+
+    Returns:
+      The number of examples, a float32 scalar.
+    """
     return tf.cast(tf.shape(x["start_positions"])[0], tf.float32)
 
   def loss_sums(self, x, y, y_pred):
-    """The loss summed over this batch's examples (compute_loss = it / loss_counts)."""
+    """The loss summed over this batch's examples (compute_loss = it / loss_counts).
+
+    Args:
+      x: the batch's features, with start_positions, end_positions and is_impossible [B].
+      y: unused.
+      y_pred: what `call` returned with start_positions.
+
+    Returns:
+      A float32 scalar.
+    """
     return squad_loss_sum(y_pred, x["start_positions"], x["end_positions"], x["is_impossible"])
 
   def original_head_variables(self):
+    """The head's weights under their names in the original TF1 checkpoints.
+
+    Returns:
+      {original name: variable}: model/start_logits/dense,
+      model/end_logits/{dense_0,LayerNorm,dense_1}, model/answer_class/{dense_0,dense_1}.
+    """
     names = {"model/start_logits/dense/kernel": self.start_dense.kernel,
              "model/start_logits/dense/bias": self.start_dense.bias,
              "model/end_logits/dense_0/kernel": self.end_dense_0.kernel,
@@ -174,6 +252,12 @@ class XLNetQuestionAnswering(XLNetHead):
     return names
 
   def huggingface_head_names(self):
+    """How Hugging Face's XLNetForQuestionAnswering names this head's weights.
+
+    Returns:
+      {HF name: (original name, transpose)}: start_logits.dense.*,
+      end_logits.{dense_0,LayerNorm,dense_1}.*, answer_class.{dense_0,dense_1}.*.
+    """
     names = {}
     for original in self.original_head_variables():
       scope, layer, kind = original.split("/")[1:]
@@ -182,6 +266,11 @@ class XLNetQuestionAnswering(XLNetHead):
     return names
 
   def head_config(self):
+    """The constructor arguments head.json stores, besides the backbone.
+
+    Returns:
+      {"start_n_top": start_n_top, "end_n_top": end_n_top}.
+    """
     return {"start_n_top": self.start_n_top, "end_n_top": self.end_n_top}
 
 

@@ -61,7 +61,7 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
              seed: Optional[int] = None, input_mask=None, stop_ids: Sequence[int] = (),
              pad_id: int = STANDARD_SPECIAL_IDS.pad, max_length: int = DEFAULT_MAX_LENGTH,
              jit_compile: Optional[bool] = None):
-  """Continues each prompt by `max_new_tokens` tokens: int32 [B, T + N].
+  """Continues each prompt by `max_new_tokens` tokens, greedy or sampled.
 
   Fastest on a CPU: `model.quantize("int8")` first (the steps then read int8 weights), and at
   batch 1 on a machine of few cores one TensorFlow thread for the process
@@ -92,7 +92,13 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
       and compile 3-4x longer; docs/performance.md); without the cache, when the model
       computes in float32 (on CPU, XLA runs bfloat16 matmuls at the float32 rate).
 
-  Raises UserInputError (a ValueError) naming the argument for bad input or an unsupported model.
+  Returns:
+    An int32 tensor [B, T + N]: each prompt, then its new tokens (pad_id after a stop token).
+
+  Raises:
+    UserInputError: (a ValueError) naming the argument, for bad input or an unsupported model
+      (not an XLNetPretrainer that predicts the next token, bi_data, an absolute position
+      encoding, ...).
   """
   config = _checked_model(model)
   require(isinstance(use_cache, bool), "generate: use_cache", "a bool", use_cache)

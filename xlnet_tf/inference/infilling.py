@@ -59,7 +59,7 @@ def fill(pretrainer, input_ids, fill_mask, *, input_mask=None, segment_ids=None,
          top_p: float = 1.0, seed: Optional[int] = None, use_cache: bool = True,
          mask_id: int = DEFAULT_MASK_ID, cls_id: int = DEFAULT_CLS_ID,
          sep_id: int = DEFAULT_SEP_ID):
-  """int32 [B, T]: input_ids with every position where fill_mask == 1 predicted.
+  """Fills the blanks of each text, one after another in a factorization order.
 
   Args:
     pretrainer: an XLNetPretrainer (checkpoints.load_pretrained_head), objective perm, mlm or
@@ -70,16 +70,25 @@ def fill(pretrainer, input_ids, fill_mask, *, input_mask=None, segment_ids=None,
     input_mask: [B, T], 1 = real token, 0 = padding (default: all real).
     segment_ids: int [B, T] or None, as the model was trained with.
     order: one of ORDERS (module docstring).
-    temperature, top_k, top_p, seed: greedy at temperature 0, else sampled as
-      generation.generate samples (inference.sampling; seeded draws are reproducible).
+    temperature: 0 = greedy (argmax); > 0 samples from softmax(logits / temperature), as
+      generation.generate samples (inference.sampling).
+    top_k: sample among the k most likely tokens only (0: no limit).
+    top_p: then among the most likely tokens whose probabilities sum to at least top_p
+      (1: no limit).
+    seed: makes the draws (and the `random` order) reproducible; None: a fresh seed.
     use_cache: perm only: reuse the context's states between steps (False: the whole backbone
       every step; the same fills).
     mask_id: the id hidden blanks hold (<mask>: what a masked LM was trained to read).
-    cls_id, sep_id: the functional tokens no blank may cover. The ids default to the original
+    cls_id: the <cls> id, which no blank may cover.
+    sep_id: the <sep> id, which no blank may cover. The ids default to the original
       vocabulary's (text.tokenizer.STANDARD_SPECIAL_IDS); `special_id_arguments(tokenizer)`
       gives a tokenizer's.
 
-  Raises UserInputError (a ValueError) naming the argument for bad input.
+  Returns:
+    An int32 tensor [B, T]: input_ids with every position where fill_mask == 1 predicted.
+
+  Raises:
+    UserInputError: (a ValueError) naming the argument, for bad input.
   """
   check_sampling(temperature, top_k, top_p, seed, "fill")
   text = _checked_text(pretrainer, input_ids, fill_mask, input_mask, segment_ids, order,
@@ -95,9 +104,29 @@ def span_log_prob(pretrainer, input_ids, fill_mask, *, input_mask=None, segment_
                   order: str = "left_to_right", seed: Optional[int] = None,
                   mask_id: int = DEFAULT_MASK_ID, cls_id: int = DEFAULT_CLS_ID,
                   sep_id: int = DEFAULT_SEP_ID):
-  """float32 [B]: log p(the tokens under fill_mask | the rest), in nats (module docstring:
-  exact for perm in one pass with a fixed order; per blank for mlm; left context for clm).
-  Arguments as `fill`'s; `seed` draws the `random` order."""
+  """The log-probability of the tokens under fill_mask given the rest, in nats.
+
+  Exact for perm, in one pass with a fixed order; per blank for mlm; given the left context
+  for clm (module docstring).
+
+  Args:
+    pretrainer: an XLNetPretrainer, as `fill` takes it.
+    input_ids: int [B, T], the true tokens under the blanks included.
+    fill_mask: [B, T], 1 = a token scored (a blank), as `fill` takes it.
+    input_mask: [B, T], 1 = real token, 0 = padding (default: all real).
+    segment_ids: int [B, T] or None, as the model was trained with.
+    order: one of ORDERS (module docstring): the factorization order of the blanks.
+    seed: draws the `random` order (None: 0).
+    mask_id: the id the blanks hold for mlm (<mask>).
+    cls_id: the <cls> id, which no blank may cover.
+    sep_id: the <sep> id, which no blank may cover.
+
+  Returns:
+    A float32 tensor [B]: log p(the tokens under fill_mask | the rest) of each row.
+
+  Raises:
+    UserInputError: (a ValueError) naming the argument, for bad input.
+  """
   text = _checked_text(pretrainer, input_ids, fill_mask, input_mask, segment_ids, order,
                        mask_id, (cls_id, sep_id), "span_log_prob")
   seed = 0 if seed is None else seed
@@ -121,10 +150,27 @@ def span_log_prob(pretrainer, input_ids, fill_mask, *, input_mask=None, segment_
 def score_candidates(pretrainer, tokenizer, text_with_blank: str, candidates: Sequence[str], *,
                      blank: str = "___", per_piece: bool = False,
                      order: str = "left_to_right") -> List[Tuple[str, float]]:
-  """Ranks candidate completions of the one blank in `text_with_blank` (written as `blank`)
-  by span_log_prob, best first: [(candidate, score)]: a zero-shot cloze / multiple-choice
-  scorer. per_piece divides a candidate's log probability by its number of pieces (else
-  longer candidates pay for every piece). The candidates run as one batch."""
+  """Ranks the candidate completions of a text's one blank by span_log_prob, best first.
+
+  A zero-shot cloze / multiple-choice scorer; the candidates run as one batch.
+
+  Args:
+    pretrainer: an XLNetPretrainer, as `fill` takes it.
+    tokenizer: the XLNetTokenizer the pretrainer reads (its special ids are used).
+    text_with_blank: a text holding `blank` exactly once.
+    candidates: one or more strings to put in the blank, each of at least one piece.
+    blank: how the blank is written in `text_with_blank`.
+    per_piece: divide a candidate's log probability by its number of pieces (else longer
+      candidates pay for every piece).
+    order: the factorization order of the candidate's pieces (ORDERS).
+
+  Returns:
+    [(candidate, score)], the highest score first.
+
+  Raises:
+    UserInputError: (a ValueError) for a text without exactly one blank, no candidates, or an
+      empty one.
+  """
   require(text_with_blank.count(blank) == 1, "score_candidates: text_with_blank",
           f"a text with exactly one blank {blank!r}", repr(text_with_blank))
   require(len(candidates) > 0, "score_candidates: candidates", "one or more strings",

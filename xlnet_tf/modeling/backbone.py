@@ -58,6 +58,23 @@ class XLNetModel(keras.Model):
     position_keys       list of L [1, N, R, H] from `layer_position_keys(T, M + T)`: calls
                         with equal lengths share them.
 
+  Args:
+    config: the XLNetConfig, or a dict of its fields (XLNetConfig.from_dict: every
+      architecture key named).
+    recompute_blocks: in training, keep only each block's inputs and recompute the rest during
+      the backward pass (less memory for long sequences, about a third more compute). Each
+      block's dropout seeds derive from one seed per block and step, so the recomputed pass
+      draws the forward's masks (with or without recompute_blocks alike).
+    fused: True computes with the compiled kernels of xlnet_tf.modeling.ops; False with
+      ordinary TensorFlow ops, the attention score as one function that reads like the paper
+      (layers.attention.relative_attention_probabilities). Same weights and results; slower.
+    frozen_layers: None trains every weight; else `freeze_layers(frozen_layers)` is applied.
+    **kwargs: Keras Model arguments (name, default "transformer", the original's scope; dtype).
+
+  Raises:
+    UserInputError: for an invalid config (a dict missing an architecture key) or
+      frozen_layers outside 0..n_layer.
+
   >>> import numpy as np
   >>> from xlnet_tf import XLNetConfig, XLNetModel
   >>> model = XLNetModel(XLNetConfig.preset("tiny", mem_len=4))  # 2 layers, d_model 32
@@ -73,16 +90,6 @@ class XLNetModel(keras.Model):
 
   def __init__(self, config, recompute_blocks: bool = False, fused: bool = True,
                frozen_layers: Optional[int] = None, **kwargs):
-    """`recompute_blocks`: in training, keep only each block's inputs and recompute the rest
-    during the backward pass (less memory for long sequences, about a third more compute).
-    Each block's dropout seeds derive from one seed per block and step, so the recomputed
-    pass draws the forward's masks (with or without recompute_blocks alike).
-
-    `frozen_layers`: see freeze_layers.
-
-    `fused=False`: the layers compute with ordinary TensorFlow ops, the attention score as
-    one function that reads like the paper (layers.attention.relative_attention_probabilities)
-    instead of the compiled kernels of xlnet_tf.modeling.ops. Same weights and results; slower."""
     if isinstance(config, dict):
       config = XLNetConfig.from_dict(config)
     kwargs.setdefault("name", "transformer")
@@ -111,16 +118,31 @@ class XLNetModel(keras.Model):
       self.freeze_layers(frozen_layers)
 
   def freeze_layers(self, frozen_layers: Optional[int]) -> None:
-    """Trains neither the embedding (word_embedding, mask_emb) nor the first `frozen_layers`
-    blocks, their rows of the stacked per-layer variables included (0: the embedding only;
-    None: everything trained). Call it before the optimizer is built; Model.fit, custom loops
-    and XLNetAdamW (weight decay included) then leave them bit-identical (see
-    xlnet_tf.modeling.freezing). UserInputError outside 0..n_layer."""
+    """Stops training the embedding and the first `frozen_layers` blocks.
+
+    Frozen: the embedding (word_embedding, mask_emb) and blocks 0..frozen_layers-1, their rows
+    of the stacked per-layer variables included. Call it before the optimizer is built;
+    Model.fit, custom loops and XLNetAdamW (weight decay included) then leave them
+    bit-identical (see xlnet_tf.modeling.freezing).
+
+    Args:
+      frozen_layers: 0 freezes the embedding only, n the embedding and the first n blocks;
+        None trains everything again.
+
+    Raises:
+      UserInputError: for a count outside 0..n_layer.
+    """
     freezing.freeze(self, frozen_layers)
     self.frozen_layers = frozen_layers
 
   def build(self, input_shape=None):
-    """Creates every weight from the config alone, so a new model can load weights at once."""
+    """Creates every weight from the config alone, so a new model can load weights at once.
+
+    The constructor calls it; later calls do nothing.
+
+    Args:
+      input_shape: ignored (Keras' argument): the shapes come from the config.
+    """
     if self.built:
       return
     config = self.config
@@ -151,6 +173,31 @@ class XLNetModel(keras.Model):
   # ---- forward ---------------------------------------------------------------------------
   def call(self, inputs: Dict[str, Any], training=False, return_attention=False,
            memory_keys_values=None, position_keys=None):
+    """Runs the two streams over a batch of inputs (the class docstring describes each).
+
+    Args:
+      inputs: a dict of BACKBONE_INPUTS: input_ids int [B, T], and optionally segment_ids,
+        input_mask (or attention_mask / padding_mask), perm_mask, target_mapping, mems and
+        memory_mask. Entries that are None are left out.
+      training: apply dropout (and, with recompute_blocks, recompute the blocks' activations
+        in the backward pass).
+      return_attention: also return each layer's attention probabilities (content stream).
+      memory_keys_values: for cached decoding, list of L (keys, values) [B, N, M, H]: the
+        memory as each layer's attention projects it, instead of `mems`.
+      position_keys: list of L [1, N, R, H] from `layer_position_keys(T, M + T)`; computed
+        here when None.
+
+    Returns:
+      A dict: sequence_output [B, T, D] (content stream, last layer); query_output [B, P, D]
+      with target_mapping; new_mems (list of L [B, M', D]) when config.mem_len > 0; attention
+      (list of L [B, N, T, K]) with return_attention; keys_values (list of L (keys, values)
+      [B, N, T, H], this call's tokens) with memory_keys_values.
+
+    Raises:
+      UserInputError: naming the input whose key, rank, dtype or shape is wrong, or (eager
+        calls) a token id outside [0, n_token).
+      TypeError: when `inputs` is not a dict.
+    """
     config = self.config
     inputs = checked_backbone_inputs(config, inputs, memory_keys_values, position_keys)
     dtype = self.compute_dtype
@@ -231,7 +278,16 @@ class XLNetModel(keras.Model):
     return content, query, new_mems, attention_maps, new_keys_values
 
   def layer_biases(self, index: int, with_segments: bool) -> Dict[str, Any]:
-    """Block `index`'s attention biases: its own slices with untie_r, else the shared ones."""
+    """Block `index`'s attention biases: its own slices with untie_r, else the shared ones.
+
+    Args:
+      index: the block, 0..n_layer-1 (a frozen block's slices take no gradient).
+      with_segments: also the segment terms r_s_bias and seg_embed (calls with segment_ids).
+
+    Returns:
+      {"r_w_bias", "r_r_bias" [N, H], with_segments also "r_s_bias" [N, H] and "seg_embed"
+      [2, N, H]}; r_w_bias and r_r_bias are zeros for the ablation position encodings.
+    """
     # A frozen block's rows of the stacked variables take no gradient (layer_freezing).
     row = lambda variable: freezing.held_row(variable, index, self.frozen_layers)
     layer_bias = row if self.config.untie_r else (lambda bias: bias)
@@ -243,9 +299,19 @@ class XLNetModel(keras.Model):
     return biases
 
   def layer_position_keys(self, query_length: int, key_length: int):
-    """Each layer's projected relative position encoding for T queries over K = M + T keys:
-    list of L [1, N, R, H] (no dropout, no bi_data); `call(..., position_keys=...)` takes it.
-    The ablation encodings' keys (position_ablations) for config.pos_encoding != "relative"."""
+    """Each layer's projected position encoding, which `call(..., position_keys=...)` takes.
+
+    Without dropout and bi_data; calls with the same lengths can share it. For
+    config.pos_encoding other than "relative", the ablation encoding's keys
+    (position_ablations).
+
+    Args:
+      query_length: T, the tokens a call feeds.
+      key_length: K = M + T, the memory and those tokens.
+
+    Returns:
+      A list of L tensors [1, N, R, H].
+    """
     if self.config.pos_encoding != "relative":
       return position_ablations.layer_position_keys(self.config, self.position_table,
                                                     key_length, self.compute_dtype)
@@ -254,20 +320,46 @@ class XLNetModel(keras.Model):
     return [block.attention.project_position_keys(encoding) for block in self.blocks]
 
   def serving_outputs(self, features):
-    """What a SavedModel of the backbone returns (see xlnet_tf.serving.saved_model)."""
+    """What a SavedModel of the backbone returns (see xlnet_tf.serving.saved_model).
+
+    Args:
+      features: the packed inputs: input_ids, segment_ids, input_mask [B, T].
+
+    Returns:
+      {"pooled_output": [B, D], the last position's (<cls>) state; "sequence_output":
+      [B, T, D]}.
+    """
     sequence = self(backbone_inputs(features), training=False)["sequence_output"]
     return {"pooled_output": sequence[:, -1], "sequence_output": sequence}
 
   # ---- pretrained directories --------------------------------------------------------------
   @classmethod
   def from_pretrained(cls, path: str, **arguments) -> "XLNetModel":
-    """The backbone of a pretrained directory or Hugging Face hub id, in any layout: own
-    (save_pretrained), Hugging Face (config.json + model.safetensors, pytorch_model.bin or
-    tf_model.h5) or the original's (xlnet_config.json + TF1 checkpoint); from a head's
-    directory, its backbone. `arguments`: this class's constructor arguments
-    (recompute_blocks, fused, frozen_layers) and XLNetConfig run-time options (mem_len,
-    dropout, ...; the architecture comes from the checkpoint). `.tokenizer` is the
-    directory's XLNetTokenizer (spiece.model), or None.
+    """The backbone of a pretrained directory or Hugging Face hub id, in any layout.
+
+    Layouts: own (save_pretrained), Hugging Face (config.json + model.safetensors,
+    pytorch_model.bin or tf_model.h5) or the original's (xlnet_config.json + TF1 checkpoint).
+    From a head's directory, its backbone. An own directory of a quantized backbone
+    (quantization.json, see save_pretrained) gives the model quantized; one of a quantized head
+    is refused (its weights load only into that head).
+
+    Args:
+      path: a local or remote (gs://...) directory, or a Hugging Face hub id (fetched through
+        huggingface_hub's cache).
+      **arguments: this class's constructor arguments (recompute_blocks, fused,
+        frozen_layers) and XLNetConfig run-time options (mem_len, dropout, ...; also
+        ff_activation); the architecture comes from the checkpoint.
+
+    Returns:
+      The XLNetModel with the stored weights. Its `.tokenizer` is the directory's
+      XLNetTokenizer (spiece.model), or None.
+
+    Raises:
+      FileNotFoundError: when `path` is neither a directory nor a hub id that can be fetched.
+      UserInputError: when `path` is no pretrained directory, an argument is unknown or sets
+        an architecture key, or the tokenizer has more pieces than the model's n_token.
+      CheckpointMismatchError: when the weights do not fit the stored config (nothing is
+        loaded), or the directory holds a quantized head.
 
     >>> import tempfile
     >>> from xlnet_tf import XLNetConfig, XLNetModel
@@ -288,20 +380,56 @@ class XLNetModel(keras.Model):
     return model
 
   def save_pretrained(self, directory: str) -> str:
-    """Writes a directory from_pretrained reads back (xlnet_config.json, model.weights.h5, and
-    the tokenizer's spiece.model + tokenizer_config.json when `.tokenizer` is set); returns
-    it. A quantized model is refused (the format holds float weights)."""
+    """Writes a directory that `from_pretrained` reads back.
+
+    The directory holds xlnet_config.json (every config field), model.weights.h5 and, when
+    `.tokenizer` is set, its spiece.model + tokenizer_config.json. It appears whole or not at
+    all; an existing model directory there is replaced whole (checkpoints.save_pretrained).
+
+    A quantized model (after `quantize("int8")`) is saved as it is: model.weights.h5 holds its
+    int8 kernels and float32 scales, and quantization.json ({"mode": "int8"}) says so.
+    `from_pretrained` builds the float model, quantizes it and loads those weights
+    (checkpoints.load_own_checkpoint): the model comes back quantized, computing the same
+    outputs; so does a new head's backbone (a head's from_pretrained). The conversion to the
+    original or Hugging Face format and fine-tuning's --init_checkpoint refuse such a
+    directory: they take float weights.
+
+    Args:
+      directory: where to write (local or remote); created, or replaced if it holds a model.
+
+    Returns:
+      `directory`.
+
+    Raises:
+      UserInputError: when `directory` holds files that are not a model's.
+    """
     return own.save_pretrained(self, directory)
 
   # ---- quantization ------------------------------------------------------------------------
   def quantize(self, mode=None, config=None, filters=None, **kwargs):
-    """Keras' Model.quantize, for inference. "int8": every block's attention projections (q,
-    k, v, r, o) and feed-forward Dense layers hold int8 weights with a float32 scale per output
-    channel and multiply int8 activations quantized per token (xlnet_tf.modeling.ops.
-    quantized_matmul); the embeddings, mask_emb, attention biases, segment embeddings,
-    LayerNorms and Dense biases stay float. Other modes, custom configs and `filters` raise
-    before anything changes (layers.quantization.check_request), as does quantizing twice.
-    Saved with `model.save("x.keras")` (get_config records the mode), not save_pretrained."""
+    """Quantizes the blocks' projections to int8 in place, for inference (Keras' API).
+
+    "int8": every block's attention projections (q, k, v, r, o) and feed-forward Dense layers
+    hold int8 weights with a float32 scale per output channel and multiply int8 activations
+    quantized per token (xlnet_tf.modeling.ops.quantized_matmul); the embeddings, mask_emb,
+    attention biases, segment embeddings, LayerNorms and Dense biases stay float.
+
+    The quantized model is saved either way, and loads back quantized: `model.save("x.keras")`
+    (get_config records the mode; keras.models.load_model) or `save_pretrained` (the int8
+    weights and quantization.json; from_pretrained). The original and Hugging Face formats
+    hold float weights only and refuse it.
+
+    Args:
+      mode: "int8", the one mode implemented (None when `config` gives it).
+      config: None, or Keras' default Int8QuantizationConfig(); a custom one is refused.
+      filters: must be None: every block is quantized.
+      **kwargs: Keras' type_check is accepted and ignored; any other is refused.
+
+    Raises:
+      NotImplementedError: for another mode (int4, float8, ...) or a custom config.
+      ValueError: for `filters`, a model already quantized, or an unexpected argument.
+        Nothing is changed when it raises (layers.quantization.check_request).
+    """
     kwargs.pop("type_check", None)
     if kwargs:
       raise ValueError(f"XLNetModel.quantize: unexpected arguments {sorted(kwargs)}")
@@ -322,6 +450,12 @@ class XLNetModel(keras.Model):
 
   # ---- serialization ---------------------------------------------------------------------
   def get_config(self):
+    """The constructor's arguments, for Keras' serialization (.keras files, clone_model).
+
+    Returns:
+      {"config": the XLNetConfig's fields, "name", "recompute_blocks", "fused",
+      "frozen_layers"}, and "quantization" (the mode) for a quantized model only.
+    """
     config = {"config": self.config.to_dict(), "name": self.name,
               "recompute_blocks": self.recompute_blocks, "fused": self.fused,
               "frozen_layers": self.frozen_layers}
@@ -331,6 +465,15 @@ class XLNetModel(keras.Model):
 
   @classmethod
   def from_config(cls, config):
+    """The model a `get_config` dict describes, quantized when it records a mode.
+
+    Args:
+      config: a dict `get_config` returned.
+
+    Returns:
+      A new XLNetModel with initialized weights (Keras loads the stored ones next; for a
+      quantized one, into its int8 variables).
+    """
     model = cls(XLNetConfig.from_dict(config["config"]), name=config.get("name", "transformer"),
                 recompute_blocks=config.get("recompute_blocks", False),
                 fused=config.get("fused", True), frozen_layers=config.get("frozen_layers"))

@@ -31,7 +31,7 @@ from xlnet_tf.checkpoints.original import (load_original_checkpoint, resolve_pre
                                            save_original_checkpoint)
 from xlnet_tf.checkpoints.own import (CONFIG_FILE, check_replaceable, load_own_checkpoint,
                                       save_pretrained, stored_quantization)
-from xlnet_tf.config import XLNetConfig
+from xlnet_tf.config import ARCHITECTURE_KEYS, XLNetConfig
 from xlnet_tf.heads import registry
 from xlnet_tf.modeling.backbone import XLNetModel
 from xlnet_tf.utils import files
@@ -157,6 +157,13 @@ def _write(model, directory: str, output_format: str, labels=None) -> None:
     save_labels(directory, labels)
 
 
+def _written_config(directory: str, output_format: str) -> XLNetConfig:
+  """The XLNetConfig a converted `directory` states, read as from_pretrained reads it."""
+  if output_format == "huggingface":
+    return config_from_huggingface(read_huggingface_config(directory), source=directory)
+  return XLNetConfig.from_json_file(os.path.join(directory, CONFIG_FILE))
+
+
 _LOADERS = {"own": load_own_checkpoint, "huggingface": load_huggingface_checkpoint,
             "original": lambda model, directory: load_original_checkpoint(
                 model, os.path.join(directory, ORIGINAL_CHECKPOINT_NAME))}
@@ -164,17 +171,20 @@ _LOADERS = {"own": load_own_checkpoint, "huggingface": load_huggingface_checkpoi
 
 def _difference_after_reload(model, directory: str, output_format: str) -> float:
   """Max |difference| of the backbone's outputs on the verification batch and of every weight,
-  between `model` and what `directory` gives back. An own or original backbone is rebuilt from
-  the written config; a head, or a huggingface backbone (whose config.json says "gelu" for the
-  erf form, which the reader takes as the tanh form of the released weights), is built as
-  `model` is and loaded from `directory` (the loaders check the written sizes)."""
-  if isinstance(model, XLNetModel) and output_format != "huggingface":
-    reloaded, _ = load_any(directory, output_format)
-  else:
-    backbone = XLNetModel(backbone_of(model).config)
-    reloaded = backbone if model is backbone_of(model) else type(model)(backbone,
-                                                                        **model.head_config())
-    _LOADERS[output_format](reloaded, directory)
+  between `model` and the same class built on its config and loaded from `directory` (the
+  loaders check the written sizes). The config `directory` states must give the same
+  architecture; its run-time options (bi_data, mem_len, ...) may differ, as the original and
+  Hugging Face files hold few of them, so the outputs are compared under the model's own."""
+  config = backbone_of(model).config
+  written = _written_config(directory, output_format)
+  differing = [f"{key} {getattr(written, key)!r}, not {getattr(config, key)!r}"
+               for key in ARCHITECTURE_KEYS if getattr(written, key) != getattr(config, key)]
+  if differing:
+    raise RuntimeError(f"Conversion check failed: the written config says {', '.join(differing)}")
+  backbone = XLNetModel(config)
+  reloaded = backbone if model is backbone_of(model) else type(model)(backbone,
+                                                                      **model.head_config())
+  _LOADERS[output_format](reloaded, directory)
   batch = verification_batch(backbone_of(model).config)
   differences = [np.abs(backbone_of(model)(batch)["sequence_output"].numpy()
                         - backbone_of(reloaded)(batch)["sequence_output"].numpy())]

@@ -50,7 +50,22 @@ TOLERANCE = 1e-3
 
 
 def write_onnx(model, path: str, max_seq_length: int, sep_id: int) -> str:
-  """Writes the ids signature of `model` as an ONNX file at `path`."""
+  """Writes the ids signature of `model` as an ONNX file at `path` (opset ONNX_OPSET).
+
+  Unchecked: `export_file` writes it and checks it against the Keras model.
+
+  Args:
+    model: the XLNetModel or head to export (float; anything with serving_outputs).
+    path: the .onnx file to write.
+    max_seq_length: T, the static length of the inputs [B, T].
+    sep_id: the tokenizer's <sep> id (the question-answering head's serving_features read it).
+
+  Returns:
+    `path`.
+
+  Raises:
+    UserInputError: when tf2onnx (the `[export]` extra) is not installed.
+  """
   try:
     import tf2onnx
   except ImportError as error:
@@ -64,8 +79,21 @@ def write_onnx(model, path: str, max_seq_length: int, sep_id: int) -> str:
 
 
 def write_litert(model, path: str, max_seq_length: int, sep_id: int) -> str:
-  """Writes the ids signature of `model` as a LiteRT (.tflite) flatbuffer at `path`, with the
-  signature `serving_default`."""
+  """Writes the ids signature of `model` as a LiteRT (.tflite) flatbuffer at `path`.
+
+  The flatbuffer's signature is `serving_default`; converted with TensorFlow's TFLiteConverter
+  (builtin ops only) from a SavedModel of the signature. Unchecked: `export_file` writes it
+  and checks it against the Keras model.
+
+  Args:
+    model: the XLNetModel or head to export (float; anything with serving_outputs).
+    path: the .tflite file to write.
+    max_seq_length: T, the static length of the inputs [B, T].
+    sep_id: the tokenizer's <sep> id (the question-answering head's serving_features read it).
+
+  Returns:
+    `path`.
+  """
   signature = ids_input_signature(model, max_seq_length)
   with tempfile.TemporaryDirectory() as saved_model:
     archive = keras.export.ExportArchive()
@@ -116,18 +144,42 @@ def max_difference(model, export_format: str, path: str, max_seq_length: int, se
 def export_file(model, export_format: str, directory: str, max_seq_length: int, sep_id: int,
                 sp_path: Optional[str] = None, labels: Optional[Sequence[str]] = None,
                 overwrite: bool = False, quantize: str = "none"):
-  """Writes `directory/model.onnx` or `directory/model.tflite` (with the SentencePiece model and
-  labels.json beside it), checks it against the Keras model, and only then moves the folder
-  into place as `directory`, as the SavedModel export does (version_directories.py: an
-  existing `directory` is refused unless `overwrite`; on a remote base the model file is copied
-  last). Returns (path, max |difference|).
+  """Writes and checks an ONNX or LiteRT file of `model`, then places it as `directory`.
+
+  Writes `directory/model.onnx` or `directory/model.tflite` (with the SentencePiece model and
+  labels.json beside it), checks it against the Keras model (max |difference| of every output
+  within TOLERANCE), and only then moves the folder into place as `directory`, as the
+  SavedModel export does (version_directories.py: on a remote base the model file is copied
+  last).
 
   `quantize="int8"` (ONNX only): the float file is written and checked as above, then
   onnx_quantization.quantize_onnx_int8 writes the int8 file, checked against the float file on
   the same `verification_inputs` (max relative error of the floating outputs within
   onnx_quantization.TOLERANCE, else Int8CheckError and nothing is placed); the int8 file
-  replaces the float one as model.onnx, the version's only model file. Returns (path, the float
-  file's max |difference|, the int8 file's max relative error)."""
+  replaces the float one as model.onnx, the version's only model file.
+
+  Args:
+    model: the float XLNetModel or head to export (a Keras-quantized one is refused: the ONNX
+      file is quantized by `quantize`); not a long-document classifier (max_segments > 1).
+    export_format: "onnx" or "litert".
+    directory: the version directory to create, local or remote.
+    max_seq_length: T, the static length of the inputs [B, T].
+    sep_id: the tokenizer's <sep> id.
+    sp_path: the SentencePiece model to copy beside the file, if any.
+    labels: the class names to write as labels.json beside it, if any.
+    overwrite: replace an existing local `directory` (else, or when remote, it is refused).
+    quantize: "none" or, for ONNX, "int8".
+
+  Returns:
+    (path of the model file, max |difference| from the Keras model); with quantize="int8",
+    (path, the float file's max |difference|, the int8 file's max relative error).
+
+  Raises:
+    UserInputError: for an unknown format or quantize mode, int8 with LiteRT, a quantized
+      model, a long-document classifier, or an existing `directory` without overwrite.
+    RuntimeError: when the file's outputs differ from the model's (nothing is placed).
+    Int8CheckError: when the int8 file differs from the float one beyond its tolerance.
+  """
   if export_format not in WRITERS:
     raise UserInputError(f"export format must be one of {sorted(WRITERS)}; got "
                          f"{export_format!r}")

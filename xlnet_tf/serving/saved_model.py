@@ -77,15 +77,36 @@ HEAD_DEFAULTS = {"summary_type": "last", "task_name": "task"}
 def load_exportable_model(model_dir: str, head: str = "classifier",
                           num_classes: Optional[int] = None, summary_type: Optional[str] = None,
                           task_name: Optional[str] = None, sp_path: Optional[str] = None):
-  """(model, labels or None) to export from an own-format directory a fine-tuning run wrote.
+  """The model to export from an own-format directory a fine-tuning run wrote.
 
   The head is built as its head.json says (class count, pooling, ...); `num_classes`,
   `summary_type` and `task_name` fill in for a directory without head.json (defaults: the
   labels.json count else 2, "last", "task") and must agree with head.json when both are given.
-  labels.json, when there, must count the head's classes. `sp_path`, when given, is checked
-  against the config's n_token first. Dropout off, no memory, except for a classifier trained
-  on long documents (head.json's max_segments > 1): it keeps the mem_len it was trained with
-  (xlnet_config.json).
+  labels.json, when there, must count the head's classes. Dropout off, no memory, except for a
+  classifier trained on long documents (head.json's max_segments > 1): it keeps the mem_len
+  it was trained with (xlnet_config.json). The weights load with load_own_checkpoint (a
+  quantized directory's model comes back quantized).
+
+  Args:
+    model_dir: the directory (xlnet_config.json, model.weights.h5, maybe head.json and
+      labels.json).
+    head: what to build: "backbone" (XLNetModel) or a key of EXPORT_HEADS ("classifier",
+      "regression", "multiple_choice", "question_answering", "token_classifier").
+    num_classes: the class count (num_labels for a tagger), without head.json.
+    summary_type: the classifier's or multiple choice's pooling, without head.json.
+    task_name: the classifier's task name (its original variable scope), without head.json.
+    sp_path: the SentencePiece model to export with, checked first against the config's
+      n_token.
+
+  Returns:
+    (model, labels): labels.json's labels for a classifier or tagger (None without the
+    file), else None.
+
+  Raises:
+    UserInputError: when head.json disagrees with `head` or the arguments given, labels.json
+      does not count the classes, or the SentencePiece model has more pieces than n_token.
+    FileNotFoundError: without xlnet_config.json or model.weights.h5.
+    CheckpointMismatchError: when the weights do not fit the model built.
   """
   config_path = os.path.join(model_dir, checkpoints.own.CONFIG_FILE)
   stored_config = XLNetConfig.from_json_file(config_path, dropout=0.0, dropatt=0.0)
@@ -251,12 +272,13 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
                        labels: Optional[Sequence[str]] = None, overwrite: bool = False,
                        quantize: str = "none", keep_accents: bool = False,
                        check: Optional[Callable[[str], object]] = None) -> str:
-  """Writes `<export_base>/<model_name>/<version>/` and returns that path.
+  """Writes a SavedModel for TF Serving, its tokenizer and packing in the graph.
 
-  The version directory appears complete or not at all (version_directories.py: built under a
-  dot name beside it and renamed into place; on a remote base, copied with saved_model.pb
-  last). An existing version is refused (UserInputError naming --version, checked before any
-  work) unless `overwrite`, which swaps the new directory in for it (local bases only).
+  The directory is `<export_base>/<model_name>/<version>/`, with the signatures
+  serving_default (raw strings) and serve_ids (packed ids), assets (the SentencePiece model,
+  labels.json) and warm-up requests. It appears complete or not at all
+  (version_directories.py: built under a dot name beside it and renamed into place; on a
+  remote base, copied with saved_model.pb last).
 
   serving_default takes `text` (and `text_b` with text_pairs); a question-answering model takes
   `question` and `context`, packed `context <sep> question <sep> <cls>` as the SQuAD builder
@@ -265,24 +287,7 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
   computes in the model's dtype policy (a model built under mixed_bfloat16 serves in bfloat16,
   1.6-1.7x float32's speed on an AVX512_BF16 CPU); the outputs are float32 either way.
 
-  `xla=False` writes the model's compiled element-wise regions as plain ops, so any TF Serving
-  runs the graph; with `xla=True` they stay XLA-compiled (faster on CPU), and the model server
-  must be started with --xla_cpu_compilation_enabled=true (CPU only).
-
-  `lower` and `keep_accents` are the tokenizer's settings (XLNetTokenizer's).
-
-  `labels` (a classifier's or tagger's classes in order) are written to assets/labels.json,
-  and the signatures return the predicted labels' names beside their indices
-  (label_name_outputs: predicted_label_name, or predicted_label_names).
-
-  `check`, when given, is called with the written directory before it is placed (e.g.
-  serving.saved_model_check.check_saved_model bound to the model); what it raises places
-  nothing.
-
-  `quantize="int8"` quantizes the (float) model first (`model.quantize("int8")`, which changes
-  it) and checks it on `verification_inputs` against its float outputs (max relative error of
-  the floating outputs within onnx_quantization.TOLERANCE, else Int8CheckError, nothing
-  written). A quantized model (so quantized, or by the caller) is traced in
+  A quantized model (quantized here, or by the caller) is traced in
   ops.quantized_matmul.constant_int8_weights unless `xla`: its int8 kernels become constants of
   the graph, multiplied by oneDNN's int8 kernel (QuantizedMatMulWithBias, in TensorFlow's x86
   builds), 1.5-1.7x the float32 SavedModel on a CPU with VNNI (docs/benchmarks.md).
@@ -291,6 +296,44 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
   max_seq_length (text.packing's layout, the split of the Python builders) with memory:
   serve_ids then takes [B, S, max_seq_length], and assets/long_documents.json records S, the
   segment length and mem_len.
+
+  Args:
+    model: the XLNetModel or head to export (one with serving_outputs: the backbone,
+      classifier/regression, multiple choice, question answering, token tagging).
+    sp_path: the SentencePiece model the graph tokenizes with (copied into assets/).
+    export_base: the base directory of the model server, local or remote.
+    model_name: the model's directory under it.
+    max_seq_length: T, the packed length (S segments of T for a long-document classifier).
+    version: the version directory's number.
+    text_pairs: serving_default takes `text` and `text_b` (a classifier of pairs).
+    lower: the tokenizer lower-cases (XLNetTokenizer's setting).
+    warmup_requests: how many warm-up requests to write to assets.extra (0: none).
+    xla: keep the model's compiled element-wise regions XLA-compiled (faster on CPU; the model
+      server must then run with --xla_cpu_compilation_enabled=true, CPU only); False writes
+      them as plain ops, which any TF Serving runs.
+    labels: a classifier's or tagger's classes in order: written to assets/labels.json, and
+      the signatures return the predicted labels' names beside their indices
+      (label_name_outputs: predicted_label_name, or predicted_label_names).
+    overwrite: swap the new directory in for an existing version (local bases only); without
+      it an existing version is refused before any work.
+    quantize: "none", or "int8": quantize the float model first (`model.quantize("int8")`,
+      which changes it) and check it on `verification_inputs` against its float outputs (max
+      relative error of the floating outputs within onnx_quantization.TOLERANCE).
+    keep_accents: the tokenizer keeps accents (XLNetTokenizer's setting).
+    check: called with the written directory before it is placed (e.g.
+      serving.saved_model_check.check_saved_model bound to the model); what it raises places
+      nothing.
+
+  Returns:
+    The version directory's path.
+
+  Raises:
+    TypeError: for a model without serving_outputs.
+    UserInputError: for an existing version (naming --version) without overwrite, an
+      unknown quantize mode, a model already quantized with quantize="int8", or labels not
+      naming one label per class.
+    Int8CheckError: when the int8 model's outputs differ beyond the tolerance (nothing is
+      written).
   """
   if not hasattr(model, "serving_outputs"):
     raise TypeError(f"Cannot export {type(model).__name__}: it has no serving_outputs() "

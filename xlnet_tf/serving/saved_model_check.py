@@ -91,13 +91,29 @@ class SavedModelCheckError(UserInputError):
 
 def check_saved_model(path: str, model, tokenizer, labels: Optional[Sequence[str]] = None,
                       xla: bool = False, shown: Optional[str] = None) -> List[str]:
-  """Loads the SavedModel at `path` in a fresh process (tensorflow + tensorflow_text only),
-  runs each of its signatures on the check batch there and compares the outputs with
-  `model`'s here, traced as the export traces it (`xla`; a quantized model's int8 kernels as
-  constants), with the names of `labels` and the tokenizer `tokenizer` (an XLNetTokenizer).
-  Returns one line per signature; SavedModelCheckError (one line naming `shown`, default
-  `path`) when the export does not load, lacks a signature, or an output differs (floating:
-  by more than TOLERANCE of max(1, |value|); integers and strings: at all)."""
+  """Checks a SavedModel as a model server meets it, against the Keras model it came from.
+
+  Loads the SavedModel at `path` in a fresh process (tensorflow + tensorflow_text only), runs
+  each of its signatures on the check batch there (module docstring) and compares the outputs
+  with `model`'s here, traced as the export traces it (`xla`; a quantized model's int8
+  kernels as constants).
+
+  Args:
+    path: the SavedModel's version directory.
+    model: the Keras model exported (an XLNetModel or head).
+    tokenizer: the XLNetTokenizer of the export (its settings), which packs the check texts.
+    labels: the labels exported with it, whose names the signatures return; None if none.
+    xla: whether the export kept XLA's compiled regions (export_saved_model's `xla`).
+    shown: how the messages name the export (default: `path`).
+
+  Returns:
+    One line per signature, saying what was compared and how closely it agreed.
+
+  Raises:
+    SavedModelCheckError: (one line naming `shown`) when the export does not load, lacks a
+      signature, or an output differs (floating: by more than TOLERANCE of max(1, |value|);
+      integers and strings: at all).
+  """
   shown = shown or path
   with _ServingProcess(path, shown) as process:
     signatures = process.signatures()

@@ -247,16 +247,15 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
              evaluate: Optional[Callable[[], Dict[str, float]]] = None,
              metric: Optional[str] = None, best_dir: Optional[str] = None,
              loss=None, progress_stream: Optional[TextIO] = None) -> Dict:
-  """Trains `model` for options.train_steps on the (repeated) training batches of
-  options.batch_size rows (global) under the strategy whose scope built it (none: one device).
+  """Fine-tunes `model`, keeping the weights with the best dev score.
 
-  Every eval_every steps (and after the last step) `evaluate()` scores dev; the weights with
-  the best `metric` are saved to `best_dir` (with the tokenizer and packing the head carries:
-  attach_tokenizer) and loaded back into `model` at the end (without `evaluate`, the last
-  weights). A non-finite loss or weights end the run with
-  NonFiniteTrainingError naming the step; a run that fails removes the `best_dir` it created,
-  unless it can resume (it saved a checkpoint).
-  `loss`: a Keras loss of (labels, outputs), or None when the head has its own (loss_sums).
+  Trains for options.train_steps on the (repeated) training batches of options.batch_size
+  rows (global) under the strategy whose scope built it (none: one device). Every eval_every
+  steps (and after the last step) `evaluate()` scores dev; the weights with the best `metric`
+  are saved to `best_dir` (with the tokenizer and packing the head carries: attach_tokenizer)
+  and loaded back into `model` at the end (without `evaluate`, the last weights). A non-finite
+  loss or weights end the run with NonFiniteTrainingError naming the step; a run that fails
+  removes the `best_dir` it created, unless it can resume (it saved a checkpoint).
   Steps run on training.distributed_steps (tasks.finetuning_steps): the same update on any
   strategy, options.gradient_accumulation_steps micro-batches a step. Only the chief of a
   multi-worker run writes `best_dir` and options.summary_dir (TensorBoard scalars) and shows
@@ -269,7 +268,28 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
   the same deterministic batches: they are skipped to the checkpoint's step) and ends as an
   uninterrupted run; called again after it finished, it trains no more and returns the
   finished run's result (tasks.finetuning_checkpoints).
-  Returns {"history": [dev scores + step + loss], "best": scores, "metric"}.
+
+  Args:
+    model: the head to train, built under the strategy's scope (if any).
+    train_dataset: the training batches, repeated (a run takes options.train_steps of them).
+    options: the FinetuningOptions (steps, batch size, optimizer, evaluation, checkpoints).
+    evaluate: called after each evaluation period; returns the dev scores {name: value}.
+      None: no evaluation, the last weights are kept.
+    metric: the dev score (higher is better) that chooses the best weights; needed with
+      `evaluate`.
+    best_dir: where the best weights are saved (own format); None: not saved.
+    loss: a Keras loss of (labels, outputs), or None when the head has its own (loss_sums).
+    progress_stream: where progress is shown (default stdout).
+
+  Returns:
+    {"history": [each evaluation's dev scores with its step and loss], "best": the best
+    evaluation's (None without `evaluate`), "metric": `metric`}.
+
+  Raises:
+    ValueError: for `evaluate` without `metric`.
+    NonFiniteTrainingError: when the loss or the weights become NaN or infinite.
+    StoppedBySignal: on SIGTERM or SIGINT with options.checkpoint_dir, after saving the step.
+    UserInputError: when best_dir holds the model of another run.
   """
   if evaluate is not None and not metric:
     raise ValueError("finetune: `metric` names the dev score to keep the best weights by")

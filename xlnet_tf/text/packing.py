@@ -39,7 +39,13 @@ _SORTED_LAYOUTS = {tuple(sorted(names)) for names in TEXT_INPUT_LAYOUTS}
 
 
 def truncate_pair(tokens_a: List[int], tokens_b: List[int], max_length: int) -> None:
-  """The original's longest-first truncation, from the end, in place."""
+  """The original's longest-first truncation, from the end, in place.
+
+  Args:
+    tokens_a: the first text's tokens, a list shortened in place.
+    tokens_b: the second text's tokens, a list shortened in place ([] for none).
+    max_length: the most tokens the two may keep together.
+  """
   while len(tokens_a) + len(tokens_b) > max_length:
     longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
     longer.pop()
@@ -47,8 +53,18 @@ def truncate_pair(tokens_a: List[int], tokens_b: List[int], max_length: int) -> 
 
 def pack_pair(tokens_a: Sequence[int], tokens_b: Optional[Sequence[int]], sep: int,
               cls: int) -> Tuple[List[int], List[int]]:
-  """(tokens, segment ids) of `A <sep> B <sep> <cls>` (`A <sep> <cls>` when tokens_b is None),
-  unpadded; truncate first."""
+  """The tokens and segment ids of `A <sep> B <sep> <cls>`, unpadded (truncate first).
+
+  Args:
+    tokens_a: the first text's token ids.
+    tokens_b: the second text's, or None for `A <sep> <cls>`.
+    sep: the <sep> id.
+    cls: the <cls> id.
+
+  Returns:
+    (tokens, segment ids): lists of equal length; segment ids SEG_A for A and its <sep>,
+    SEG_B for B and its <sep>, SEG_CLS for <cls>.
+  """
   tokens = list(tokens_a) + [sep]
   segments = [SEG_A] * (len(tokens_a) + 1)
   if tokens_b is not None:
@@ -80,12 +96,28 @@ def pack_texts(tokenizer, texts: Sequence[str], texts_b: Optional[Sequence[Optio
                max_seq_length: int = 128, *, report=None,
                where: Optional[Sequence[str]] = None,
                num_segments: int = 1) -> Dict[str, np.ndarray]:
-  """Raw texts (and optional second texts, None where a row has none) -> model inputs:
-  input_ids / segment_ids int32 and input_mask float32 [N, max_seq_length], left-padded;
-  [N, num_segments, max_seq_length] for long documents (num_segments > 1: the module
-  docstring's layout).
+  """Raw texts (and optional second texts) -> the packed model inputs, in NumPy.
 
-  `report` (a ReadReport), if given, notes truncated rows and empty texts at `where[i]`.
+  Each row is `A <sep> B <sep> <cls>` (`A <sep> <cls>` without a second text), truncated
+  longest-first and left-padded: the module docstring's layout, the same ids as the exported
+  graph's and XLNetPreprocessor's.
+
+  Args:
+    tokenizer: the XLNetTokenizer.
+    texts: N texts.
+    texts_b: N second texts (None where a row has none), or None for none at all.
+    max_seq_length: T, the packed length of a row (of a segment with num_segments > 1).
+    report: a ReadReport, if given, noting truncated rows and empty texts at `where[i]`.
+    where: how the report names each row (default "row i").
+    num_segments: S > 1 packs each row into S * T positions cut into S segments (long
+      documents).
+
+  Returns:
+    {"input_ids", "segment_ids": int32, "input_mask": float32 (1 = real token)}, each
+    [N, T], or [N, S, T] with num_segments > 1.
+
+  Raises:
+    UserInputError: for max_seq_length < 4 or num_segments < 1.
   """
   require(max_seq_length >= 4, "max_seq_length", "at least 4 (A <sep> <sep> <cls>)",
           max_seq_length)

@@ -56,6 +56,7 @@ class XLNetPreprocessor(keras.layers.Layer):
     sequence_length: T, the packed length (texts are truncated longest-first to fit).
     num_segments: S > 1 packs each text into S * T positions cut into S segments (a
       classifier reading long documents with memory, text.packing's layout).
+    **kwargs: Keras Layer arguments (name).
 
   Inputs, each [B] strings (or one string: outputs without the batch axis):
     texts                      A <sep> <cls>                          -> [B, T]
@@ -66,6 +67,9 @@ class XLNetPreprocessor(keras.layers.Layer):
   [B, S, T] with num_segments S > 1. Called with two arguments, the second is texts_b when it
   holds strings and labels otherwise (labels are never strings): `(texts, labels)` gives
   `(features, labels)`, `(texts, labels, sample_weight)` likewise.
+
+  Raises:
+    UserInputError: for a tokenizer that is neither, sequence_length < 4 or num_segments < 1.
 
   >>> import os, tempfile
   >>> from xlnet_tf.text.sentencepiece_training import train_sentencepiece
@@ -109,6 +113,23 @@ class XLNetPreprocessor(keras.layers.Layer):
     self.built = True  # no weights; Keras never needs to trace it on placeholders
 
   def call(self, x, y=None, sample_weight=None):
+    """Packs strings into the model's inputs (the class docstring lists the layouts).
+
+    Args:
+      x: texts [B] (or one string), a tuple (texts_a, texts_b) or (texts, options [B, C]), or
+        a dict by the SavedModel's text input names.
+      y: labels, passed through; strings here are texts_b instead (`preprocessor(texts_a,
+        texts_b)`, as tf.data passes a pair).
+      sample_weight: passed through.
+
+    Returns:
+      {"input_ids" int32, "segment_ids" int32, "input_mask" float32}, each [B, T] ([B, C, T]
+      with options, [B, S, T] with num_segments S > 1; [T] for one string); with labels,
+      (features, y) or (features, y, sample_weight).
+
+    Raises:
+      UserInputError: for texts in none of the layouts, or of the wrong ranks.
+    """
     if y is not None and sample_weight is None and holds_strings(y):
       x, y = (x, y), None  # preprocessor(texts_a, texts_b), as tf.data passes a pair
     texts = _named_texts(x)
@@ -123,6 +144,12 @@ class XLNetPreprocessor(keras.layers.Layer):
     return keras.utils.pack_x_y_sample_weight(features, y, sample_weight)
 
   def get_config(self):
+    """The layer's settings, for Keras' serialization (.keras files).
+
+    Returns:
+      Keras' layer config with sequence_length, num_segments and the tokenizer's sp_path,
+      lower and keep_accents.
+    """
     tokenizer = self.tokenizer
     return {**super().get_config(), "sequence_length": self.sequence_length,
             "num_segments": self.num_segments,
@@ -131,12 +158,30 @@ class XLNetPreprocessor(keras.layers.Layer):
 
   @classmethod
   def from_config(cls, config):
+    """The preprocessor a `get_config` dict describes.
+
+    Args:
+      config: a dict `get_config` returned (its sp_path must still be readable).
+
+    Returns:
+      A new XLNetPreprocessor over a new XLNetTokenizer.
+    """
     config = dict(config)
     return cls(XLNetTokenizer(**config.pop("tokenizer")), **config)
 
   def save_pretrained(self, directory: str) -> str:
-    """Writes the tokenizer (spiece.model, tokenizer_config.json) and preprocessor.json
-    (sequence_length, num_segments) into `directory`; `saved_preprocessor` reads them."""
+    """Writes the tokenizer and the packing settings into `directory`.
+
+    The files: spiece.model and tokenizer_config.json (XLNetTokenizer.save_pretrained) and
+    preprocessor.json (sequence_length, num_segments), which the heads' from_pretrained read
+    back (`saved_preprocessor`).
+
+    Args:
+      directory: where to write, local or remote; created if needed.
+
+    Returns:
+      `directory`.
+    """
     self.tokenizer.save_pretrained(directory)
     write_json(os.path.join(directory, PREPROCESSOR_FILE),
                {name: getattr(self, name) for name in _SETTINGS})

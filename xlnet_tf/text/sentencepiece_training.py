@@ -31,20 +31,40 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
                         input_sentence_size: int = 10_000_000, seed: int = 0,
                         report: Callable[[str], None] = logging.warning,
                         inputs_named: Optional[str] = None) -> str:
-  """Trains on the text as XLNetTokenizer will see it (the same preprocessing). Returns the
-  .model path.
+  """Trains a SentencePiece model with XLNet's symbols on the text as XLNetTokenizer sees it.
 
-  Lines that are not valid UTF-8 are skipped (counted in a line to `report`); a file with a NUL
-  byte is not text (an error naming it). Lines longer than MAX_SENTENCE_BYTES are cut at
+  The text is cleaned with the tokenizer's preprocessing (preprocess_text); the model is a
+  unigram one with XLNet's symbols (CONTROL_SYMBOLS, USER_DEFINED_SYMBOLS). Lines that are
+  not valid UTF-8 are skipped (counted in a line to `report`); a file with a NUL byte is not
+  text (an error naming it). Lines longer than MAX_SENTENCE_BYTES are cut at
   spaces, which no piece crosses, so that the trainer sees them. The vocabulary limit is soft
   (hard_vocab_limit=False): a text too small for `vocab_size` pieces gets the largest vocabulary
   it supports, and `report` gets a line saying how many pieces it got. The .model and .vocab
   files appear only when complete (built in a temporary folder beside them; for a remote
   `model_prefix`, gs://...: a local temporary folder, since SentencePiece reads a local file,
   then copied there through utils.files). A write that fails (a full disk) is an OSError
-  naming `<model_prefix>.model`. Input files may be remote too. `inputs_named`: how the
-  message of a text SentencePiece cannot train on names it (default: the input files), for
-  input files written from the user's own.
+  naming `<model_prefix>.model`. Input files may be remote too.
+
+  Args:
+    input_files: the text files, one sentence per line.
+    model_prefix: where to write `<model_prefix>.model` and `<model_prefix>.vocab`.
+    vocab_size: the pieces wanted (a soft limit, see above).
+    uncased: lower-case the text (for an uncased tokenizer: XLNetTokenizer's lower).
+    keep_accents: keep accents (XLNetTokenizer's keep_accents).
+    character_coverage: SentencePiece's share of the characters the pieces must cover.
+    input_sentence_size: the most lines SentencePiece samples to train on.
+    seed: SentencePiece's random seed (training on one thread is then reproducible).
+    report: called with a line about lines skipped or a smaller vocabulary.
+    inputs_named: how the message of a text SentencePiece cannot train on names it (default:
+      the input files), for input files written from the user's own.
+
+  Returns:
+    The path of the .model file.
+
+  Raises:
+    UserInputError: for no input files, no text, a file holding a NUL byte (not text), or a
+      text SentencePiece cannot train on.
+    OSError: naming `<model_prefix>.model` when a write fails (a full disk).
   """
   if not input_files:
     raise UserInputError("train_sentencepiece: no input files")

@@ -28,6 +28,17 @@ WORD_START_PUNCTUATION = frozenset('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
 
 def preprocess_text(text: str, lower: bool = False, remove_space: bool = True,
                     keep_accents: bool = False) -> str:
+  """Cleans a text as the original XLNet preprocessing does before SentencePiece.
+
+  Args:
+    text: the text.
+    lower: lower-case it (the uncased models).
+    remove_space: strip it and collapse each run of whitespace into one space.
+    keep_accents: keep accents; else NFKD-normalize and drop the combining marks.
+
+  Returns:
+    The cleaned text (`` and '' also become ").
+  """
   if remove_space:
     text = " ".join(text.strip().split())
   text = text.replace("``", '"').replace("''", '"')
@@ -121,6 +132,11 @@ class XLNetTokenizer:
     lower: lower-case the text (the uncased models).
     keep_accents: keep accents (the original strips them by default).
 
+  Raises:
+    FileNotFoundError: when there is no SentencePiece model at `sp_path`.
+    UserInputError: for a file that is not a SentencePiece model, or one without the <cls>
+      and <sep> symbols.
+
   >>> import os, tempfile
   >>> from xlnet_tf.text.sentencepiece_training import train_sentencepiece
   >>> folder = tempfile.TemporaryDirectory()
@@ -156,10 +172,23 @@ class XLNetTokenizer:
 
   @classmethod
   def from_pretrained(cls, path: str, **settings) -> "XLNetTokenizer":
-    """The tokenizer of a pretrained directory (own, Hugging Face or original layout: its
-    spiece.model) or Hugging Face hub id. Lower-casing and accents as its
-    tokenizer_config.json says (do_lower_case, keep_accents; both off without the file);
-    `settings` (lower, keep_accents) override them."""
+    """The tokenizer of a pretrained directory or Hugging Face hub id: its spiece.model.
+
+    Any layout (own, Hugging Face or original). Lower-casing and accents as its
+    tokenizer_config.json says (do_lower_case, keep_accents; both off without the file).
+
+    Args:
+      path: a local or remote directory, or a Hugging Face hub id.
+      **settings: lower, keep_accents: override the file's.
+
+    Returns:
+      The XLNetTokenizer.
+
+    Raises:
+      FileNotFoundError: when the directory holds no spiece.model.
+      UserInputError: for an unknown setting, or a tokenizer_config.json value that is not a
+        bool.
+    """
     directory = hub.local_directory(
         path, lambda files: [name for name in (SENTENCEPIECE_FILE, TOKENIZER_CONFIG_FILE)
                              if name in files], expected=SENTENCEPIECE_FILE)
@@ -170,8 +199,18 @@ class XLNetTokenizer:
     return tokenizer
 
   def save_pretrained(self, directory: str) -> str:
-    """Writes directory/spiece.model (a copy of sp_path) and tokenizer_config.json
-    (do_lower_case, keep_accents, as Hugging Face's XLNetTokenizer reads them)."""
+    """Writes the tokenizer into `directory`, where `from_pretrained` reads it back.
+
+    The files: spiece.model (a copy of sp_path, unless it is that file already) and
+    tokenizer_config.json (do_lower_case, keep_accents, as Hugging Face's XLNetTokenizer
+    reads them).
+
+    Args:
+      directory: where to write, local or remote; created if needed.
+
+    Returns:
+      `directory`.
+    """
     files.makedirs(directory)
     target = os.path.join(directory, SENTENCEPIECE_FILE)
     if not _same_file(self.sp_path, target):
@@ -213,21 +252,51 @@ class XLNetTokenizer:
     return [self.processor.PieceToId(p) for p in sub_pieces]
 
   def preprocess(self, text: str) -> str:
+    """The text cleaned as the original does before SentencePiece, with these settings.
+
+    Args:
+      text: the text.
+
+    Returns:
+      preprocess_text(text) with this tokenizer's lower and keep_accents.
+    """
     return preprocess_text(text, lower=self.lower, keep_accents=self.keep_accents)
 
   def encode(self, text: str) -> List[int]:
+    """The ids of one text, as the original's preprocessing and encode_ids give them.
+
+    Args:
+      text: the text (cleaned here: `preprocess`).
+
+    Returns:
+      The token ids.
+    """
     return self.encode_batch([text])[0]
 
   def encode_batch(self, texts: Sequence[str]) -> List[List[int]]:
-    """Ids of each text."""
+    """The ids of each text, encoded as one batch.
+
+    Args:
+      texts: the texts.
+
+    Returns:
+      One list of token ids per text.
+    """
     flat, lengths = self.encode_to_array(texts)
     return [part.tolist() for part in np.split(flat, np.cumsum(lengths)[:-1])]
 
   def encode_to_array(self, texts: Sequence[str]):
-    """(ids int32 [total tokens], lengths int64 [len(texts)]) with no Python per-token work.
+    """The ids of all the texts in one array, with no Python per-token work.
 
     SentencePiece encodes the whole batch in C++; the digit-comma re-split is a table lookup
     that touches Python only at the few pieces that split.
+
+    Args:
+      texts: the texts.
+
+    Returns:
+      (ids int32 [total tokens], the texts' ids one after another; lengths int64
+      [len(texts)], each text's count).
     """
     if not texts:
       return np.zeros([0], np.int32), np.zeros([0], np.int64)
@@ -249,6 +318,14 @@ class XLNetTokenizer:
     return np.concatenate(pieces), lengths
 
   def decode(self, ids: Sequence[int]) -> str:
+    """The text of token ids, as SentencePiece decodes them (the cleaning is not undone).
+
+    Args:
+      ids: token ids.
+
+    Returns:
+      The text.
+    """
     return self.processor.DecodeIds([int(i) for i in ids])
 
 

@@ -245,12 +245,30 @@ class XLNetAdamW(keras.optimizers.Optimizer):
 
 def create_optimizer(model, options: Union[OptimizerOptions, float], train_steps: int, *fields,
                      adjustable_total: bool = False, **named_fields) -> XLNetAdamW:
-  """The optimizer of XLNet runs as `options` (an OptimizerOptions) say, its schedule ending at
-  `train_steps` (`adjustable_total`: see WarmupLinearDecay).
+  """XLNet's AdamW for `model`, with its warmup and linear decay ending at `train_steps`.
 
-  `options` may also be the learning rate, with the other OptimizerOptions fields after
-  `train_steps`, in their order or by name:
+  AdamW (eps 1e-6, no weight decay on LayerNorm parameters or biases) with the learning rate
+  of WarmupLinearDecay, per-layer rate multipliers (lr_layer_decay_rate) and global-norm
+  clipping, as `options` say. `options` may also be the learning rate, with the other
+  OptimizerOptions fields after `train_steps`, in their order or by name:
   create_optimizer(model, 1e-4, train_steps=1000, warmup_steps=100).
+
+  Args:
+    model: the XLNetModel or head to train; its trainable variables get the per-layer
+      multipliers.
+    options: an OptimizerOptions, or the peak learning rate.
+    train_steps: the step at which the schedule's decay ends.
+    *fields: with a learning rate as `options`: the other OptimizerOptions fields
+      (warmup_steps, weight_decay, lr_layer_decay_rate, min_lr_ratio, clip_norm), in order.
+    adjustable_total: the total steps can change while compiled steps run
+      (WarmupLinearDecay.set_total_steps; a run with a time budget).
+    **named_fields: those fields by name.
+
+  Returns:
+    The XLNetAdamW; its `schedule` attribute is the WarmupLinearDecay.
+
+  Raises:
+    TypeError: for fields given beside an OptimizerOptions.
   """
   if not isinstance(options, OptimizerOptions):
     options = OptimizerOptions(options, *fields, **named_fields)

@@ -232,8 +232,10 @@ def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
                         input_context: Optional[tf.distribute.InputContext] = None,
                         repeat: bool = True, skip_batches: int = 0,
                         **expected_settings) -> tf.data.Dataset:
-  """Batches of the data's objective's model inputs with static shapes, in stream order (for
-  mems).
+  """The pretraining batches of a data directory, in stream order, with static shapes.
+
+  Consecutive batches continue each other row by row (what the memory `mems` carries over),
+  as the data's objective lays out its model inputs.
 
   Args:
     record_info_path: record_info.json or its directory.
@@ -243,13 +245,21 @@ def pretraining_dataset(record_info_path: str, batch_size: Optional[int] = None,
       the input pipelines (workers).
     repeat: loop over the data forever.
     skip_batches: batches to skip first (resuming a run: the data position is the step).
-    expected_settings: settings the run needs (seq_len=..., reuse_len=..., ...), checked
-      against the record info.
+    **expected_settings: settings the run needs (seq_len=..., reuse_len=..., ...), checked
+      against the record info (None: not checked).
 
-  Yields dicts: input_ids, segment_ids int32 [B, T]; target_mapping [B, P, T]; target int32
-  [B, P]; target_mask [B, P]; label int32 [B]; for perm also perm_mask [B, T, T] and input_q
-  [B, T] (for mlm, input_ids are the corrupted ids and there is no perm_mask). For clm:
-  input_ids, target (the next tokens) int32 [B, T] and target_mask [B, T] only.
+  Returns:
+    A tf.data.Dataset of dicts: input_ids, segment_ids int32 [B, T]; target_mapping
+    [B, P, T]; target int32 [B, P]; target_mask [B, P]; label int32 [B]; for perm also
+    perm_mask [B, T, T] and input_q [B, T] (for mlm, input_ids are the corrupted ids and
+    there is no perm_mask). For clm: input_ids, target (the next tokens) int32 [B, T] and
+    target_mask [B, T] only.
+
+  Raises:
+    FileNotFoundError: without a record info at `record_info_path`.
+    UserInputError: for a record info or data files that do not agree (cut short, replaced),
+      settings other than the run's, data without a complete batch, or fewer files than
+      input pipelines.
   """
   info = load_record_info(record_info_path)
   settings = info["settings"]

@@ -202,8 +202,33 @@ def create_pretraining_data(input_files: Sequence[str], sp_path: str, save_dir: 
                             progress: Optional[Callable[[str], None]] = None) -> StageSummary:
   """Writes `{split}-{task}-{file index}.tfrecords` and record_info.json into save_dir.
 
-  num_workers: processes (default: the CPU count); progress: called with a line every
-  PROGRESS_SECONDS of a long run (e.g. print).
+  The inputs are tokenized and cut into the objective's examples as `settings` says, in
+  num_workers processes. Everything is built in a work folder and moved into save_dir only
+  when complete (the record info last): a failed or killed run leaves no partial output.
+
+  Args:
+    input_files: the text files (one sentence per line, documents apart by empty lines);
+      sorted, this task takes every num_task-th of them.
+    sp_path: the SentencePiece model that tokenizes them.
+    save_dir: the output directory (local or remote), created if needed.
+    settings: the PretrainingDataConfig (seq_len, reuse_len, num_predict, bsz_per_host,
+      objective, ...), recorded in record_info.json.
+    seed: the seed of the random choices (targets, permutations), with the task's index.
+    split: the name the files start with ("train", ...).
+    task: this task's index among num_task, for data made by several machines.
+    num_task: how many tasks share the input files.
+    num_workers: processes (default: the CPU count).
+    progress: called with a line every PROGRESS_SECONDS of a long run (e.g. print).
+
+  Returns:
+    A StageSummary: the record info's path, the settings, each file's batches, examples and
+    tokens, what was read and skipped, and the seconds it took.
+
+  Raises:
+    FileNotFoundError: for an input file that is not there.
+    UserInputError: for no input files, a task outside [0, num_task), or a SentencePiece model
+      without the symbols the settings need (<eod>, <mask>).
+    NoExampleWritten: (a UserInputError) when the inputs are too short for one batch.
   """
   start = time.perf_counter()
   tokenizer = _tokenizer(sp_path, settings.uncased)  # fails early on a bad model
