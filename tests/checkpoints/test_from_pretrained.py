@@ -436,3 +436,18 @@ def test_a_task_head_reads_forward_over_a_pretrained_backbone(tmp_path, batch):
   assert XLNetPretrainer.from_pretrained(directory).backbone.config.bi_data
   assert XLNetTokenClassifier.from_pretrained(directory, num_labels=2,
                                               bi_data=True).backbone.config.bi_data
+
+
+def test_a_fast_tokenizer_file_alone_is_said(huggingface_directories, tmp_path, caplog):
+  """transformers 5 saves tokenizer.json only: the model loads without a tokenizer, and one
+  line says why and what to copy."""
+  _, directory = huggingface_directories["classifier"]
+  copy = tmp_path / "transformers_5"
+  shutil.copytree(directory, copy)
+  os.remove(copy / "spiece.model")
+  (copy / "tokenizer.json").write_text("{}")
+  with caplog.at_level(logging.WARNING):
+    head = XLNetClassifier.from_pretrained(str(copy))
+  assert head.tokenizer is None and head.preprocessor is None
+  assert any("holds transformers' tokenizer.json but no spiece.model" in record.getMessage()
+             for record in caplog.records)

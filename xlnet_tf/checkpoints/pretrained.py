@@ -22,6 +22,8 @@ import inspect
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from absl import logging
+
 from xlnet_tf.checkpoints import own
 from xlnet_tf.checkpoints.huggingface import (WEIGHT_FILES, config_from_huggingface,
                                               huggingface_weight_files,
@@ -42,6 +44,9 @@ from xlnet_tf.utils import files as file_system
 from xlnet_tf.utils import hub
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.utils.json_files import read_json_object
+
+# transformers' fast tokenizer, which holds no SentencePiece model this library could read.
+FAST_TOKENIZER_FILE = "tokenizer.json"
 
 OWN, HUGGINGFACE, ORIGINAL = "own", "huggingface", "original"
 EXPECTED = ("xlnet_tf's own files (xlnet_config.json + model.weights.h5), Hugging Face's "
@@ -299,6 +304,11 @@ def stored_tokenizer(place: Pretrained, config: XLNetConfig) -> Optional[XLNetTo
   tokenizer = saved_tokenizer(place.directory)
   if tokenizer is not None:
     check_vocabulary(tokenizer, config, place.name)
+  elif file_system.exists(os.path.join(place.directory, FAST_TOKENIZER_FILE)):
+    logging.warning("%s: holds transformers' %s but no %s (transformers 5 saves only the "
+                    "former): the model takes token ids, not text; copy the model's %s beside "
+                    "it (its hub repository has it) to read text", place.name,
+                    FAST_TOKENIZER_FILE, SENTENCEPIECE_FILE, SENTENCEPIECE_FILE)
   return tokenizer
 
 
