@@ -16,7 +16,9 @@ import pytest
 import tensorflow as tf
 
 from forked_tools import run_forked
-from model_inputs import padded_pair_batch, tiny_config
+from head_batches import (N_TOKEN, answer_batch, choices_batch, pair_batch,
+                          two_stream_batch)
+from model_inputs import tiny_config
 from xlnet_tf import (XLNetClassifier, XLNetModel, XLNetMultipleChoice, XLNetPreprocessor,
                       XLNetPretrainer, XLNetQuestionAnswering, XLNetTokenClassifier,
                       XLNetTokenizer)
@@ -25,35 +27,6 @@ from xlnet_tf.inference.compile_cache import decoding_function
 from xlnet_tf.modeling.ops import quantized_matmul
 from xlnet_tf.text import pack_texts
 from xlnet_tf.utils.errors import UserInputError
-
-LENGTH, N_TOKEN = 10, 50
-
-
-def pair_batch(rng):
-  """Two left-padded A <sep> B <sep> <cls> rows (one padded by 3)."""
-  return padded_pair_batch(rng, 2, LENGTH, N_TOKEN, pad_lengths=[0, 3])
-
-
-def two_stream_batch(rng):
-  """A pair batch with 2 predictions per row that no position sees."""
-  inputs = pair_batch(rng)
-  perm_mask = np.zeros([2, LENGTH, LENGTH], np.float32)
-  target_mapping = np.zeros([2, 2, LENGTH], np.float32)
-  for row, targets in enumerate(([4, 6], [5, 8])):
-    perm_mask[row, :, targets] = 1.0
-    target_mapping[row, [0, 1], targets] = 1.0
-  return dict(inputs, perm_mask=perm_mask, target_mapping=target_mapping)
-
-
-def choices_batch(rng):
-  rows = [pair_batch(rng) for _ in range(3)]  # [B 2, C 3, T]
-  return {key: np.stack([row[key] for row in rows], axis=1) for key in rows[0]}
-
-
-def answer_batch(rng):
-  inputs = pair_batch(rng)
-  return dict(inputs, p_mask=(inputs["segment_ids"] != 0).astype(np.float32),
-              cls_index=np.full([2], LENGTH - 1, np.int32))
 
 
 def backbone():
