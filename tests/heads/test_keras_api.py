@@ -264,6 +264,8 @@ def test_functions_made_per_model_or_preprocessor_count_their_traces_apart(token
   and a quantized model's (traced in constant_int8_weights) convert with AutoGraph."""
   logged = _Logged()
   tf.get_logger().addHandler(logged)
+  level = tf.get_logger().level  # a tool run in this process (cli.run) may have raised it
+  tf.get_logger().setLevel(logging.WARNING)
   try:
     def plain_per_model():
       return tf.function(lambda x: x * 2.0, reduce_retracing=True)
@@ -295,6 +297,7 @@ def test_functions_made_per_model_or_preprocessor_count_their_traces_apart(token
                                                  max_seq_length=8)["input_ids"])
   finally:
     tf.get_logger().removeHandler(logged)
+    tf.get_logger().setLevel(level)
   shown = [m for m in logged.messages if any(message in m for message in UNWANTED)]
   assert not shown, "\n".join(shown)
 
