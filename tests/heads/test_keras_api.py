@@ -183,6 +183,7 @@ def text_classifier(tokenizer):
 
 def test_keras_files_and_checkpoints_keep_the_preprocessor(tokenizer, tmp_path):
   head = text_classifier(tokenizer)
+  head.labels = ["negative", "positive"]
   before = [value.copy() for value in head.get_weights()]
   checkpoint = keras.callbacks.ModelCheckpoint(str(tmp_path / "checkpoint.keras"))
   head.fit(TEXTS, LABELS, batch_size=4, epochs=1, verbose=0, callbacks=[checkpoint])
@@ -203,11 +204,21 @@ def test_keras_files_and_checkpoints_keep_the_preprocessor(tokenizer, tmp_path):
     assert preprocessor.sequence_length == TEXT_LENGTH and preprocessor.num_segments == 1
     assert loaded.tokenizer.lower and not loaded.tokenizer.keep_accents
     assert pathlib.Path(loaded.tokenizer.sp_path).read_bytes() == spiece
+    assert loaded.labels == ["negative", "positive"]
     np.testing.assert_array_equal(loaded(TEXTS), expected_eagerly)
   np.testing.assert_array_equal(loaded.predict(TEXTS, verbose=0), expected)
   loaded.save(str(tmp_path / "again.keras"))  # from its kept copy of spiece.model
   again = keras.models.load_model(str(tmp_path / "again.keras"))
   np.testing.assert_array_equal(again(TEXTS), expected_eagerly)
+
+
+def test_a_keras_file_keeps_a_multi_label_heads_labels_and_thresholds(tmp_path):
+  head = XLNetClassifier(backbone(), 3, multi_label=True)
+  head.labels, head.thresholds = ["a", "b", "c"], [0.25, 0.5, 0.75]
+  head.save(str(tmp_path / "head.keras"))
+  loaded = keras.models.load_model(str(tmp_path / "head.keras"))
+  assert loaded.labels == ["a", "b", "c"] and loaded.thresholds == [0.25, 0.5, 0.75]
+  assert loaded.tokenizer is None  # labels without a tokenizer
 
 
 def test_a_keras_file_of_a_head_without_tokenizer_has_no_preprocessor(rng, tmp_path):

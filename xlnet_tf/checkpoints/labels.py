@@ -54,3 +54,26 @@ def saved_thresholds(directory: str, labels: Sequence[str]) -> Optional[List[flo
     raise UserInputError(f"{path}: expected a JSON object of a threshold in [0, 1] for each of "
                          f"the labels {list(labels)}; got {stored!r}")
   return [float(stored[label]) for label in labels]
+
+
+def save_head_labels(directory: str, head) -> None:
+  """Writes `head`'s label names (labels.json) and, for a multi-label classifier, its decision
+  thresholds (thresholds.json) into `directory`; nothing for a head without labels."""
+  labels = getattr(head, "labels", None)
+  if labels is None:
+    return
+  save_labels(directory, labels)
+  if getattr(head, "multi_label", False):
+    save_thresholds(directory, labels, head.thresholds)
+
+
+def load_head_labels(directory: str, head) -> None:
+  """Sets `head.labels` (and a multi-label classifier's `.thresholds`) from what
+  save_head_labels wrote in `directory`; nothing changes where it holds none."""
+  labels = saved_labels(directory)
+  if labels is None:
+    return
+  thresholds = saved_thresholds(directory, labels)
+  head.labels = labels
+  if thresholds is not None:
+    head.thresholds = thresholds

@@ -23,7 +23,7 @@ import numpy as np
 
 from xlnet_tf.checkpoints.assign import CheckpointMismatchError
 from xlnet_tf.checkpoints.keras_h5_io import open_hdf5
-from xlnet_tf.checkpoints.labels import save_labels, save_thresholds
+from xlnet_tf.checkpoints.labels import save_head_labels
 from xlnet_tf.checkpoints.naming import backbone_of, minimum_weight_count
 from xlnet_tf.config import ARCHITECTURE_KEYS, XLNetConfig
 from xlnet_tf.utils import files
@@ -111,7 +111,6 @@ def _write_model_files(model_or_head, directory: str) -> None:
   """save_pretrained's files, into the (new, empty) `directory`."""
   backbone = backbone_of(model_or_head)
   quantized = getattr(model_or_head, "quantization", None)
-  labels = getattr(model_or_head, "labels", None)
   backbone.config.to_json_file(os.path.join(directory, CONFIG_FILE))
   write_weights(model_or_head, os.path.join(directory, WEIGHTS_FILE))
   if quantized is not None:
@@ -119,10 +118,7 @@ def _write_model_files(model_or_head, directory: str) -> None:
   if hasattr(model_or_head, "head_config"):
     write_json(os.path.join(directory, HEAD_FILE),
                {"class": type(model_or_head).__name__, **model_or_head.head_config()})
-  if labels is not None:
-    save_labels(directory, labels)
-    if getattr(model_or_head, "multi_label", False):
-      save_thresholds(directory, labels, model_or_head.thresholds)
+  save_head_labels(directory, model_or_head)
   preprocessor = getattr(model_or_head, "preprocessor", None)
   tokenizer = getattr(model_or_head, "tokenizer", None) or getattr(backbone, "tokenizer", None)
   if preprocessor is not None:  # its tokenizer (what the head reads text with) and settings

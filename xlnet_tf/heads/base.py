@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from xlnet_tf.checkpoints import own, pretrained
 from xlnet_tf.checkpoints.assign import CheckpointMismatchError
+from xlnet_tf.checkpoints.labels import load_head_labels, save_head_labels
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.heads import text_inputs
 from xlnet_tf.heads.summary import SequenceSummary
@@ -246,12 +247,13 @@ class XLNetHead(keras.Model):
 
   # ---- .keras archives ----------------------------------------------------------------------
   def save_assets(self, dir_path):
-    """Writes the text files of `.preprocessor` into a .keras archive (Keras' hook).
+    """Writes the text files of `.preprocessor` and the labels into a .keras archive (Keras' hook).
 
     Keras calls it when it writes a .keras archive (`save`, ModelCheckpoint): the files
     save_pretrained keeps of the preprocessor (spiece.model, tokenizer_config.json,
-    preprocessor.json) or, without one, of the tokenizer; `load_assets` reads them back, so
-    that a head from keras.models.load_model reads raw strings as this one does.
+    preprocessor.json) or, without one, of the tokenizer, and the label names (labels.json,
+    a multi-label head's thresholds.json); `load_assets` reads them back, so that a head from
+    keras.models.load_model reads raw strings and names its classes as this one does.
 
     Args:
       dir_path: the archive's assets folder, which Keras gives.
@@ -261,17 +263,19 @@ class XLNetHead(keras.Model):
       preprocessor.save_pretrained(dir_path)
     elif self.tokenizer is not None:
       self.tokenizer.save_pretrained(dir_path)
+    save_head_labels(dir_path, self)
 
   def load_assets(self, dir_path):
-    """Sets `.tokenizer` and `.preprocessor` from a .keras archive (Keras' hook).
+    """Sets `.tokenizer`, `.preprocessor` and the labels from a .keras archive (Keras' hook).
 
     As save_assets kept them, the way from_pretrained reads them from a directory; nothing
-    changes when the archive holds no spiece.model.
+    changes of what the archive does not hold.
 
     Args:
       dir_path: the assets folder Keras extracted (removed once the model is loaded: the
         tokenizer keeps a copy of its files).
     """
+    load_head_labels(dir_path, self)
     tokenizer = kept_tokenizer(dir_path)  # Keras removes dir_path once the model is loaded
     if tokenizer is None:
       return
