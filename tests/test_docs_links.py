@@ -55,7 +55,7 @@ def _expanded(path: str):
 
 def _path_exists(relative: str) -> bool:
   """A path the text mentions: a file or folder, a glob that matches, or an output prefix of
-  run/benchmark.py (--output=docs/benchmarks/NAME writes NAME.md and NAME.json)."""
+  run/benchmark.py (--output=docs/results/speed/peers/NAME writes NAME.md and NAME.json)."""
   path = os.path.join(ROOT, relative.rstrip("/"))
   if any(char in relative for char in "*?["):
     return bool(glob.glob(path))

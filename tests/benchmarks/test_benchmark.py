@@ -3,12 +3,14 @@
 import importlib.util
 import json
 import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
 from forked_tools import run_forked
 from repository import ROOT
-
 
 
 def _benchmark(output, *flags):
@@ -119,3 +121,36 @@ def test_bad_flags_are_refused_before_anything_is_measured(case, tmp_path):
   assert result.returncode == 1
   assert result.stderr.strip().splitlines()[0] == expected
   assert result.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_baseline_row_times_the_other_revisions_model_with_this_revisions_steps(tmp_path):
+  # The baseline: this package with the benchmark code removed and a model that says where it
+  # comes from when built. The row fails with that model's error, not a missing module: the
+  # steps are this revision's, the model the baseline's.
+  source = tmp_path / "baseline"
+  shutil.copytree(os.path.join(ROOT, "xlnet_tf"), source / "xlnet_tf",
+                  ignore=shutil.ignore_patterns("__pycache__"))
+  shutil.rmtree(source / "xlnet_tf" / "benchmarks")
+  with open(source / "xlnet_tf" / "modeling" / "backbone.py", "a") as handle:
+    handle.write("\n\ndef _refuse(self, *args, **kwargs):\n"
+                 "  raise RuntimeError('the baseline revision builds this model')\n\n\n"
+                 "XLNetModel.__init__ = _refuse\n")
+  spec = {"implementation": "xlnet_tf", "size": "tiny", "batch": 2, "seq_len": 16,
+          "dtype": "float32", "mode": "forward", "repeats": 1, "revision": "copy",
+          "source": str(source)}
+  result = run_forked([os.path.join(ROOT, "run", "benchmark.py"),
+                       f"--worker={json.dumps(spec)}"])
+  assert result.returncode != 0
+  assert result.stderr.strip().splitlines()[-1] == (
+      "RuntimeError: the baseline revision builds this model")
+
+
+def test_the_orchestrator_and_the_peers_rows_import_no_tensorflow():
+  # A PyTorch or ONNX Runtime row's peak memory and threads are its runtime's alone.
+  code = ("import sys; import xlnet_tf.benchmarks.runs, xlnet_tf.benchmarks.peers, "
+          "xlnet_tf.benchmarks.onnx_rows; print(sorted(name for name in sys.modules "
+          "if name.split('.')[0] in ('tensorflow', 'keras')))")
+  result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+  assert result.stdout.strip() == "[]"

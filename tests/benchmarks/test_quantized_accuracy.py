@@ -1,7 +1,7 @@
 """int8 against float32 on a fine-tuned classifier's dev set
-(xlnet_tf.benchmarks.quantized_accuracy): the scores of given logits, and the tool end to end on
-a classifier that run/classifier.py fine-tuned, its float32 accuracy that of the tool's own
---do_eval."""
+(xlnet_tf.benchmarks.quantized_accuracy): the scores of given logits, and the tool
+(run/quantized_accuracy.py) end to end on a classifier that run/classifier.py fine-tuned, its
+float32 accuracy that of the tool's own --do_eval."""
 
 import json
 
@@ -55,11 +55,14 @@ def test_a_fine_tuned_classifier_end_to_end(sp_model, tmp_path):
       f"--output_dir={tmp_path}/out", "--do_train", "--do_eval")
   assert trained.returncode == 0, trained.stderr[-3000:]
   output = tmp_path / "int8.json"
-  result = quantized_accuracy.main([
-      f"--model_dir={tmp_path}/out/best", f"--data={tmp_path}/dev.jsonl", f"--sp_path={sp_model}",
-      "--max_seq_length=16", "--batch_size=8", f"--results_json={output}"])
+  measured = run_tool(
+      "run/quantized_accuracy.py", f"--model_dir={tmp_path}/out/best",
+      f"--data={tmp_path}/dev.jsonl", f"--sp_path={sp_model}", "--max_seq_length=16",
+      "--batch_size=8", f"--results_json={output}")
+  assert measured.returncode == 0, measured.stderr[-3000:]
   written = json.loads(output.read_text())
-  assert written == json.loads(json.dumps(result))
+  assert written["markdown"] in measured.stdout
+  assert written["markdown"] == quantized_accuracy.markdown(written)
   assert written["examples"] == 24 and written["labels"] == ["code", "data"]
   assert list(written["rows"]) == ["float32", "int8", "int8, constant weights (oneDNN)"]
   reported = json.loads((tmp_path / "out" / "dev_metrics.json").read_text())

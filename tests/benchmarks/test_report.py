@@ -44,7 +44,9 @@ def test_tables_compare_with_the_fastest_peer_and_the_baseline(tmp_path):
   table = report.write_report(output, results, {"float32": 100.0}, "python run/benchmark.py")
   assert "| tiny | 2x16 | float32 | forward | xlnet_tf | 128.0 | 2.00x |" in table
   assert "| tiny | 2x16 | float32 | forward | 128.0 | 64.0 | **2.00x** |" in table
-  assert (tmp_path / "out" / "bench.md").read_text().startswith("# Benchmarks")
+  written = (tmp_path / "out" / "bench.md").read_text()
+  assert written.startswith("# Benchmarks\n\nCommand: `python run/benchmark.py`\n\n"
+                            "Baseline revision: `abc1234`\n\n| size |")
   saved = json.loads((tmp_path / "out" / "bench.json").read_text())
   assert saved["command"] == "python run/benchmark.py" and len(saved["results"]) == 4
 

@@ -1,10 +1,10 @@
 """Peak memory of one fine-tuning step, and the largest batch that fits a budget.
 
 run/benchmark.py --memory measures each point (size, seq_len, batch, dtype, recompute) in a
-fresh process with `step_memory` and builds the table with `memory_table` / `memory_markdown`:
-per row (everything but the batch) a least-squares line peak = fixed + per_example * batch
-through the measured batches, its worst residual, and the largest batch under the budget that
-line predicts (an extrapolation beyond the largest batch measured).
+fresh process (steps.finetuning_step_memory) and builds the table with `memory_table` /
+`memory_markdown`: per row (everything but the batch) a least-squares line peak = fixed +
+per_example * batch through the measured batches, its worst residual, and the largest batch
+under the budget that line predicts (an extrapolation beyond the largest batch measured).
 
 What "peak" is: on a GPU, TensorFlow's device-memory peak (tf.config.experimental
 .get_memory_info); elsewhere the process's peak resident set (getrusage ru_maxrss), minus
@@ -14,39 +14,11 @@ the step's activations all count, as they do against a machine's memory.
 
 import itertools
 import math
-import resource
-import time
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-GIB = 2 ** 30
 ROW_KEYS = ("size", "seq_len", "dtype", "recompute")  # a table row: all but the batch
-
-
-def _peak_rss_gb() -> float:
-  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB  # ru_maxrss: KiB
-
-
-def step_memory(spec) -> Dict:
-  """Runs one fine-tuning step (benchmarking.build_finetuning_step) in this process: spec plus
-  peak_gb (the step's peak, as the module docstring says), memory ("host RSS" or "GPU:0"),
-  idle_rss_gb (the peak before the model: TensorFlow imported) and seconds (the step,
-  compilation included). Call it in a fresh process: the peak of a process never goes down."""
-  from xlnet_tf.benchmarks.steps import build_finetuning_step
-  import tensorflow as tf
-  idle = _peak_rss_gb()
-  gpu = bool(tf.config.list_physical_devices("GPU"))
-  if gpu:
-    tf.config.experimental.reset_memory_stats("GPU:0")
-  start = time.perf_counter()
-  build_finetuning_step(spec)()
-  seconds = time.perf_counter() - start
-  if gpu:
-    peak, memory = tf.config.experimental.get_memory_info("GPU:0")["peak"] / GIB, "GPU:0"
-  else:
-    peak, memory = _peak_rss_gb(), "host RSS"
-  return dict(spec, peak_gb=peak, memory=memory, idle_rss_gb=idle, seconds=seconds)
 
 
 def memory_specs(sizes: Sequence[str], shapes: Sequence[str], dtypes: Sequence[str],

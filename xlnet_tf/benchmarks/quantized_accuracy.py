@@ -1,24 +1,29 @@
 """int8 against float32 on a fine-tuned classifier's dev set: the accuracy of each, how many
-predictions change and how far the logits move (docs/performance.md#quantization).
+predictions change and how far the logits move (docs/performance.md#quantization; the
+command: run/quantized_accuracy.py).
 
-  python -m xlnet_tf.benchmarks.quantized_accuracy --model_dir=ft/heading/best \
-      --data=man/man_heading/dev.jsonl --sp_path=perm12/data/spiece.model --max_seq_length=64 \
-      --results_json=int8_accuracy.json
-
---model_dir: a fine-tuning run's best/ (xlnet_config.json, weights, head.json, labels.json), built
-as run/export.py builds it (serving.saved_model.load_exportable_model). --data: a dev file, read
-and encoded as run/classifier.py --task_name=generic --do_eval reads it (labels in labels.json's
-order), and scored by the same predictions and metrics. --max_seq_length: the fine-tuning run's.
+The model: a fine-tuning run's best/ (xlnet_config.json, weights, head.json, labels.json),
+built as run/export.py builds it (serving.saved_model.load_exportable_model). The data: a dev
+file, read and encoded as run/classifier.py --task_name=generic --do_eval reads it (labels in
+labels.json's order), and scored by the same predictions and metrics; max_seq_length: the
+fine-tuning run's.
 Rows: float32; int8 (XLNetClassifier.quantize("int8") on a second copy, the default path); int8
-traced in ops.constant_int8_weights (oneDNN's u8 x s8 kernel: the same integer products, so the
+traced in constant_int8_weights (oneDNN's u8 x s8 kernel: the same integer products, so the
 same logits up to float rounding; where this TensorFlow lacks the kernel, the default path
 again: onednn_int8 in the JSON). Each row: dev accuracy, its difference from float32 in points,
 the dev examples whose predicted label differs from float32's, and the mean over examples of the
 logits' relative error ||logits - logits_float32|| / ||logits_float32||.
 """
 
-import argparse
-import os
+import numpy as np
+
+from xlnet_tf.modeling.ops import constant_int8_weights
+from xlnet_tf.modeling.ops.int8_packing import onednn_available
+from xlnet_tf.serving.saved_model import load_exportable_model
+from xlnet_tf.tasks import classification
+from xlnet_tf.tasks.classification import metrics
+from xlnet_tf.text.tokenizer import XLNetTokenizer, saved_tokenizer
+from xlnet_tf.utils.errors import UserInputError
 
 FLOAT32, INT8, CONSTANT = "float32", "int8", "int8, constant weights (oneDNN)"
 
@@ -26,9 +31,6 @@ FLOAT32, INT8, CONSTANT = "float32", "int8", "int8, constant weights (oneDNN)"
 def load_classifier(model_dir, sp_path=None, uncased=False):
   """(classifier, tokenizer): the fine-tuned weights as run/export.py loads them, and the
   directory's SentencePiece model unless `sp_path` names one."""
-  from xlnet_tf.serving.saved_model import load_exportable_model
-  from xlnet_tf.text.tokenizer import XLNetTokenizer, saved_tokenizer
-  from xlnet_tf.utils.errors import UserInputError
   model, labels = load_exportable_model(model_dir, "classifier", sp_path=sp_path)
   if labels is None or getattr(model, "multi_label", False):
     raise UserInputError(f"{model_dir}: needs one label per example and its labels.json (what "
@@ -41,8 +43,6 @@ def load_classifier(model_dir, sp_path=None, uncased=False):
 
 def compare(logits, labels):
   """{row: scores} of the rows' `logits` ({row: [N, C]}, float32 first) against `labels`."""
-  import numpy as np
-  from xlnet_tf.tasks.classification import metrics
   reference = np.asarray(logits[FLOAT32], np.float64)
   base = metrics.accuracy(labels, reference.argmax(-1))
   rows = {}
@@ -60,8 +60,6 @@ def measure(model_dir, data, max_seq_length=128, sp_path=None, uncased=False, ba
             text_columns=None, constant_weights=True):
   """The rows (compare) of the classifier in `model_dir` on the file `data` (max_seq_length:
   the fine-tuning run's)."""
-  from xlnet_tf.modeling.ops.quantized_matmul import constant_int8_weights, onednn_available
-  from xlnet_tf.tasks import classification
   model, tokenizer = load_classifier(model_dir, sp_path, uncased)
   task = classification.load_task(classification.TaskDataOptions(
       "generic", files={"dev": data}, text_columns=text_columns, model_dir=model_dir,
@@ -90,33 +88,3 @@ def markdown(result):
                  f"{row['difference_points']:+.1f} | {row['differing_predictions']} | "
                  f"{row['logits_mean_relative_error']:.2%} |")
   return "\n".join(lines)
-
-
-def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--model_dir", required=True, help="a fine-tuning run's best/")
-  parser.add_argument("--data", required=True, help="the dev file (CSV/TSV/JSONL, labelled)")
-  parser.add_argument("--sp_path", help="SentencePiece model (default: --model_dir's)")
-  parser.add_argument("--uncased", action="store_true", help="with --sp_path: lower-case")
-  parser.add_argument("--max_seq_length", type=int, default=128)
-  parser.add_argument("--batch_size", type=int, default=32)
-  parser.add_argument("--text_columns", help="text_a[,text_b] (default: found by header name)")
-  parser.add_argument("--constant_weights", action=argparse.BooleanOptionalAction, default=True,
-                      help="also the int8 model traced in ops.constant_int8_weights")
-  parser.add_argument("--results_json", help="where the result goes (with the table)")
-  args = parser.parse_args(argv)
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-  from xlnet_tf.utils.json_files import write_json
-  result = measure(args.model_dir, args.data, args.max_seq_length, args.sp_path, args.uncased,
-                   args.batch_size, args.text_columns and args.text_columns.split(","),
-                   args.constant_weights)
-  result["markdown"] = markdown(result)
-  print(f"\n{result['markdown']}\n")
-  if args.results_json:
-    write_json(args.results_json, result)
-    print(f"Wrote {args.results_json}")
-  return result
-
-
-if __name__ == "__main__":
-  main()

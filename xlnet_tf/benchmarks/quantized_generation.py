@@ -1,14 +1,11 @@
 """Greedy generation of an LM quantized to int8 against the same LM in float32: how often the
-tokens differ (docs/performance.md#generation-at-the-memory-limit).
-
-  python run/pretrain.py                                  # the main job: pretrain_output/
-  python -m xlnet_tf.benchmarks.quantized_generation \
-      --model_dir=pretrain_output/model/lm --sp_path=pretrain_output/data/spiece.model
+tokens differ (docs/performance.md#accuracy-on-a-task-and-greedy-tokens; the command:
+run/quantized_generation.py).
 
 Prompts: the documents run/pretrain.py holds out of its corpus (every 10th of the Python
-reference documentation, pydoc_data), windows of --prompt_tokens pieces, one starting every
---prompt_tokens + --new_tokens pieces of each document; the first --rows of them. Both
-models continue every prompt by --new_tokens greedy tokens (xlnet_tf.inference.generate).
+reference documentation, pydoc_data), windows of prompt_tokens pieces, one starting every
+prompt_tokens + new_tokens pieces of each document; the first `rows` of them. Both models
+continue every prompt by new_tokens greedy tokens (xlnet_tf.inference.generate).
 Reported:
 - next-token agreement: on the float model's own continuations, the share of positions whose
   int8 prediction (its argmax over the same context: one forward pass, the left-to-right
@@ -17,18 +14,18 @@ Reported:
   before a row first differs.
 """
 
-import argparse
-import json
-import os
+import numpy as np
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from xlnet_tf.heads.pretrainer import XLNetPretrainer
+from xlnet_tf.inference import generation
+from xlnet_tf.pretraining.data import corpus
+from xlnet_tf.text.tokenizer import XLNetTokenizer
+from xlnet_tf.utils.errors import UserInputError
 
 
 def held_out_prompts(tokenizer, prompt_tokens: int, rows: int, stride: int):
   """int32 [rows, prompt_tokens]: windows of the main job's held-out documents, one starting
   every `stride` pieces of each."""
-  import numpy as np
-  from xlnet_tf.pretraining.data import corpus
   _, held_out = corpus.split_held_out(corpus.python_docs_documents())
   prompts = []
   for document in held_out:
@@ -36,15 +33,14 @@ def held_out_prompts(tokenizer, prompt_tokens: int, rows: int, stride: int):
     prompts += [ids[start:start + prompt_tokens]
                 for start in range(0, len(ids) - prompt_tokens + 1, stride)]
   if len(prompts) < rows:
-    raise ValueError(f"--rows={rows}: the held-out documents hold {len(prompts)} prompts of "
-                     f"{prompt_tokens} pieces")
+    raise UserInputError(f"--rows={rows}: the held-out documents hold {len(prompts)} prompts "
+                         f"of {prompt_tokens} pieces")
   return np.array(prompts[:rows], np.int32)
 
 
 def next_token_predictions(model, sequences, first: int):
   """[B, S - first]: the model's argmax for positions first..S-1 of `sequences` [B, S], each
   from the tokens before it (the query stream with the left-to-right factorization order)."""
-  import numpy as np
   batch, length = sequences.shape
   position = np.arange(length)
   perm_mask = (position[None, :] >= position[:, None]).astype(np.float32)  # i sees j < i
@@ -59,8 +55,6 @@ def next_token_predictions(model, sequences, first: int):
 
 def compare(model, prompts, new_tokens: int, batch: int = 8) -> dict:
   """Quantizes `model` (an XLNetPretrainer; changed in place) after generating with it."""
-  import numpy as np
-  from xlnet_tf.inference import generation
   prompt_length = prompts.shape[1]
 
   def generate(rows):
@@ -84,31 +78,21 @@ def compare(model, prompts, new_tokens: int, batch: int = 8) -> dict:
           "mean_tokens_before_first_difference": float(np.mean(first_difference))}
 
 
-def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--model_dir", required=True, help="An LM directory (any layout).")
-  parser.add_argument("--sp_path", default=None,
-                      help="SentencePiece model (default: the directory's).")
-  parser.add_argument("--prompt_tokens", type=int, default=64)
-  parser.add_argument("--new_tokens", type=int, default=32)
-  parser.add_argument("--rows", type=int, default=64)
-  parser.add_argument("--output", default=None, help="Also write the result as JSON here.")
-  args = parser.parse_args(argv)
-  from xlnet_tf.heads import XLNetPretrainer
-  from xlnet_tf.text.tokenizer import XLNetTokenizer
-  model = XLNetPretrainer.from_pretrained(args.model_dir, bi_data=False, mem_len=0,
-                                          reuse_len=0, dropout=0.0, dropatt=0.0)
-  tokenizer = XLNetTokenizer(args.sp_path) if args.sp_path else model.tokenizer
+def load_lm(model_dir, sp_path=None):
+  """(the LM in `model_dir`, any layout XLNetPretrainer.from_pretrained reads, set up for
+  generation: bi_data, memory and dropout off; its tokenizer: `sp_path`'s, else the
+  directory's)."""
+  model = XLNetPretrainer.from_pretrained(model_dir, bi_data=False, mem_len=0, reuse_len=0,
+                                          dropout=0.0, dropatt=0.0)
+  tokenizer = XLNetTokenizer(sp_path) if sp_path else model.tokenizer
   if tokenizer is None:
-    parser.error(f"--model_dir={args.model_dir} holds no spiece.model: give --sp_path")
-  prompts = held_out_prompts(tokenizer, args.prompt_tokens, args.rows,
-                             stride=args.prompt_tokens + args.new_tokens)
-  result = compare(model, prompts, args.new_tokens)
-  print(json.dumps(result, indent=1))
-  if args.output:
-    with open(args.output, "w") as handle:
-      json.dump(result, handle, indent=1)
+    raise UserInputError(f"--model_dir={model_dir} holds no spiece.model: give --sp_path")
+  return model, tokenizer
 
 
-if __name__ == "__main__":
-  main()
+def measure(model_dir, sp_path=None, prompt_tokens=64, new_tokens=32, rows=64):
+  """compare's result for the LM in `model_dir` (load_lm) on the first `rows` prompts of
+  `prompt_tokens` pieces of the held-out documents (held_out_prompts)."""
+  model, tokenizer = load_lm(model_dir, sp_path)
+  prompts = held_out_prompts(tokenizer, prompt_tokens, rows, stride=prompt_tokens + new_tokens)
+  return compare(model, prompts, new_tokens)

@@ -2,16 +2,14 @@
 run/benchmark.py prints and writes (OUTPUT.md beside OUTPUT.json), and its chart of tokens/s
 (--chart)."""
 
-import json
-import os
-
 import numpy as np
 
-from xlnet_tf.benchmarks import finetuning_memory
-from xlnet_tf.benchmarks.steps import (INFILL_MODES, INFILL_SPAN, INFILL_SPANS, LM_EVAL_MODES,
-                                       VOCAB, lm_eval_tokens)
 from xlnet_tf.config import SIZE_PRESETS
-from xlnet_tf.utils import plots
+from xlnet_tf.utils import files, plots
+from xlnet_tf.utils.json_files import write_json
+from xlnet_tf.benchmarks import finetuning_memory
+from xlnet_tf.benchmarks.rows import (INFILL_MODES, INFILL_SPAN, INFILL_SPANS, LM_EVAL_MODES,
+                                      VOCAB, lm_eval_tokens)
 
 SIZES = {name: SIZE_PRESETS[name] for name in ("tiny", "demo", "base", "large")}
 # This package's rows; every other implementation is a peer.
@@ -213,13 +211,14 @@ def write_report(output, results, matmul, command, dropout=(), data_stage=None) 
   """The tables (returned), and with `output` OUTPUT.json (the raw rows) and OUTPUT.md."""
   table = report_markdown(results, matmul, dropout, data_stage)
   if output:
-    os.makedirs(os.path.dirname(output) or ".", exist_ok=True)
-    with open(output + ".json", "w") as handle:
-      json.dump({"command": command, "matmul_gflops": matmul, "results": results,
-                 "dropout": list(dropout), "data_stage": data_stage}, handle, indent=2)
-    with open(output + ".md", "w") as handle:
-      handle.write(f"# Benchmarks\n\nCommand: `{command}`\n\n{table}\n\nHow these were "
-                   "reached, and this machine's limits: docs/performance.md.\n")
+    write_json(output + ".json", {"command": command, "matmul_gflops": matmul,
+                                  "results": results, "dropout": list(dropout),
+                                  "data_stage": data_stage})
+    baselines = sorted({r["revision"] for r in results if "revision" in r})
+    baseline = "".join(f"Baseline revision: `{revision}`\n\n" for revision in baselines)
+    files.write_text(output + ".md", f"# Benchmarks\n\nCommand: `{command}`\n\n{baseline}"
+                     f"{table}\n\nHow these were reached, and this machine's limits: "
+                     "docs/performance.md.\n")
   return table
 
 
@@ -228,11 +227,9 @@ def write_memory_report(output, results, budget_gb: float, command) -> str:
   rows = finetuning_memory.memory_table(results, budget_gb)
   table = finetuning_memory.memory_markdown(rows, budget_gb)
   if output:
-    os.makedirs(os.path.dirname(output) or ".", exist_ok=True)
-    with open(output + ".json", "w") as handle:
-      json.dump({"command": command, "results": results, "rows": rows}, handle, indent=2)
-    with open(output + ".md", "w") as handle:
-      handle.write(f"# Fine-tuning memory\n\nCommand: `{command}`\n\n{table}\n")
+    write_json(output + ".json", {"command": command, "results": results, "rows": rows})
+    files.write_text(output + ".md",
+                     f"# Fine-tuning memory\n\nCommand: `{command}`\n\n{table}\n")
   return table
 
 

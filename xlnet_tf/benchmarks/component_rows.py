@@ -1,0 +1,65 @@
+"""The rows of run/benchmark.py that time a part rather than a model: this machine's dense
+matmul rate (what MFU is taken against), keras.layers.Dropout against the project's
+FastDropout, and the pretraining data stage (text -> TFRecords).
+"""
+
+import dataclasses
+import os
+import tempfile
+
+import keras
+import tensorflow as tf
+
+from xlnet_tf.config import SIZE_PRESETS
+from xlnet_tf.modeling.layers.dropout import FastDropout
+from xlnet_tf.pretraining.data import corpus
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
+from xlnet_tf.pretraining.data.stage import create_pretraining_data
+from xlnet_tf.text.sentencepiece_training import train_sentencepiece
+from xlnet_tf.benchmarks import rows
+
+
+def measure_matmul(spec):
+  """TensorFlow's rate on a 2048² matmul at spec["dtype"] (rows.timed, gflops)."""
+  n = 2048
+  a = tf.cast(tf.random.normal([n, n]), spec["dtype"])
+  step = tf.function(lambda x: tf.matmul(x, x))
+  return rows.timed(lambda: step(a).numpy(), spec, flops=2 * n ** 3)
+
+
+def measure_dropout(spec):
+  """keras.layers.Dropout against FastDropout on one layer's dropout sites at 4x128 (the
+  attention probabilities, the feed-forward's inner and outer activations) of the first
+  --sizes (base: 5.3M elements)."""
+  size = SIZE_PRESETS[spec.get("size", "base")]
+  shapes = [[4, size["n_head"], 128, 128], [4, 128, size["d_inner"]], [4, 128, size["d_model"]]]
+  inputs = [tf.random.normal(shape) for shape in shapes]
+  layer = {"keras": keras.layers.Dropout, "xlnet_tf": FastDropout}[spec["layer"]](0.1, seed=0)
+  step = tf.function(lambda xs: [tf.reduce_sum(layer(x, training=True)) for x in xs],
+                     jit_compile=spec["xla"])
+  result = rows.timed(lambda: [v.numpy() for v in step(inputs)], spec)
+  result["elements"] = sum(x.shape.num_elements() for x in inputs)
+  return result
+
+
+def measure_data_stage(spec):
+  """The pretraining data stage (tokenize, spans, factorization orders, serialize, write) on
+  the Python documentation repeated spec["copies"] times, 4 files, the default settings
+  (seq_len 128, reuse 64, num_predict 21, bi_data); the SentencePiece model is trained first,
+  untimed. Best of spec["repeats"] runs."""
+  with tempfile.TemporaryDirectory() as directory:
+    documents = corpus.python_docs_documents()
+    files = corpus.write_corpus_files(documents * spec["copies"],
+                                      os.path.join(directory, "corpus"), num_files=4)
+    sp_path = train_sentencepiece(files, os.path.join(directory, "spiece"), vocab_size=2000)
+    settings = PretrainingDataConfig()
+    runs = [create_pretraining_data(files, sp_path, os.path.join(directory, f"out{index}"),
+                                    settings) for index in range(spec["repeats"])]
+  best = min(runs, key=lambda summary: summary.seconds)
+  example_tokens = best.examples * settings.seq_len
+  return dict(spec, seconds=best.seconds, corpus_tokens=best.tokens_read,
+              example_tokens=example_tokens, workers=min(os.cpu_count() or 1, len(files)),
+              settings=dataclasses.asdict(settings),
+              corpus_tokens_per_sec=best.tokens_read / best.seconds,
+              example_tokens_per_sec=example_tokens / best.seconds,
+              peak_rss_gb=rows.peak_rss_gb())
