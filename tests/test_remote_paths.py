@@ -1,23 +1,31 @@
 """Every data, model, output, export and checkpoint path through tf.io.gfile (utils.files):
 TensorFlow's in-memory ram:// file system stands for gs:// here. Pretraining, fine-tuning and
 export run in one process (ram:// lives in a process) with every path remote, and leave
-nothing on local disk; save_pretrained and from_pretrained round-trip a remote directory."""
+nothing on local disk; save_pretrained and from_pretrained round-trip a remote directory; the
+conversion between checkpoint formats reads and writes remote directories (a TF1 prefix too);
+the safetensors and PyTorch readers read remote files, checking them as local ones."""
 
 import json
 import os
 import re
+import tempfile
 import uuid
 
 import keras
 import numpy as np
 import pytest
 
+from checkpoint_files import convert_checkpoint, write_pytorch_bin
 from forked_tools import run_forked
 from model_inputs import padded_pair_batch, tiny_config
 from xlnet_reference import randomize_weights
 from xlnet_tf import XLNetClassifier, XLNetModel, XLNetPreprocessor, XLNetTokenizer
+from xlnet_tf.checkpoints.pytorch_bin_io import read_pytorch_bin
+from xlnet_tf.checkpoints.safetensors_io import (read_safetensors, stated_value_count,
+                                                 write_safetensors)
 from xlnet_tf.text.sentencepiece_training import train_sentencepiece
 from xlnet_tf.utils import files
+from xlnet_tf.utils.errors import UserInputError
 
 RUNNER = os.path.join(os.path.dirname(__file__), "remote_paths_run.py")
 ROOT = "ram://remote-run"
@@ -127,3 +135,68 @@ def test_save_pretrained_and_from_pretrained_round_trip_remotely(remote_tokenize
   assert_same(backbone(batch), model.backbone(batch))
   assert XLNetTokenizer.from_pretrained(remote).lower
   assert sorted(os.listdir(tmp_path)) == ["local"]  # nothing of the remote directories here
+
+
+def test_conversion_reads_and_writes_remote_directories(tmp_path, monkeypatch):
+  """A classifier in ram:// converted (checkpoints.conversion, as run/convert_checkpoint.py
+  calls it) to a ram:// Hugging Face directory, that to a ram:// TF1 checkpoint, its prefix back
+  to the own format: each loads with the model's outputs (the classifier's, its labels; the
+  backbone's, which the TF1 file holds), and nothing is left on local disk (the work folders
+  are local temporary ones, removed)."""
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / "tmp").mkdir()
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+  root = f"ram://conversion-{uuid.uuid4().hex}"
+  model = XLNetClassifier(XLNetModel(tiny_config()), num_classes=3)
+  randomize_weights(model, 4)
+  model.labels = ["negative", "neutral", "positive"]
+  batch = padded_pair_batch(np.random.default_rng(6), 3, 8, 50, pad_lengths=[0, 2, 1])
+  own = model.save_pretrained(f"{root}/own")
+  assert "max |diff| = 0.0" in convert_checkpoint(own, "own", f"{root}/hf", "huggingface")
+  assert sorted(files.listdir(f"{root}/hf")) == ["config.json", "model.safetensors"]
+  from_huggingface = XLNetClassifier.from_pretrained(f"{root}/hf")
+  assert_same(from_huggingface(batch), model(batch))
+  assert from_huggingface.labels == model.labels
+  convert_checkpoint(f"{root}/hf", "huggingface", f"{root}/tf1", "original")
+  assert sorted(files.listdir(f"{root}/tf1")) == [
+      "checkpoint", "xlnet_config.json", "xlnet_model.ckpt.data-00000-of-00001",
+      "xlnet_model.ckpt.index"]
+  report = convert_checkpoint(f"{root}/tf1/xlnet_model.ckpt", "original", f"{root}/back")
+  assert report.startswith(f"Loaded 32 variables from {root}/tf1/xlnet_model.ckpt.")
+  assert_same(XLNetModel.from_pretrained(f"{root}/back")(batch), model.backbone(batch))
+  assert_same(XLNetModel.from_pretrained(f"{root}/tf1/xlnet_model.ckpt")(batch),
+              model.backbone(batch))
+  assert sorted(os.listdir(tmp_path)) == ["tmp"]
+  assert [name for name in os.listdir(tmp_path / "tmp")
+          if not name.startswith("__autograph_generated_file")] == []
+
+
+def test_remote_weight_files_are_read_and_checked_as_local_ones(tmp_path):
+  """safetensors read from ram:// directly, pytorch_model.bin through a local copy: the same
+  arrays as from a local file; a file cut short, a header size beyond the file, a damaged zip:
+  the reader's one error naming the remote path."""
+  root = f"ram://weights-{uuid.uuid4().hex}"
+  rng = np.random.default_rng(7)
+  tensors = {"a": rng.normal(size=[3, 4]).astype(np.float32),
+             "b": rng.integers(0, 9, size=[5]).astype(np.int32)}
+  path = write_safetensors(f"{root}/model.safetensors", tensors)
+  write_safetensors(str(tmp_path / "model.safetensors"), tensors)
+  assert files.read_bytes(path) == (tmp_path / "model.safetensors").read_bytes()
+  assert_same(read_safetensors(path), tensors)
+  assert stated_value_count(path) == 17
+  raw = files.read_bytes(path)
+  files.write_bytes(f"{root}/cut.safetensors", raw[:-4])
+  with pytest.raises(UserInputError, match=rf"^{re.escape(root)}/cut.safetensors: tensor 'b': "
+                                           r"data_offsets \[48, 68\] lie outside the 64 bytes"):
+    read_safetensors(f"{root}/cut.safetensors")
+  files.write_bytes(f"{root}/huge.safetensors", (10**9).to_bytes(8, "little") + raw[8:])
+  with pytest.raises(UserInputError, match=rf"^{re.escape(root)}/huge.safetensors: header size "
+                                           r"1000000000 is over"):
+    read_safetensors(f"{root}/huge.safetensors")
+  local_bin = str(tmp_path / "pytorch_model.bin")
+  write_pytorch_bin(local_bin, tensors)
+  files.copy(local_bin, f"{root}/pytorch_model.bin")
+  assert_same(read_pytorch_bin(f"{root}/pytorch_model.bin"), read_pytorch_bin(local_bin))
+  files.write_bytes(f"{root}/cut.bin", files.read_bytes(local_bin)[:-30])
+  with pytest.raises(UserInputError, match=rf"^{re.escape(root)}/cut.bin: a damaged zip"):
+    read_pytorch_bin(f"{root}/cut.bin")

@@ -18,10 +18,20 @@ import tensorflow as tf
 
 from model_inputs import factorization_perm_mask, padded_pair_batch, target_mapping_for
 from xlnet_reference import xlnet_forward
+from xlnet_tf.checkpoints import conversion
+from xlnet_tf.heads import registry
+from xlnet_tf.modeling.backbone import XLNetModel
 
 T = "model/transformer/"
 HUB_COMMIT = "0123456789abcdef0123456789abcdef01234567"
 LENGTH = 8
+
+
+def convert_checkpoint(*arguments, **keywords):
+  """checkpoints.conversion.convert_checkpoint with the model classes run/convert_checkpoint.py
+  hands it."""
+  return conversion.convert_checkpoint(*arguments, backbone_class=XLNetModel,
+                                       load_saved=registry.load_saved, **keywords)
 
 
 def reference_inputs(rng, config):

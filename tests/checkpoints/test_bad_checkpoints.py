@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from checkpoint_files import (huggingface_tensors, huggingface_tf_weights, original_weights,
-                              pickle_bytes, write_huggingface_config, write_keras_h5,
-                              write_pytorch_bin, write_tf1_checkpoint)
+from checkpoint_files import (convert_checkpoint, huggingface_tensors, huggingface_tf_weights,
+                              original_weights, pickle_bytes, write_huggingface_config,
+                              write_keras_h5, write_pytorch_bin, write_tf1_checkpoint)
 from cli_output import run_tool
 from model_inputs import tiny_config
 from xlnet_tf import XLNetModel, checkpoints
-from xlnet_tf.serving import conversion
+from xlnet_tf.checkpoints import conversion
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.heads.classifier import XLNetClassifier
 
@@ -233,7 +233,7 @@ def test_copied_original_directory_loads_its_own_weights(tmp_path):
   source = tmp_path / "source"
   prefix = write_tf1_checkpoint(weights, str(source / "xlnet_model.ckpt"))
   CONFIG.to_json_file(str(source / "xlnet_config.json"), original_keys_only=True)
-  conversion.convert_checkpoint(prefix, "original", str(tmp_path / "converted"), "original")
+  convert_checkpoint(prefix, "original", str(tmp_path / "converted"), "original")
   state = (tmp_path / "converted" / "checkpoint").read_text()
   assert 'model_checkpoint_path: "xlnet_model.ckpt"' in state and str(tmp_path) not in state
   shutil.copytree(tmp_path / "converted", tmp_path / "copy")
@@ -269,7 +269,7 @@ def test_failed_conversion_leaves_no_output(tmp_path, monkeypatch):
     raise RuntimeError("verification interrupted")
   monkeypatch.setattr(conversion, "verification_batch", verification_fails)
   with pytest.raises(RuntimeError, match="verification interrupted"):
-    conversion.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "out"), "original")
+    convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "out"), "original")
   assert sorted(os.listdir(tmp_path)) == ["own"]
 
 
@@ -279,7 +279,7 @@ def test_conversion_into_an_existing_directory_replaces_its_files(tmp_path):
     model.word_embedding.assign(original_weights(CONFIG, seed=seed)[
         "model/transformer/word_embedding/lookup_table"])
     checkpoints.save_pretrained(model, str(tmp_path / f"own{seed}"))
-    conversion.convert_checkpoint(str(tmp_path / f"own{seed}"), "own", str(tmp_path / "out"),
+    convert_checkpoint(str(tmp_path / f"own{seed}"), "own", str(tmp_path / "out"),
                                "original")
   assert sorted(os.listdir(tmp_path)) == ["out", "own1", "own2"]
   reloaded = XLNetModel(CONFIG)

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from checkpoint_files import (Call, Global, Instance, PersistentId, assert_matches_reference,
+                              convert_checkpoint,
                               huggingface_tensors, huggingface_tf_weights, original_weights,
                               pickle_bytes, write_huggingface_config, write_huggingface_directory,
                               write_keras_h5, write_pytorch_bin, write_sharded, write_tf_shard_h5)
 from model_inputs import padded_pair_batch, tiny_config
 from xlnet_tf import XLNetModel, checkpoints
-from xlnet_tf.serving.conversion import convert_checkpoint
 from xlnet_tf.checkpoints.naming import original_variable_map
 from xlnet_tf.checkpoints.pytorch_bin_io import UnsafeCheckpointError, read_pytorch_bin
 from xlnet_tf.heads.classifier import XLNetClassifier

@@ -9,12 +9,11 @@ import keras
 import numpy as np
 import pytest
 
-from checkpoint_files import assert_matches_reference
+from checkpoint_files import assert_matches_reference, convert_checkpoint
 from cli_output import run_tool
 from model_inputs import tiny_config
 from transformers_heads import MODELS, build, inputs_for, outputs_of, transformers_outputs
 from xlnet_tf import XLNetClassifier, XLNetModel, checkpoints
-from xlnet_tf.serving import conversion
 from xlnet_tf.checkpoints.huggingface import huggingface_to_original
 from xlnet_tf.checkpoints.huggingface_writer import save_huggingface_checkpoint
 from xlnet_tf.checkpoints.labels import save_labels
@@ -98,7 +97,7 @@ def test_convert_a_pretrained_backbone_with_its_run_time_options(tmp_path, outpu
   config = tiny_config(bi_data=True, mem_len=6, reuse_len=4, ff_activation="gelu_exact")
   model = build("backbone", config)
   model.save_pretrained(str(tmp_path / "own"))
-  report = conversion.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "out"),
+  report = convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "out"),
                                          output_format)
   assert "max |diff| = 0.0" in report
   reloaded = XLNetModel.from_pretrained(str(tmp_path / "out"))
@@ -109,7 +108,7 @@ def test_convert_a_pretrained_backbone_with_its_run_time_options(tmp_path, outpu
 
 def test_convert_writes_a_head_with_its_labels(tmp_path):
   own_head_directory(tmp_path / "own", "token_classifier", labels=["O", "B", "I", "X"])
-  report = conversion.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "hf"),
+  report = convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "hf"),
                                       "huggingface")
   assert "XLNetTokenClassifier (transformers' XLNetForTokenClassification)" in report
   assert "max |diff| = 0.0" in report
@@ -137,7 +136,7 @@ def test_convert_carries_the_tokenizer_to_every_format(tmp_path, sp_model):
   for source, source_format, output in (("input", "own", "own"), ("input", "own", "original"),
                                         ("input", "own", "huggingface"),
                                         ("huggingface", "huggingface", "own_again")):
-    report = conversion.convert_checkpoint(str(tmp_path / source), source_format,
+    report = convert_checkpoint(str(tmp_path / source), source_format,
                                            str(tmp_path / output), output.split("_")[0])
     assert " with its tokenizer (spiece.model" in report
     assert (tmp_path / output / "spiece.model").read_bytes() == open(sp_model, "rb").read()
@@ -181,7 +180,7 @@ def test_convert_over_a_model_directory_replaces_it_whole(tmp_path):
   (tmp_path / "out").mkdir()
   (tmp_path / "out" / "pytorch_model.bin").write_bytes(b"weights of another model")
   save_labels(str(tmp_path / "out"), ["stale", "labels"])
-  conversion.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "out"),
+  convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "out"),
                                 "huggingface")
   assert sorted(os.listdir(tmp_path / "out")) == ["config.json", "model.safetensors"]
   assert sorted(os.listdir(tmp_path)) == ["out", "own"]  # no work folder left
@@ -190,7 +189,7 @@ def test_convert_over_a_model_directory_replaces_it_whole(tmp_path):
 def test_convert_between_own_and_original_keeps_a_head(tmp_path):
   """Heads convert to the other formats too: own -> original -> back, weights unchanged."""
   model = own_head_directory(tmp_path / "own", "classifier", labels=["a", "b", "c"])
-  conversion.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "tf1"), "original")
+  convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "tf1"), "original")
   assert (tmp_path / "tf1" / "labels.json").exists()
   reloaded = build("classifier", seed=2)
   checkpoints.load_original_checkpoint(reloaded, str(tmp_path / "tf1"))
@@ -284,6 +283,6 @@ def test_transformers_loads_every_weight_and_computes_the_same(tmp_path, rng, ki
 def test_transformers_reads_the_labels(tmp_path):
   transformers = pytest.importorskip("transformers")
   own_head_directory(tmp_path / "own", "classifier", labels=["neg", "neutral", "pos"])
-  conversion.convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "hf"), "huggingface")
+  convert_checkpoint(str(tmp_path / "own"), "own", str(tmp_path / "hf"), "huggingface")
   config = transformers.AutoConfig.from_pretrained(str(tmp_path / "hf"))
   assert config.id2label == {0: "neg", 1: "neutral", 2: "pos"}

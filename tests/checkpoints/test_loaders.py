@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from checkpoint_files import (assert_matches_reference, huggingface_tensors, original_weights,
+from checkpoint_files import (assert_matches_reference, convert_checkpoint, huggingface_tensors,
+                              original_weights,
                               read_tf1_checkpoint, write_huggingface_directory,
                               write_tf1_checkpoint)
 from model_inputs import tiny_config
 from xlnet_tf import XLNetModel, checkpoints
-from xlnet_tf.serving.conversion import convert_checkpoint
 from xlnet_tf.checkpoints.huggingface_writer import save_huggingface_checkpoint
 from xlnet_tf.utils.errors import UserInputError
 

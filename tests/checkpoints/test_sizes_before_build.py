@@ -10,10 +10,10 @@ import shutil
 import numpy as np
 import pytest
 
+from checkpoint_files import convert_checkpoint
 from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel
 from xlnet_tf.checkpoints import CheckpointMismatchError
 from xlnet_tf.modeling import backbone
-from xlnet_tf.serving import conversion
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def layouts(tmp_path_factory):
   head.save_pretrained(str(root / "own"))
   head.backbone.save_pretrained(str(root / "backbone"))
   for layout in ("huggingface", "original"):
-    conversion.convert_checkpoint(str(root / "backbone"), "own", str(root / layout), layout)
+    convert_checkpoint(str(root / "backbone"), "own", str(root / layout), layout)
   return root
 
 
@@ -84,5 +84,5 @@ def test_conversion_refuses_them_before_building_too(layouts, tmp_path, no_model
   name = "config.json" if layout == "huggingface" else "xlnet_config.json"
   edit_json(directory / name, n_layer=50_000)
   with pytest.raises(CheckpointMismatchError, match="need at least 409,632,000 weight values"):
-    conversion.convert_checkpoint(str(directory), layout, str(tmp_path / "out"), "own")
+    convert_checkpoint(str(directory), layout, str(tmp_path / "out"), "own")
   assert not os.path.exists(tmp_path / "out")

@@ -10,6 +10,8 @@ Needs the `[export]` extra (tf2onnx, onnxruntime): skipped without it.
 import os
 import re
 import shutil
+import tempfile
+import uuid
 
 import numpy as np
 import pytest
@@ -20,6 +22,7 @@ from xlnet_reference import randomize_weights
 from xlnet_tf import XLNetConfig, XLNetModel
 from xlnet_tf.serving import onnx_litert, onnx_quantization, write_onnx
 from xlnet_tf.serving.saved_model import ids_serving_function
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 
 pytest.importorskip("tf2onnx")
@@ -149,9 +152,32 @@ def test_relative_error_compares_floating_outputs_only():
     onnx_quantization.max_relative_error(expected, {"predicted_label": np.array([1])})
 
 
-def test_paths_it_cannot_use_are_refused(tmp_path):
-  with pytest.raises(UserInputError, match="int8_path must be a local path"):
-    onnx_quantization.quantize_onnx_int8(str(tmp_path / "model.onnx"), "gs://bucket/int8.onnx")
+def test_remote_files_are_quantized_through_local_ones(exported, tmp_path, monkeypatch):
+  """A ram:// float file (standing for gs://) quantized into a ram:// directory: ONNX Runtime
+  reads a local copy and writes in a local work folder, and the checked file is copied whole,
+  alone; it is the export's int8 file (the same nodes, the same outputs), and the temporary
+  directory is left empty."""
+  model, float_path, int8_path = exported
+  (tmp_path / "tmp").mkdir()
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+  root = f"ram://onnx-int8-{uuid.uuid4().hex}"
+  remote_float = files.copy(float_path, f"{root}/float.onnx")
+  inputs = onnx_litert.verification_inputs(model, LENGTH)
+  remote_int8, error = onnx_quantization.quantize_onnx_int8(
+      remote_float, f"{root}/serving/model.onnx", check_inputs=inputs)
+  assert remote_int8 == f"{root}/serving/model.onnx" and 0 < error < INT8_TOLERANCE
+  assert files.listdir(f"{root}/serving") == ["model.onnx"]
+  assert (onnx_quantization.quantized_op_counts(remote_int8)
+          == onnx_quantization.quantized_op_counts(int8_path))
+  with files.local_copy(remote_int8) as local_int8:
+    remote_outputs = onnx_litert.run_onnx(local_int8, inputs)
+  for name, value in onnx_litert.run_onnx(int8_path, inputs).items():
+    np.testing.assert_array_equal(remote_outputs[name], value, err_msg=name)
+  assert os.listdir(tmp_path / "tmp") == []
+
+
+def test_a_missing_float_file_is_refused(tmp_path):
   with pytest.raises(UserInputError, match="float_path must be an existing ONNX file"):
     onnx_quantization.quantize_onnx_int8(str(tmp_path / "missing.onnx"),
                                          str(tmp_path / "int8.onnx"))
+  assert os.listdir(tmp_path) == []

@@ -98,4 +98,5 @@ def test_the_commands_say_a_local_path_is_not_there(name, tmp_path):
       f"error: {name}: no such directory; expected a directory holding xlnet_tf's own files "
       "(xlnet_config.json + model.weights.h5), Hugging Face's (config.json + model.safetensors, "
       "pytorch_model.bin or tf_model.h5) or the original's (xlnet_config.json + a TF1 "
-      "checkpoint xlnet_model.ckpt.index/.data-*)"]
+      "checkpoint xlnet_model.ckpt.index/.data-*, or that checkpoint's prefix "
+      "DIR/xlnet_model.ckpt)"]

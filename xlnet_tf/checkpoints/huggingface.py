@@ -223,8 +223,11 @@ def read_huggingface_weights(path: str) -> HuggingfaceWeights:
                          "directory or its weights file")
   tensors, read_from = {}, {}
   for file in files:
-    with file_system.local_copy(file) as local_file:  # the readers read local files
-      shard = READERS[suffix](local_file)
+    if suffix == ".h5":
+      with file_system.local_copy(file) as local_file:  # h5py reads local files only
+        shard = READERS[suffix](local_file)
+    else:  # through utils.files, on any file system
+      shard = READERS[suffix](file)
     # Two shards holding one name would leave whichever is read last, silently.
     for name in shard:
       if name in read_from:

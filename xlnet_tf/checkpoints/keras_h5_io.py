@@ -18,11 +18,11 @@ the bytes into other values), and no two weights' data overlap in the file.
 """
 
 import functools
-import os
 from typing import Dict, List, Optional
 
 import numpy as np
 
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 
 # What h5py raises when the bytes of an HDF5 file it opened are damaged: a broken B-tree, heap
@@ -49,7 +49,7 @@ def open_hdf5(path: str, shown: Optional[str] = None):
   try:
     return h5py.File(path, "r")
   except OSError as error:
-    if not os.path.exists(path):
+    if not files.exists(path):
       raise FileNotFoundError(f"{shown or path}: no such file") from None
     raise UserInputError(f"{shown or path}: not a readable HDF5 file ({error}); damaged or cut "
                          "short while copying? save or fetch it again") from None
@@ -77,7 +77,7 @@ def read_keras_h5_weights(path: str) -> Dict[str, np.ndarray]:
 def _read_weights(handle, path: str) -> Dict[str, np.ndarray]:
   import h5py
   weights, found_in, regions = {}, {}, []
-  file_size = os.path.getsize(path)
+  file_size = files.getsize(path)
   layer_names = _string_list_attribute(handle, "layer_names")
   if not layer_names:
     raise UserInputError(f"{path}: no 'layer_names' attribute; not a Keras 2 / Hugging Face "

@@ -17,12 +17,14 @@ CHECKPOINT_STATE_FILE = "checkpoint"
 
 def resolve_prefix(path: str) -> str:
   """A checkpoint prefix, or a directory whose latest checkpoint is wanted."""
+  # The prefix first: a file system keyed by whole paths (ram://) calls any start of a file's
+  # path a directory, DIR/xlnet_model.ckpt of DIR/xlnet_model.ckpt.index too.
+  if files.isfile(path + ".index"):
+    return path
   if files.isdir(path):
     return _prefix_in_directory(path)
-  if not files.exists(path + ".index"):
-    raise FileNotFoundError(f"No TF checkpoint at {path!r} (expected {path}.index and "
-                            f"{path}.data-*; pass the prefix, e.g. dir/xlnet_model.ckpt)")
-  return path
+  raise FileNotFoundError(f"No TF checkpoint at {path!r} (expected {path}.index and "
+                          f"{path}.data-*; pass the prefix, e.g. dir/xlnet_model.ckpt)")
 
 
 def _prefix_in_directory(directory: str) -> str:
@@ -78,7 +80,7 @@ def load_original_checkpoint(model_or_head, prefix: str) -> LoadReport:
   """
   prefix = resolve_prefix(prefix)
   try:
-    reader = tf.train.load_checkpoint(prefix)
+    reader = _reader(prefix)
     shapes = reader.get_variable_to_shape_map()
   except tf.errors.OpError as error:
     raise _damaged(prefix, error) from None
@@ -93,11 +95,18 @@ def load_original_checkpoint(model_or_head, prefix: str) -> LoadReport:
   return assign_by_original_name(model_or_head, shapes, read, source=prefix)
 
 
+def _reader(prefix: str):
+  """TensorFlow's reader of the checkpoint at exactly `prefix` (resolve_prefix's answer):
+  tf.train.load_checkpoint would take a prefix for a directory on a file system keyed by
+  whole paths (ram://) and look for a `checkpoint` file in it."""
+  return tf.compat.v1.train.NewCheckpointReader(prefix)
+
+
 def stored_value_count(prefix: str) -> int:
   """The number of values of the model weights the TF1 checkpoint at `prefix` holds (its
   index read; optimizer slots and step counters not counted)."""
   try:
-    shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    shapes = _reader(prefix).get_variable_to_shape_map()
   except tf.errors.OpError as error:
     raise _damaged(prefix, error) from None
   return sum(math.prod(shape) for name, shape in shapes.items()
@@ -107,7 +116,7 @@ def stored_value_count(prefix: str) -> int:
 def holds_variable(prefix: str, name: str) -> bool:
   """Whether the TF1 checkpoint at `prefix` holds a variable `name`."""
   try:
-    return tf.train.load_checkpoint(prefix).has_tensor(name)
+    return _reader(prefix).has_tensor(name)
   except tf.errors.OpError as error:
     raise _damaged(prefix, error) from None
 

@@ -8,7 +8,14 @@ pass it in.
                quantization.json)
   huggingface  config.json + model.safetensors, pytorch_model.bin or tf_model.h5 (or a
                sharded index of one); config.json's "architectures" names the head
-  original     xlnet_config.json + a TF1 checkpoint (xlnet_model.ckpt.index / .data-*)
+  original     xlnet_config.json + a TF1 checkpoint (xlnet_model.ckpt.index / .data-*); also
+               the checkpoint's prefix (DIR/xlnet_model.ckpt, as the original scripts take it:
+               that checkpoint, the config beside it), or a directory holding a TF1
+               checkpoint without xlnet_config.json (then the config is given apart: the
+               command-line tools' --model_config; from_pretrained says it is missing)
+
+One rule (`locate`) for every reader: the classes' from_pretrained and the command-line tools'
+model flags (xlnet_tf/cli/pretrained_flags.py) accept the same names, in the same layouts.
 
 Any of them may hold spiece.model (+ tokenizer_config.json): the tokenizer; and
 preprocessor.json: how a head packs raw strings (XLNetPreprocessor). A name that is no
@@ -51,7 +58,8 @@ FAST_TOKENIZER_FILE = "tokenizer.json"
 OWN, HUGGINGFACE, ORIGINAL = "own", "huggingface", "original"
 EXPECTED = ("xlnet_tf's own files (xlnet_config.json + model.weights.h5), Hugging Face's "
             "(config.json + model.safetensors, pytorch_model.bin or tf_model.h5) or the "
-            "original's (xlnet_config.json + a TF1 checkpoint xlnet_model.ckpt.index/.data-*)")
+            "original's (xlnet_config.json + a TF1 checkpoint xlnet_model.ckpt.index/.data-*, "
+            "or that checkpoint's prefix DIR/xlnet_model.ckpt)")
 # A pretrained language model: where the fine-tuning of every other head starts.
 PRETRAINING_HEAD = "XLNetPretrainer"
 _LM_BIAS = "model/lm_loss/bias"  # what the original pretraining keeps beside the backbone
@@ -60,10 +68,13 @@ _OURS = {theirs: ours for ours, theirs in HUGGINGFACE_ARCHITECTURES.items()}
 
 @dataclasses.dataclass(frozen=True)
 class Pretrained:
-  """A pretrained directory: the name given (a path or a hub id), where it lies, its layout."""
+  """A pretrained directory: the name given (a path or a hub id), where it lies, its layout;
+  for a TF1 checkpoint prefix given (original), that prefix (else the directory's latest
+  checkpoint is read)."""
   name: str
   directory: str
   layout: str
+  prefix: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,25 +93,28 @@ class StoredHead:
 
 
 def locate(name: str) -> Pretrained:
-  """The pretrained directory `name` stands for (a local directory or a hub id) and its
-  layout; FileNotFoundError or UserInputError naming `name` and what was expected. A name
-  that reads as a local path is never looked up on the hub (utils.hub)."""
+  """The pretrained directory `name` stands for and its layout: a local or remote directory,
+  a TF1 checkpoint prefix (DIR/xlnet_model.ckpt: original, the directory DIR) or a hub id;
+  FileNotFoundError or UserInputError naming `name` and what was expected. A name that reads
+  as a local path is never looked up on the hub (utils.hub)."""
+  # The prefix first, as original.resolve_prefix: a file system keyed by whole paths (ram://)
+  # calls DIR/xlnet_model.ckpt a directory too.
+  if file_system.isfile(name + ".index"):
+    return Pretrained(name, os.path.dirname(name) or ".", ORIGINAL, prefix=name)
   directory = hub.local_directory(name, _files_to_fetch, EXPECTED)
   return Pretrained(name, directory, layout_of(directory, name))
 
 
-def locate_checkpoint(name: str) -> Pretrained:
-  """locate's, and also what the original scripts take with the config given apart (the
-  command-line tools' --model_config): a TF1 checkpoint prefix (DIR/xlnet_model.ckpt), or a
-  directory holding a TF1 checkpoint without xlnet_config.json; both original."""
-  if not file_system.isdir(name) and file_system.exists(name + ".index"):
-    return Pretrained(name, os.path.dirname(name) or ".", ORIGINAL)
-  try:
-    return locate(name)
-  except UserInputError:
-    if file_system.isdir(name) and _holds_tf1_checkpoint(file_system.listdir(name)):
-      return Pretrained(name, name, ORIGINAL)
-    raise
+def checkpoint_path(place: Pretrained) -> str:
+  """What the loaders take for `place`: the TF1 checkpoint prefix given, else its directory
+  (a hub id's: its cache's)."""
+  return place.prefix or place.directory
+
+
+def stores_config(place: Pretrained) -> bool:
+  """Whether the directory holds the model's config (an original one may not: a TF1
+  checkpoint whose config is given apart)."""
+  return file_system.exists(_config_path(place))
 
 
 def _holds_tf1_checkpoint(files) -> bool:
@@ -109,19 +123,22 @@ def _holds_tf1_checkpoint(files) -> bool:
 
 def layout_of(directory: str, name: Optional[str] = None) -> str:
   """own, huggingface or original, from the files in `directory` (in that order, when it
-  holds more than one)."""
+  holds more than one); UserInputError naming `name` (default: the directory) for none."""
   files = set(file_system.listdir(directory))
   if own.CONFIG_FILE in files and own.WEIGHTS_FILE in files:
     return OWN
   if HUGGINGFACE_CONFIG_FILE in files and any(
       weights in files or weights + ".index.json" in files for weights in WEIGHT_FILES):
     return HUGGINGFACE
-  if own.CONFIG_FILE in files and _holds_tf1_checkpoint(files):
+  if _holds_tf1_checkpoint(files):  # with xlnet_config.json, or with the config given apart
     return ORIGINAL
-  shown = ", ".join(sorted(files)[:10]) + (", ..." if len(files) > 10 else "") or "nothing"
   where = directory if name in (None, directory) else f"{name} ({directory})"
   raise UserInputError(f"{where}: not a pretrained XLNet directory; expected "
-                       f"{EXPECTED}; it holds: {shown}")
+                       f"{EXPECTED}; it holds: {_shown(files)}")
+
+
+def _shown(files) -> str:
+  return ", ".join(sorted(files)[:10]) + (", ..." if len(files) > 10 else "") or "nothing"
 
 
 def _files_to_fetch(files: Sequence[str]) -> List[str]:
@@ -168,6 +185,12 @@ def stored_config(place: Pretrained, config_overrides: Dict[str, Any]) -> XLNetC
     own.check_config_overrides(config_overrides, path)
     config = config_from_huggingface(read_json_object(path), source=path, **config_overrides)
   else:
+    if not stores_config(place):  # original: a TF1 checkpoint whose config is given apart
+      raise FileNotFoundError(
+          f"{place.name}: a TF1 checkpoint without {own.CONFIG_FILE} beside it ("
+          f"{place.directory} holds: {_shown(file_system.listdir(place.directory))}); put the "
+          f"model's {own.CONFIG_FILE} there (the command-line tools also take it as "
+          "--model_config)")
     config = own.stored_config(place.directory, config_overrides)
   check_weight_count(place, config)
   return config
@@ -197,7 +220,7 @@ def _stored_weight_count(place: Pretrained) -> Tuple[Optional[int], str]:
     return (own.stored_weight_count(place.directory),
             os.path.join(place.directory, own.WEIGHTS_FILE))
   if place.layout == ORIGINAL:
-    prefix = resolve_prefix(place.directory)
+    prefix = resolve_prefix(checkpoint_path(place))
     return stored_value_count(prefix), prefix
   weight_files, source = huggingface_weight_files(place.directory)
   if not all(path.endswith(".safetensors") for path in weight_files):
@@ -216,7 +239,7 @@ def stored_head(place: Pretrained) -> Optional[StoredHead]:
       own.check_head_arguments(head.arguments, head.source)
       check_weight_count(place, stored_config(place, {}), head.arguments, head.source)
     return head
-  prefix = resolve_prefix(place.directory)
+  prefix = resolve_prefix(checkpoint_path(place))
   if holds_variable(prefix, _LM_BIAS):
     return StoredHead(PRETRAINING_HEAD, {}, prefix, f"an {PRETRAINING_HEAD} ({prefix} holds "
                       f"the original pretraining's {_LM_BIAS})")
@@ -294,8 +317,8 @@ def load_head(model_or_head, place: Pretrained):
     return own.load_own_checkpoint(model_or_head, place.directory)
   if place.layout == HUGGINGFACE:
     return load_huggingface_checkpoint(model_or_head, place.directory)
-  # place.directory: the directory, or a TF1 checkpoint prefix in it (resolve_prefix reads both)
-  return load_original_checkpoint(model_or_head, place.directory)
+  # the prefix given, or the directory (its latest checkpoint: resolve_prefix reads both)
+  return load_original_checkpoint(model_or_head, checkpoint_path(place))
 
 
 def stored_tokenizer(place: Pretrained, config: XLNetConfig) -> Optional[XLNetTokenizer]:

@@ -32,6 +32,7 @@ from typing import Dict
 import numpy as np
 
 from xlnet_tf.checkpoints.safetensors_io import bfloat16_to_float32
+from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 
 # torch storage type -> little-endian NumPy dtype ("bfloat16" is widened to float32 exactly).
@@ -209,19 +210,22 @@ def read_pytorch_bin(path: str) -> Dict[str, np.ndarray]:
   tensor-rebuilding ones, and UserInputError naming the file for the legacy (non-zip) format,
   a damaged or truncated archive, or a pickle that is not a complete state dict.
   """
-  if not zipfile.is_zipfile(path):
-    with open(path, "rb") as handle:
+  # Opened outside the try: a file that is not there is no damage. A remote file (gs://...) is
+  # read from a local copy (utils.files): zipfile seeks in it, and tf.io.gfile's seek before
+  # the start raises no OSError.
+  with files.local_copy(path) as local_path, files.open_file(local_path, "rb") as handle:
+    if not zipfile.is_zipfile(handle):
+      handle.seek(0)
       start = handle.read(4)
-    if start.startswith(ZIP_SIGNATURES):
-      raise UserInputError(DAMAGED_ZIP_MESSAGE.format(
-          path=path, reason="no end-of-central-directory record: cut short while downloading or "
-          "copying?"))
-    if start.startswith(PICKLE_PROTOCOL_OPCODE):
-      raise UserInputError(LEGACY_FORMAT_MESSAGE.format(
-          path=path, path_directory=os.path.dirname(path) or "."))
-    raise UserInputError(f"{path}: neither a zip archive nor a pickle, so not a PyTorch "
-                         f"`torch.save` file (it starts with {start!r})")
-  with open(path, "rb") as handle:  # outside the try: a file that is not there is no damage
+      if start.startswith(ZIP_SIGNATURES):
+        raise UserInputError(DAMAGED_ZIP_MESSAGE.format(
+            path=path, reason="no end-of-central-directory record: cut short while downloading "
+            "or copying?"))
+      if start.startswith(PICKLE_PROTOCOL_OPCODE):
+        raise UserInputError(LEGACY_FORMAT_MESSAGE.format(
+            path=path, path_directory=os.path.dirname(path) or "."))
+      raise UserInputError(f"{path}: neither a zip archive nor a pickle, so not a PyTorch "
+                           f"`torch.save` file (it starts with {start!r})")
     try:
       with zipfile.ZipFile(handle) as archive:
         state = _read_state_dict(archive, path)

@@ -45,12 +45,12 @@ def read_safetensors(path: str) -> Dict[str, np.ndarray]:
   come back as float32 copies (exactly).
 
   Raises UserInputError naming the file (and the tensor) for any fault of its header: see
-  `checked_header`. The file is read once, whole: the checks and the values come from the same
-  bytes, so a file changed while it is read cannot pass with other contents (a memory map would
-  see later writes, and fault on a file cut short after the check).
+  `checked_header`. The file is read once, whole, on any file system (utils.files: gs://...
+  too): the checks and the values come from the same bytes, so a file changed while it is read
+  cannot pass with other contents (a memory map would see later writes, and fault on a file
+  cut short after the check).
   """
-  with open(path, "rb") as handle:
-    raw = handle.read()
+  raw = files.read_bytes(path)
   entries, data_start = checked_header(path, raw)
   data = memoryview(raw)[data_start:]
   tensors = {}

@@ -15,9 +15,11 @@ output is written beside --output and moved there only once reloading it gave id
 outputs, so a failed run leaves no partial directory; a damaged input file ends the run with
 one line naming it.
 
---input is a directory in any of the three layouts, or a Hugging Face hub id (fetched through
-huggingface_hub's cache); its format is what its files are (--input_format, when given, must
-say the same).
+--input is a directory in any of the three layouts, an original TF1 checkpoint prefix
+(DIR/xlnet_model.ckpt, its xlnet_config.json beside it or given as --config_file) or a Hugging
+Face hub id (fetched through huggingface_hub's cache): what from_pretrained reads. Its format is
+what its files are (--input_format, when given, must say the same). --input and --output may be
+remote (gs://...).
 
   python run/convert_checkpoint.py --input=xlnet_cased_L-12_H-768_A-12 --output=converted/
   python run/convert_checkpoint.py --input=out/sst-2/best --output=sst2-hf/ \
@@ -28,7 +30,10 @@ say the same).
 from absl import flags
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
-from xlnet_tf.serving.conversion import INPUT_FORMATS, OUTPUT_FORMATS, convert_checkpoint
+from xlnet_tf.checkpoints import pretrained
+from xlnet_tf.checkpoints.conversion import INPUT_FORMATS, OUTPUT_FORMATS, convert_checkpoint
+from xlnet_tf.heads import registry
+from xlnet_tf.modeling.backbone import XLNetModel
 
 from xlnet_tf.cli import pretrained_flags
 
@@ -49,8 +54,9 @@ def main(argv):
   del argv
   place = pretrained_flags.located(FLAGS.input)
   input_format = pretrained_flags.checked_format(place, "input", "input_format")
-  print(convert_checkpoint(pretrained_flags.checkpoint_path(place), input_format, FLAGS.output,
-                           FLAGS.output_format, FLAGS.config_file))
+  print(convert_checkpoint(pretrained.checkpoint_path(place), input_format, FLAGS.output,
+                           FLAGS.output_format, FLAGS.config_file, backbone_class=XLNetModel,
+                           load_saved=registry.load_saved))
 
 
 def entry():

@@ -196,7 +196,7 @@ def _exportable_model(place, tokenizer):
   check_vocabulary(tokenizer, pretrained.stored_config(place, options),
                    f"--model_dir={place.name}")
   if FLAGS.head == "backbone":
-    return XLNetModel.from_pretrained(place.directory, **options), None
+    return XLNetModel.from_pretrained(pretrained.checkpoint_path(place), **options), None
   given = {name: value for name, value in (("summary_type", FLAGS.summary_type),
                                            ("task_name", FLAGS.task_name))
            if value is not None and name in POOLING_ARGUMENTS.get(FLAGS.head, ())}

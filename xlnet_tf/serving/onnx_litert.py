@@ -73,9 +73,10 @@ def write_onnx(model, path: str, max_seq_length: int, sep_id: int) -> str:
   signature = ids_input_signature(model, max_seq_length)
   with compile_ops.without_xla():
     function = tf.function(ids_serving_function(model, sep_id), input_signature=signature)
-    tf2onnx.convert.from_function(function, input_signature=signature, opset=ONNX_OPSET,
-                                  output_path=path)
-  return path
+    model_proto, _ = tf2onnx.convert.from_function(function, input_signature=signature,
+                                                   opset=ONNX_OPSET)
+  # Whole or not at all, on any file system (utils.files).
+  return files.write_bytes(path, model_proto.SerializeToString())
 
 
 def write_litert(model, path: str, max_seq_length: int, sep_id: int) -> str:
@@ -103,9 +104,7 @@ def write_litert(model, path: str, max_seq_length: int, sep_id: int) -> str:
                            input_signature=signature)
     archive.write_out(saved_model, verbose=False)
     flatbuffer = tf.lite.TFLiteConverter.from_saved_model(saved_model).convert()
-  with open(path, "wb") as handle:
-    handle.write(flatbuffer)
-  return path
+  return files.write_bytes(path, flatbuffer)
 
 
 WRITERS = {"onnx": write_onnx, "litert": write_litert}
@@ -211,7 +210,7 @@ def export_file(model, export_format: str, directory: str, max_seq_length: int, 
             tolerance=onnx_quantization.TOLERANCE)
       except onnx_quantization.Int8CheckError as error:
         raise onnx_quantization.Int8CheckError(f"{error}; nothing was written") from None
-      os.replace(int8_path, path)
+      files.move(int8_path, path)
     if sp_path:
       files.copy(sp_path, os.path.join(staging, os.path.basename(sp_path)))
     if labels is not None:

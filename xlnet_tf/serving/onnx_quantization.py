@@ -33,14 +33,15 @@ indices) are not compared, since near-ties may flip under int8.
 
 `onnx_litert.export_file(..., quantize="int8")` (run/export.py --format=onnx --quantize=int8)
 runs `quantize_onnx_int8` in its staging folder on the float file it built and checked there,
-with the same verification inputs, and places the int8 file as the version's model.onnx. Local
-paths only (ONNX Runtime reads and writes files): an export to a remote directory quantizes in
-its local staging folder and copies the checked file.
+with the same verification inputs, and places the int8 file as the version's model.onnx.
+
+ONNX Runtime reads and writes local files: `quantize_onnx_int8` reads a remote float file
+(gs://..., any tf.io.gfile file system: utils.files) from a local copy, builds the int8 file in
+a local work folder (beside a local target, on its file system) and moves the checked file
+into place whole: a rename, or one copy to a remote target.
 """
 
 import os
-import shutil
-import tempfile
 from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
@@ -48,6 +49,7 @@ import numpy as np
 from xlnet_tf.serving.onnx_runtime import missing_package, run_onnx
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import require
+from xlnet_tf.utils.temporary_folders import temporary_folder
 
 INT8_FILE_NAME = "model.int8.onnx"
 # Max relative error of the int8 file's floating outputs against the float file's: a file
@@ -184,41 +186,37 @@ def quantize_onnx_int8(float_path: str, int8_path: str,
   module docstring describes. With `check_inputs` (input name -> array, e.g.
   onnx_litert.verification_inputs) the new file's outputs are first compared with the float
   file's (`check_int8`): beyond `tolerance` nothing is written (Int8CheckError). The file is
-  built beside `int8_path` and renamed into place, replacing what was there.
+  built in a work folder and moved into place whole, replacing what was there; either path
+  may be remote (gs://...: the module docstring).
 
   Returns (int8_path, the max relative error, or None without check_inputs)."""
   _, _, quantization = _onnxruntime()
-  for name, path in (("float_path", float_path), ("int8_path", int8_path)):
-    require(not files.is_remote(path), name, "a local path (ONNX Runtime reads and writes "
-            "local files)", path)
-  require(os.path.isfile(float_path), "float_path", "an existing ONNX file", float_path)
-  int8_path = os.path.abspath(int8_path)
-  directory = os.path.dirname(int8_path)
-  os.makedirs(directory, exist_ok=True)
-  staging = tempfile.mkdtemp(prefix=f".{os.path.basename(int8_path)}.partial-", dir=directory)
-  try:
+  require(files.isfile(float_path), "float_path", "an existing ONNX file", float_path)
+  int8_path = files.absolute(int8_path)
+  directory, name = os.path.split(int8_path)
+  files.makedirs(directory)
+  with files.local_copy(float_path) as local_float, \
+      temporary_folder(directory, f".{name}.partial-") as staging:
     prepared = os.path.join(staging, "prepared.onnx")
-    nodes = prepare_for_quantization(float_path, prepared)
+    nodes = prepare_for_quantization(local_float, prepared)
     if not nodes:  # quantize_dynamic reads an empty list as "every node"
       raise RuntimeError(f"{float_path}: no MatMul with a constant 2-D weight to quantize")
-    staged = os.path.join(staging, os.path.basename(int8_path))
+    staged = os.path.join(staging, name)
     quantization.quantize_dynamic(
         prepared, staged, op_types_to_quantize=["MatMul"], nodes_to_quantize=nodes,
         per_channel=per_channel, reduce_range=False,
         weight_type=quantization.QuantType.QInt8)
     error = None
     if check_inputs is not None:
-      error = check_int8(float_path, staged, check_inputs, tolerance)
-    os.replace(staged, int8_path)
-  finally:
-    shutil.rmtree(staging, ignore_errors=True)
+      error = check_int8(local_float, staged, check_inputs, tolerance)
+    files.move(staged, int8_path)
   return int8_path, error
 
 
 def quantized_op_counts(path: str, op_types: Iterable[str] = (
     "MatMulInteger", "DynamicQuantizeLinear", "MatMul", "Gemm")) -> Dict[str, int]:
-  """How many nodes of each of `op_types` the ONNX file at `path` holds (as written, before
-  ONNX Runtime fuses them)."""
+  """How many nodes of each of `op_types` the ONNX file at `path` (local or remote) holds (as
+  written, before ONNX Runtime fuses them)."""
   onnx, _, _ = _onnxruntime()
-  nodes = onnx.load(path, load_external_data=False).graph.node
+  nodes = onnx.load_model_from_string(files.read_bytes(path)).graph.node
   return {op_type: sum(node.op_type == op_type for node in nodes) for op_type in op_types}

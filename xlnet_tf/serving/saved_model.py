@@ -48,7 +48,7 @@ from xlnet_tf.heads.token_classifier import XLNetTokenClassifier
 from xlnet_tf.utils.json_files import write_json
 from xlnet_tf.modeling.backbone import XLNetModel
 from xlnet_tf.modeling.ops import compile as compile_ops
-from xlnet_tf.modeling.ops.quantized_matmul import constant_int8_weights
+from xlnet_tf.modeling.ops.int8_packing import constant_int8_weights
 from xlnet_tf.serving.onnx_quantization import (TOLERANCE, Int8CheckError,
                                                 max_relative_error)
 from xlnet_tf.text.in_graph_tokenizer import InGraphTokenizer
@@ -288,8 +288,8 @@ def export_saved_model(model, sp_path: str, export_base: str, model_name: str,
   1.6-1.7x float32's speed on an AVX512_BF16 CPU); the outputs are float32 either way.
 
   A quantized model (quantized here, or by the caller) is traced in
-  ops.quantized_matmul.constant_int8_weights unless `xla`: its int8 kernels become constants of
-  the graph, multiplied by oneDNN's int8 kernel (QuantizedMatMulWithBias, in TensorFlow's x86
+  ops.int8_packing.constant_int8_weights unless `xla`: its int8 kernels become constants of the
+  graph, multiplied by oneDNN's int8 kernel (QuantizedMatMulWithBias, in TensorFlow's x86
   builds), 1.5-1.7x the float32 SavedModel on a CPU with VNNI (docs/benchmarks.md).
 
   A classifier with max_segments S > 1 reads each text (or pair) as S segments of

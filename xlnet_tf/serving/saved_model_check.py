@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.modeling.ops import compile as compile_ops
-from xlnet_tf.modeling.ops.quantized_matmul import constant_int8_weights
+from xlnet_tf.modeling.ops.int8_packing import constant_int8_weights
 from xlnet_tf.serving.saved_model import ids_serving_function, verification_inputs
 from xlnet_tf.text.preprocessor import XLNetPreprocessor
 from xlnet_tf.utils.errors import UserInputError

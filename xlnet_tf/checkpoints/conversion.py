@@ -1,7 +1,11 @@
 """Conversion between the original TF1, Hugging Face and own checkpoint formats, verified.
 
-Here, above the heads, because converting builds the model a checkpoint holds (the readers and
-writers it uses, xlnet_tf.checkpoints, build none).
+Converting builds the model a checkpoint holds, whose classes stand on the floors above
+(modeling, heads): the caller hands them in (`backbone_class`, `load_saved`: the command-line
+tool passes xlnet_tf.XLNetModel and xlnet_tf.heads.registry.load_saved); the reload that
+checks the output builds the model's own class again (type(model)). Input and output may be
+remote (gs://..., any tf.io.gfile file system: utils.files): the output is written and checked
+in a local folder, then copied into place whole (utils.whole_directories).
 
 A backbone converts between all three. A head (an own-format directory with head.json, e.g. a
 fine-tuning run's best weights) converts to own, original and, where transformers has the same
@@ -13,7 +17,7 @@ AutoTokenizer load (huggingface_writer.save_huggingface_tokenizer).
 """
 
 import os
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 import numpy as np
 
@@ -32,8 +36,6 @@ from xlnet_tf.checkpoints.original import (load_original_checkpoint, resolve_pre
 from xlnet_tf.checkpoints.own import (CONFIG_FILE, check_replaceable, load_own_checkpoint,
                                       save_pretrained, stored_quantization)
 from xlnet_tf.config import ARCHITECTURE_KEYS, XLNetConfig
-from xlnet_tf.heads import registry
-from xlnet_tf.modeling.backbone import XLNetModel
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.utils.whole_directories import staged_directory
@@ -46,31 +48,44 @@ _LAST_FILES = {"own": CONFIG_FILE, "original": CONFIG_FILE,
                "huggingface": HUGGINGFACE_CONFIG_FILE}
 
 
-def load_any(path: str, input_format: str, config_file: Optional[str] = None):
-  """(XLNetModel or head, load summary) from a checkpoint of any supported format; a head from
-  an own-format directory with head.json. The model carries the directory's tokenizer
-  (`.tokenizer`; None without spiece.model)."""
+def load_any(path: str, input_format: str, config_file: Optional[str] = None, *,
+             backbone_class: Callable, load_saved: Callable):
+  """(XLNetModel or head, load summary) from a checkpoint of any supported format.
+
+  Args:
+    path: the checkpoint: a directory; for the original format also a TF1 checkpoint prefix.
+    input_format: one of INPUT_FORMATS.
+    config_file: the original checkpoint's xlnet_config.json (default: beside it).
+    backbone_class: the backbone's class (xlnet_tf.XLNetModel), built on the config of a
+      Hugging Face or original checkpoint.
+    load_saved: the model an own-format directory holds, a head by its head.json
+      (xlnet_tf.heads.registry.load_saved).
+
+  Returns:
+    (the model, carrying the directory's tokenizer as `.tokenizer`, None without spiece.model;
+    a line saying what was loaded).
+  """
   if input_format == "own":
-    return registry.load_saved(path), f"Loaded {path} (xlnet_tf format)."
+    return load_saved(path), f"Loaded {path} (xlnet_tf format)."
   if input_format == "huggingface":
     hf_config = read_huggingface_config(path)
     if not hf_config:
       raise FileNotFoundError(f"{path}: config.json is needed to build the model")
     config = config_from_huggingface(hf_config, source=path)
     _check_weight_count(path, pretrained.HUGGINGFACE, config, None)
-    model = XLNetModel(config)
+    model = backbone_class(config)
     summary = load_huggingface_checkpoint(model, path).summary()
     model.tokenizer = _stored_tokenizer(path, path, pretrained.HUGGINGFACE, config)
     return model, summary
   if input_format == "original":
     prefix = resolve_prefix(path)
     config_file = config_file or os.path.join(os.path.dirname(prefix), CONFIG_FILE)
-    if not os.path.exists(config_file):
+    if not files.exists(config_file):
       raise FileNotFoundError(f"{config_file}: the original xlnet_config.json is needed (pass "
                               "--config_file)")
     config = XLNetConfig.from_json_file(config_file)
     _check_weight_count(prefix, pretrained.ORIGINAL, config, config_file)
-    model = XLNetModel(config)
+    model = backbone_class(config)
     summary = load_original_checkpoint(model, prefix).summary()
     model.tokenizer = _stored_tokenizer(path, os.path.dirname(prefix), pretrained.ORIGINAL,
                                         config)
@@ -89,7 +104,10 @@ def _stored_tokenizer(path: str, directory: str, layout: str, config: XLNetConfi
 def _check_weight_count(path: str, layout: str, config: XLNetConfig, config_file) -> None:
   """The config's sizes against the weights file's, before the model is built (a directory's
   or a file's: pretrained.check_weight_count)."""
-  if files.isdir(path) or layout == pretrained.ORIGINAL:
+  if layout == pretrained.ORIGINAL:  # `path`: the prefix
+    place = pretrained.Pretrained(path, os.path.dirname(path), layout, prefix=path)
+    pretrained.check_weight_count(place, config, source=config_file)
+  elif files.isdir(path):
     pretrained.check_weight_count(pretrained.Pretrained(path, path, layout), config,
                                   source=config_file)
 
@@ -106,11 +124,30 @@ def verification_batch(config: XLNetConfig, seed: int = 0) -> Dict[str, np.ndarr
 
 
 def convert_checkpoint(input_path: str, input_format: str, output_dir: str,
-                       output_format: str = "own", config_file: Optional[str] = None) -> str:
+                       output_format: str = "own", config_file: Optional[str] = None, *,
+                       backbone_class: Callable, load_saved: Callable) -> str:
   """Converts, reloads the output to check it gives the same outputs, and only then places it
   at `output_dir`, whole (over an existing model directory: swapped in whole, no file of the
   old one left; a directory holding other files is refused): a failed conversion leaves
-  nothing there. Returns a report."""
+  nothing there. As run/convert_checkpoint.py calls it:
+
+      convert_checkpoint("xlnet_cased_L-12_H-768_A-12", "original", "converted",
+                         "huggingface", backbone_class=xlnet_tf.XLNetModel,
+                         load_saved=xlnet_tf.heads.registry.load_saved)
+
+  Args:
+    input_path: the checkpoint (load_any): a directory, or a TF1 checkpoint prefix; local or
+      remote.
+    input_format: one of INPUT_FORMATS.
+    output_dir: where the converted directory goes (local or remote).
+    output_format: one of OUTPUT_FORMATS.
+    config_file: the original checkpoint's xlnet_config.json (default: beside it).
+    backbone_class: the backbone's class (xlnet_tf.XLNetModel).
+    load_saved: what loads an own-format directory (xlnet_tf.heads.registry.load_saved).
+
+  Returns:
+    A report: what was loaded and written, and the max |difference| after the reload.
+  """
   if output_format not in OUTPUT_FORMATS:
     raise ValueError(f"output_format must be one of {OUTPUT_FORMATS}; got {output_format!r}")
   output_dir = files.absolute(output_dir)
@@ -119,7 +156,8 @@ def convert_checkpoint(input_path: str, input_format: str, output_dir: str,
     raise UserInputError(f"{input_path}: holds a model quantized to "
                          f"{stored_quantization(input_path)}: the checkpoint formats hold float "
                          "weights; convert the float model")
-  model, load_summary = load_any(input_path, input_format, config_file)
+  model, load_summary = load_any(input_path, input_format, config_file,
+                                 backbone_class=backbone_class, load_saved=load_saved)
   if output_format == "huggingface":
     huggingface_architecture(model)  # a head transformers has no class for: refused now
   labels = saved_labels(input_path) if input_format == "own" else None
@@ -181,7 +219,7 @@ def _difference_after_reload(model, directory: str, output_format: str) -> float
                for key in ARCHITECTURE_KEYS if getattr(written, key) != getattr(config, key)]
   if differing:
     raise RuntimeError(f"Conversion check failed: the written config says {', '.join(differing)}")
-  backbone = XLNetModel(config)
+  backbone = type(backbone_of(model))(config)
   reloaded = backbone if model is backbone_of(model) else type(model)(backbone,
                                                                       **model.head_config())
   _LOADERS[output_format](reloaded, directory)
