@@ -15,7 +15,7 @@ from repository import ROOT
 
 CLI_PACKAGE = os.path.join(ROOT, "xlnet_tf", "cli")
 # What is not a command: the package marker and the flags several commands share.
-NOT_COMMANDS = {"__init__", "common_flags", "lm_flags", "pretrained_flags"}
+NOT_COMMANDS = {"__init__", "common_flags", "config_flags", "lm_flags", "pretrained_flags"}
 # A checkout-only tool: it checks out --baseline revisions with git and re-runs itself by path.
 CHECKOUT_ONLY = {"run/benchmark.py"}
 THIN_SCRIPT_STATEMENTS = 3  # docstring, the import, `if __name__ == "__main__": module.entry()`

@@ -107,7 +107,8 @@ def test_cli_pretrains_one_document_with_its_batch_and_sequence_flags(tmp_path):
   assert classified.stdout.splitlines()[-1] == "logits (2, 2)"
   refused = run_tool("run/pretrain.py", *flags, "--train_batch_size=4")
   assert refused.returncode == 1
+  recorded = f"{out}/model/run_config.json"
   assert refused.stderr.strip().splitlines() == [
-      f"error: {out}/data holds the data {out}/model was trained on, made for "
-      "--train_batch_size (bsz_per_host) 8 (now 4): resume with what made them, or give "
-      "another --output_dir"]
+      f"error: {out}/model was trained with other settings: --bsz_per_host (data.bsz_per_host), "
+      "--train_batch_size (training.global_batch_size) differ from "
+      f"{recorded}; resume with them (--config_file={recorded}), or give another --model_dir"]

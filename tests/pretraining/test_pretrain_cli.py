@@ -21,6 +21,8 @@ CASES = {
     "negative learning rate": (["--learning_rate=-0.001"],
                                lambda _: "--learning_rate=-0.001: must be positive"),
     "checkpoint every 0 steps": (["--save_steps=0"], lambda _: "--save_steps=0: must be positive"),
+    "a loss scale of words": (["--dtype=float16", "--loss_scale=high"],
+                              lambda _: "--loss_scale='high': 'dynamic' or a number"),
     "model directory in use": (["--locked"], _in_use),
     "no micro-batches": (["--gradient_accumulation_steps=0"],
                          lambda _: "--gradient_accumulation_steps=0: must be positive"),
@@ -102,4 +104,30 @@ def test_raw_text_refused_in_one_line_naming_it(tmp_path, case):
                     "--model_size=tiny", *flags)
   assert result.returncode == 1, result.stderr[-3000:]
   assert result.stderr.strip().splitlines() == [f"error: {expected(text)}"]
+  assert os.listdir(tmp_path) == []
+
+
+# A faulty --config_file: (its text, the error line after "PATH: ").
+CONFIG_FILE_CASES = {
+    "an unknown key": ('{"training": {"optimizer": {"learning_rat": 0.1}}}',
+                       "training.optimizer.learning_rat: unknown key (did you mean "
+                       "training.optimizer.learning_rate?)"),
+    "a wrong type": ('{"mem_len": "8"}', "mem_len: expected an integer or null, got '8'"),
+    "broken JSON": ('{"mem_len": 8', "not valid JSON (Expecting ',' delimiter: line 1 column 14 "
+                                     "(char 13))"),
+    "bad data settings": ('{"data": {"seq_len": 32, "reuse_len": 40}}',
+                          "data: PretrainingDataConfig.reuse_len must be in [0, seq_len - 3) so "
+                          "A and B get a token each (seq_len=32); got 40"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONFIG_FILE_CASES))
+def test_a_faulty_config_file_is_one_line_and_leaves_nothing(tmp_path, case):
+  text, message = CONFIG_FILE_CASES[case]
+  config_file = tmp_path.parent / f"{tmp_path.name}-run_config.json"
+  config_file.write_text(text)
+  result = run_tool("run/pretrain.py", f"--config_file={config_file}",
+                    f"--output_dir={tmp_path}/out")
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert result.stderr.strip().splitlines() == [f"error: {config_file}: {message}"]
   assert os.listdir(tmp_path) == []

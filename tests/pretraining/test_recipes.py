@@ -1,4 +1,5 @@
-"""The one pretraining configuration (recipes.PretrainingRecipeOptions) and its presets."""
+"""The one pretraining configuration (recipes.PretrainingRecipeOptions), its presets, its
+backbone config and its record in the model directory."""
 
 import dataclasses
 
@@ -6,6 +7,8 @@ import pytest
 
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.pretraining import recipes
+from xlnet_tf.training import resume
+from xlnet_tf.training import run_config
 
 
 def _leaves(value, prefix=""):
@@ -89,3 +92,64 @@ def test_a_new_seq_len_alone_brings_its_layout():
   assert (short.data.seq_len, short.data.num_predict, short.data.perm_size) == (128, 16, 8)
   clm = recipes.recipe_for("clm", from_text=True).replace(seq_len=64)
   assert (clm.data.seq_len, clm.data.reuse_len, clm.data.num_predict) == (64, 0, 21)
+
+
+def test_each_setting_is_named_once_and_objective_is_the_data_s():
+  """replace takes a setting's own name (one field each) or its dotted path; objective, which
+  the loop's options also hold, is the data's by an explicit choice."""
+  assert recipes.NAMES["objective"] == "data.objective"
+  assert recipes.NAMES["learning_rate"] == "training.optimizer.learning_rate"
+  assert recipes.NAMES["mem_len"] == "mem_len" and recipes.NAMES["seed"] == "training.runtime.seed"
+  dotted = recipes.MAIN_JOB.replace(**{"training.objective": "mlm", "training.eval_every": 5})
+  assert (dotted.training.objective, dotted.data.objective, dotted.training.eval_every) == (
+      "mlm", "perm", 5)
+  with pytest.raises(UserInputError, match=r"^training.train_steps='7': expected an integer$"):
+    recipes.MAIN_JOB.replace(train_steps="7")
+
+
+def test_the_recipe_builds_its_backbone_config():
+  """mem_len, the size and the encoding go from the recipe to the config; the data decide the
+  rest (reuse_len, bi_data, the attention); a config file keeps its encoding unless the recipe
+  names one."""
+  settings = recipes.MAIN_JOB.data.to_dict()
+  config = recipes.MAIN_JOB.replace(model_size="tiny", mem_len=7).model_config(settings, 500)
+  assert (config.mem_len, config.reuse_len, config.n_layer, config.n_token) == (7, 64, 2, 500)
+  assert recipes.MAIN_JOB.replace(model_size="tiny").model_config(settings, 500).mem_len == 64
+  clm = recipes.recipe_for("clm", False).replace(model_size="tiny", pos_encoding="shaw",
+                                                 clamp_len=40)
+  config = clm.model_config(clm.data.to_dict(), 500, dropout=0.0)
+  assert (config.pos_encoding, config.clamp_len, config.mem_len, config.attn_type,
+          config.dropout) == ("shaw", 40, 128, "uni", 0.0)
+
+
+def test_a_recorded_run_is_resumed_only_with_its_settings(tmp_path):
+  """resume_differences: nothing without checkpoints; with them the settings that changed,
+  other than RESUMABLE ones (steps, logging, paths, ...)."""
+  recipe = recipes.MAIN_JOB.replace(model_size="tiny", seq_len=32, train_steps=5)
+  with recipes.recorded(str(tmp_path), recipe) as path:
+    assert run_config.read(path, recipes.PretrainingRecipeOptions) == recipe
+  changed = recipe.replace(learning_rate=1e-4, mem_len=3, seq_len=64, train_steps=9,
+                           log_steps=1, model_dir="elsewhere", seed=2)
+  assert recipes.resume_differences(str(tmp_path), changed) == []  # no checkpoint yet
+  (tmp_path / resume.STATE_FILE).write_text("")
+  assert recipes.resume_differences(str(tmp_path), changed) == [
+      "mem_len", "data.seq_len", "data.reuse_len", "data.num_predict", "data.perm_size",
+      "training.optimizer.learning_rate", "training.runtime.seed"]
+  assert recipes.resume_differences(str(tmp_path), recipe.replace(train_steps=9)) == []
+
+
+def test_a_run_that_fails_before_its_first_checkpoint_takes_its_record_back(tmp_path):
+  recipe = recipes.MAIN_JOB.replace(train_steps=5)
+  with pytest.raises(RuntimeError, match="the first step"):
+    with recipes.recorded(str(tmp_path), recipe):
+      raise RuntimeError("the first step")
+  assert list(tmp_path.iterdir()) == []
+  (tmp_path / resume.STATE_FILE).write_text("")  # a checkpoint: the record stays with it
+  with pytest.raises(RuntimeError, match="a later step"):
+    with recipes.recorded(str(tmp_path), recipe):
+      raise RuntimeError("a later step")
+  assert sorted(path.name for path in tmp_path.iterdir()) == [resume.STATE_FILE,
+                                                              run_config.RUN_CONFIG_FILE]
+  with recipes.recorded(str(tmp_path / "other"), recipe, chief=False):
+    pass
+  assert not (tmp_path / "other").exists()  # another worker writes no record

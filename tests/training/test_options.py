@@ -10,7 +10,7 @@ from xlnet_tf import XLNetModel
 from xlnet_tf.pretraining import PretrainingOptions
 from xlnet_tf.tasks import FinetuningOptions
 from xlnet_tf.training import OptimizerOptions, RuntimeOptions, create_optimizer
-from xlnet_tf.training.options import accepted_names
+from xlnet_tf.training.options import accepted_names, accepts_group_fields, group_field
 
 
 def test_run_options_hold_the_groups_and_take_their_fields_by_name():
@@ -44,6 +44,22 @@ def test_unknown_names_and_a_field_given_twice_are_refused():
     PretrainingOptions(not_a_field=1)
   with pytest.raises(TypeError, match="'model_dir' again by name"):
     PretrainingOptions("m", model_dir="n")
+
+
+def test_a_name_two_fields_take_is_refused_when_the_class_is_defined():
+  """No name goes to one of two fields: the class that would route it is not made."""
+  with pytest.raises(TypeError, match="'seed' is a field of Twice and of runtime"):
+    @accepts_group_fields
+    @dataclasses.dataclass
+    class Twice:
+      seed: int = 0
+      runtime: RuntimeOptions = group_field(RuntimeOptions)
+  with pytest.raises(TypeError, match="'clip_norm' is a field of first and of second"):
+    @accepts_group_fields
+    @dataclasses.dataclass
+    class TwoOptimizers:
+      first: OptimizerOptions = group_field(OptimizerOptions)
+      second: OptimizerOptions = group_field(OptimizerOptions)
 
 
 def test_create_optimizer_takes_the_options_or_their_fields():

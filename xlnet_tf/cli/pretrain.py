@@ -18,6 +18,10 @@ From TFRecords made by data/create_pretraining_data.py:
   python run/pretrain.py --train_data=proc_data/train --valid_data=proc_data/valid \
       --model_config=xlnet_config.json --strategy=mirrored --train_steps=100000 \
       --learning_rate=1e-4 --warmup_steps=1000 --model_dir=model
+
+Every run records its settings, whole, in MODEL_DIR/run_config.json; --config_file=that file
+(with its paths as flags) repeats the run, and flags beside it change what they set. A resumed
+run may change only how long and how it runs (docs/pretraining.md).
 """
 
 import contextlib
@@ -32,25 +36,27 @@ from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cl
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
 
-from xlnet_tf.config import XLNetConfig
 from xlnet_tf.config import POS_ENCODINGS
 from xlnet_tf.config import SIZE_PRESETS
 from xlnet_tf.pretraining.data import default_data
 from xlnet_tf import objectives
 from xlnet_tf.pretraining import recipes
-from xlnet_tf.pretraining.model_config import config_for_data
+from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 from xlnet_tf.pretraining.data.records import load_record_info
 from xlnet_tf.pretraining.time_budget import TimeBudget
 from xlnet_tf.training import resume
+from xlnet_tf.training import run_config
 from xlnet_tf.training import run_lock
 from xlnet_tf.training import strategy as strategy_lib
 from xlnet_tf.pretraining.loop import LM_DIR, PRETRAINED_DIR, PretrainingRun, write_run_summary
-from xlnet_tf.training.options import RuntimeOptions
 
 from xlnet_tf.cli import common_flags
+from xlnet_tf.cli import config_flags
 
+config_flags.define_config_file_flag()
 common_flags.define_runtime_flags()  # --strategy, --tpu, --cpu_replicas, --dtype, --seed
 flags.adopt_module_key_flags(common_flags)  # listed by --help with this tool's own
+flags.adopt_module_key_flags(config_flags)
 flags.DEFINE_string("input_glob", None, "Raw text files (one sentence a line, a blank line "
                     "between documents): made into --output_dir/data, then pretrained on.")
 flags.DEFINE_string("output_dir", None, "Where the data (data/) and the model (model/) go "
@@ -121,153 +127,203 @@ flags.DEFINE_enum("loss_positions", None, list(objectives.LOSS_POSITIONS), "clm:
                   "evaluation is always full.")
 FLAGS = flags.FLAGS
 
+# Which setting of the run (recipes.PretrainingRecipeOptions, its whole tree) each flag sets: a
+# new setting is its field (with its help) and one line here. Defaults None: the preset's
+# (recipes.MAIN_JOB, or recipes.FROM_TEXT with --input_glob), or --config_file's.
+FLAG_FIELDS = {
+    "strategy": "training.runtime.strategy", "tpu": "training.runtime.tpu",
+    "cpu_replicas": "training.runtime.cpu_replicas", "dtype": "training.runtime.dtype",
+    "seed": "training.runtime.seed",
+    "input_glob": "input_glob", "output_dir": "output_dir", "max_minutes": "max_minutes",
+    "objective": "data.objective", "span_prediction": "data.span_prediction",
+    "next_sentence": "training.next_sentence",
+    "vocab_size": "vocab_size", "seq_len": "data.seq_len", "reuse_len": "data.reuse_len",
+    "num_predict": "data.num_predict", "bsz_per_host": "data.bsz_per_host",
+    "bi_data": "data.bi_data",
+    "train_data": "training.train_data", "valid_data": "training.valid_data",
+    "model_config": "model_config_file", "model_size": "model_size",
+    "model_dir": "training.model_dir",
+    "train_batch_size": "training.global_batch_size",
+    "gradient_accumulation_steps": "training.gradient_accumulation_steps",
+    "train_steps": "training.train_steps",
+    "learning_rate": "training.optimizer.learning_rate",
+    "warmup_steps": "training.optimizer.warmup_steps",
+    "weight_decay": "training.optimizer.weight_decay",
+    "lr_layer_decay_rate": "training.optimizer.lr_layer_decay_rate",
+    "clip": "training.optimizer.clip_norm",
+    "save_steps": "training.save_steps", "log_steps": "training.log_steps",
+    "eval_batches": "training.eval_batches",
+    "mem_len": "mem_len",
+    "jit_compile": "training.jit_compile", "loss_scale": "training.loss_scale",
+    "recompute": "training.recompute_blocks",
+    "init_checkpoint": "training.init_checkpoint",
+    "init_checkpoint_format": "training.init_checkpoint_format",
+    "pos_encoding": "pos_encoding", "clamp_len": "clamp_len",
+    "loss_positions": "training.loss_positions",
+}
+# The flags naming files and directories: a config file records them, they are given as flags.
+PATH_FLAGS = ("input_glob", "output_dir", "train_data", "valid_data", "model_config",
+              "model_dir", "init_checkpoint")
 
 _FINISH_SECONDS = 10  # the last checkpoint, the backbone export and the summaries
 
-# Flags that must be > 0 and >= 0 when given (None: the recipe's value).
+# Settings that must be > 0 and >= 0 (None: unset), named by their flags.
 _POSITIVE_FLAGS = ("train_steps", "learning_rate", "save_steps", "log_steps", "eval_batches",
                    "train_batch_size", "max_minutes", "lr_layer_decay_rate",
                    "gradient_accumulation_steps")
 _NON_NEGATIVE_FLAGS = ("warmup_steps", "weight_decay", "clip", "cpu_replicas", "mem_len")
 
 
-def check_flags() -> None:
-  """One line naming the first numeric flag out of its range (before any work is done)."""
+def run_options() -> recipes.PretrainingRecipeOptions:
+  """The run's settings, whole: --config_file's, or the preset's (`preset`), with the flags
+  given over them (config_flags.options_from_flags), checked (one line naming the first
+  setting out of its range, before any work is done)."""
+  options = config_flags.options_from_flags(
+      preset() if not FLAGS.config_file else recipes.MAIN_JOB, FLAG_FIELDS, PATH_FLAGS,
+      replace=recipes.PretrainingRecipeOptions.set_fields)
+  check_options(options)
+  return options
+
+
+def preset() -> recipes.PretrainingRecipeOptions:
+  """The settings a run without --config_file starts from: the recipe for --objective (the
+  one for raw text with --input_glob), with its steps left to --max_minutes's budget when that
+  is given, and XLA where it is faster (`default_xla`)."""
+  recipe = recipes.recipe_for(FLAGS.objective, bool(FLAGS.input_glob))
+  changes = {"jit_compile": default_xla(FLAGS.dtype, FLAGS.strategy)}
+  if FLAGS.max_minutes:
+    changes["train_steps"] = recipes.UNTIL_THE_BUDGET
+  return recipe.replace(**changes)
+
+
+def default_xla(dtype: str, strategy: str) -> bool:
+  """XLA compiles the forward/backward pass, except bfloat16 on a CPU (XLA's CPU matmuls do not
+  use AMX there)."""
+  import tensorflow as tf
+  on_cpu = not tf.config.list_physical_devices("GPU") and strategy != "tpu"
+  return not (dtype == "bfloat16" and on_cpu)
+
+
+def check_options(options: recipes.PretrainingRecipeOptions) -> None:
+  """One line naming the first setting out of its range, by its flag."""
   for names, allowed, wanted in ((_POSITIVE_FLAGS, lambda v: v > 0, "positive"),
                                  (_NON_NEGATIVE_FLAGS, lambda v: v >= 0, "zero or more")):
     for name in names:
-      value = FLAGS[name].value
+      value = run_config.value_at(options, FLAG_FIELDS[name])
       if value is not None and not allowed(value):  # NaN fails both
         raise app.UsageError(f"--{name}={value}: must be {wanted}")
-  left_to_right = FLAGS.objective == objectives.LEFT_TO_RIGHT_LM.name
-  for name, default in (("pos_encoding", "relative"), ("loss_positions", "full")):
-    if FLAGS[name].value not in (None, default) and not left_to_right:
-      raise app.UsageError(f"--{name}={FLAGS[name].value}: for --objective=clm only "
+  left_to_right = options.data.objective == objectives.LEFT_TO_RIGHT_LM.name
+  for name, value, default in (("pos_encoding", options.pos_encoding, "relative"),
+                               ("loss_positions", options.training.loss_positions, "full")):
+    if value not in (None, default) and not left_to_right:
+      raise app.UsageError(f"--{name}={value}: for --objective=clm only "
                            "(Transformer-XL's ablations of a left-to-right LM)")
-  if FLAGS.pos_encoding in ("shaw", "absolute_learned") and not (FLAGS.clamp_len or 0) > 0:
-    raise app.UsageError(f"--pos_encoding={FLAGS.pos_encoding} needs --clamp_len > 0 (the "
+  if options.pos_encoding in ("shaw", "absolute_learned") and not (options.clamp_len or 0) > 0:
+    raise app.UsageError(f"--pos_encoding={options.pos_encoding} needs --clamp_len > 0 (the "
                          "largest distance or position its learned table holds)")
+  if options.input_glob and options.training.train_data:
+    raise app.UsageError("--input_glob and --train_data exclude each other")
+  loss_scale(options)  # a bad --loss_scale, before any work
 
 
-def seconds_left(budget: TimeBudget, reserved=0.0):
+def seconds_left(budget: TimeBudget, max_minutes: float, reserved=0.0):
   """What --max_minutes (`budget`) leaves for training, less `reserved` seconds and the end."""
   left = budget.left(reserved + _FINISH_SECONDS)
   if left <= 0:
-    raise app.UsageError(f"--max_minutes={FLAGS.max_minutes}: {budget.elapsed():.0f}"
+    raise app.UsageError(f"--max_minutes={max_minutes}: {budget.elapsed():.0f}"
                          " s went to preparing the data and the first evaluation; nothing is "
                          "left to train")
   return left
 
 
-def model_config(info, run_recipe: recipes.PretrainingRecipeOptions) -> XLNetConfig:
-  # A --model_config file keeps its own encoding unless the flags name one.
-  overrides = {name: value for name, value in run_recipe.model_overrides().items()
-               if not FLAGS.model_config or FLAGS[name].value is not None}
-  return config_for_data(info["settings"], info["tokenizer"]["vocab_size"],
-                         model_size=run_recipe.model_size, model_config_file=FLAGS.model_config,
-                         mem_len=run_recipe.mem_len, **overrides)
-
-
-def use_xla(runtime: RuntimeOptions) -> bool:
-  if FLAGS.jit_compile is not None:
-    return FLAGS.jit_compile
-  import tensorflow as tf
-  on_cpu = not tf.config.list_physical_devices("GPU") and runtime.strategy != "tpu"
-  return not (runtime.dtype == "bfloat16" and on_cpu)
-
-
-def loss_scale(runtime: RuntimeOptions):
-  """--loss_scale for float16 runs: "dynamic" or a number; None for the other dtypes."""
-  if runtime.dtype != "float16":
+def loss_scale(options: recipes.PretrainingRecipeOptions):
+  """The run's loss scaling: --loss_scale ("dynamic" or a number) for float16, None for the
+  other dtypes."""
+  if options.training.runtime.dtype != "float16":
     return None
-  if FLAGS.loss_scale == "dynamic":
-    return "dynamic"
+  value = options.training.loss_scale
+  if not isinstance(value, str) or value == "dynamic":
+    return value
   try:
-    return float(FLAGS.loss_scale)
+    return float(value)
   except ValueError:
-    raise app.UsageError(f"--loss_scale={FLAGS.loss_scale!r}: 'dynamic' or a number") from None
+    raise app.UsageError(f"--loss_scale={value!r}: 'dynamic' or a number") from None
 
 
-# The recipe's fields (its data's and its loop's among them) set by flags of the same name
-# (--clip sets clip_norm).
-_RECIPE_FLAGS = ("model_size", "mem_len", "vocab_size", "seq_len", "reuse_len", "num_predict",
-                 "bsz_per_host", "bi_data", "span_prediction", "learning_rate", "warmup_steps",
-                 "weight_decay", "lr_layer_decay_rate", "next_sentence", "train_steps",
-                 "pos_encoding", "clamp_len", "loss_positions")
-
-
-def recipe(strategy=None) -> recipes.PretrainingRecipeOptions:
-  """The run's configuration: the preset for --objective (and --input_glob), with what the
-  flags give; with the run's `strategy`, data made here are laid out for its batch
-  (`data_batch_layout`)."""
-  preset = recipes.recipe_for(FLAGS.objective, bool(FLAGS.input_glob))
-  given = {name: FLAGS[name].value for name in _RECIPE_FLAGS if FLAGS[name].value is not None}
-  if FLAGS.clip is not None:
-    given["clip_norm"] = FLAGS.clip
-  if FLAGS.seq_len is not None and FLAGS.reuse_len is None and preset.data.reuse_len:
-    if FLAGS.seq_len % 2:
-      raise app.UsageError(f"--seq_len={FLAGS.seq_len}: without --reuse_len, half of it is "
-                           "reused as memory, so it must be even (or give --reuse_len)")
-  if strategy is not None and not FLAGS.train_data:
-    given.update(data_batch_layout(strategy, given.get("bi_data", preset.data.bi_data),
-                                   preset.data.bsz_per_host))
-  return preset.replace(**given)
-
-
-def data_batch_layout(strategy, bi_data: bool, preset_rows: int) -> dict:
-  """The data's rows per worker (bsz_per_host) and replicas per worker (num_core_per_host) for
-  data made here: the ones this run trains with, --train_batch_size split over the workers."""
+def data_batch_layout(options: recipes.PretrainingRecipeOptions, strategy
+                      ) -> recipes.PretrainingRecipeOptions:
+  """The settings with the data's rows per worker (bsz_per_host) and replicas per worker
+  (num_core_per_host) for data made here: the ones this run trains with, --train_batch_size
+  split over the workers."""
   workers = strategy_lib.num_workers(strategy)
   replicas = strategy.num_replicas_in_sync
-  layout = {"num_core_per_host": replicas // workers}
-  rows = FLAGS.bsz_per_host or preset_rows
-  if FLAGS.train_batch_size is not None:
-    if FLAGS.bsz_per_host is not None and FLAGS.bsz_per_host * workers != FLAGS.train_batch_size:
-      raise app.UsageError(f"--train_batch_size={FLAGS.train_batch_size} and --bsz_per_host="
-                           f"{FLAGS.bsz_per_host} disagree: the global batch is bsz_per_host x "
-                           f"the {workers} worker(s); give one of them")
-    rows = FLAGS.train_batch_size // workers
-    layout["bsz_per_host"] = rows
+  layout = {"data.num_core_per_host": replicas // workers}
+  rows = options.data.bsz_per_host
+  batch = options.training.global_batch_size
+  if batch is not None:
+    if FLAGS["bsz_per_host"].present and rows * workers != batch:
+      raise app.UsageError(f"--train_batch_size={batch} and --bsz_per_host={rows} disagree: "
+                           f"the global batch is bsz_per_host x the {workers} worker(s); give "
+                           "one of them")
+    rows = batch // workers
+    layout["data.bsz_per_host"] = rows
   # Each replica takes an equal share of the rows, with bi_data in forward and backward halves.
+  bi_data = options.data.bi_data
   share = (2 if bi_data else 1) * replicas
-  global_batch = FLAGS.train_batch_size or rows * workers
+  global_batch = batch or rows * workers
   if global_batch % share:
-    shown = "" if FLAGS.train_batch_size else " (the default)"
+    shown = "" if batch else " (the default)"
     halves = " in forward and backward halves (bi_data)" if bi_data else ""
     raise app.UsageError(f"--train_batch_size={global_batch}{shown}: must be a multiple of "
                          f"{share}, the rows of a step shared equally by the {replicas} "
                          f"replica(s){halves}")
-  return layout
+  return options.set_fields(layout)
 
 
-def output_dir() -> str:
-  if FLAGS.output_dir:
-    return FLAGS.output_dir
-  if FLAGS.objective == objectives.DEFAULT.name:
+def with_given_data(options: recipes.PretrainingRecipeOptions
+                    ) -> recipes.PretrainingRecipeOptions:
+  """The settings with the data stage's as --train_data's records hold them (what the run
+  trains on, recorded as such)."""
+  stored = load_record_info(options.training.train_data)["settings"]
+  known = {field.name for field in dataclasses.fields(PretrainingDataConfig)}
+  return dataclasses.replace(options, data=PretrainingDataConfig(
+      **{name: value for name, value in stored.items() if name in known}))
+
+
+def output_dir(options: recipes.PretrainingRecipeOptions) -> str:
+  if options.output_dir:
+    return options.output_dir
+  if options.data.objective == objectives.DEFAULT.name:
     return "pretrain_output"
-  return f"pretrain_output_{FLAGS.objective}"
+  return f"pretrain_output_{options.data.objective}"
 
 
-def prepare_data(run_recipe: recipes.PretrainingRecipeOptions, seed: int, model_dir: str):
+def model_dir_of(options: recipes.PretrainingRecipeOptions) -> str:
+  return options.training.model_dir or os.path.join(output_dir(options), "model")
+
+
+def prepare_data(options: recipes.PretrainingRecipeOptions, model_dir: str):
   """(train, valid) data directories: given, or made here from --input_glob / the default
   (valid None when the text is too small to hold a part out)."""
-  if FLAGS.train_data:
-    if FLAGS.input_glob:
-      raise app.UsageError("--input_glob and --train_data exclude each other")
-    return FLAGS.train_data, FLAGS.valid_data
-  directory = os.path.join(output_dir(), "data")
-  if FLAGS.input_glob:
-    paths = sorted(files.glob(FLAGS.input_glob))
+  if options.training.train_data:
+    return options.training.train_data, options.training.valid_data
+  directory = os.path.join(output_dir(options), "data")
+  if options.input_glob:
+    paths = sorted(files.glob(options.input_glob))
     if not paths:
-      raise app.UsageError(f"--input_glob={FLAGS.input_glob!r} matches no file")
-    source = f"--input_glob={FLAGS.input_glob}"
-    if paths != [FLAGS.input_glob]:
+      raise app.UsageError(f"--input_glob={options.input_glob!r} matches no file")
+    source = f"--input_glob={options.input_glob}"
+    if paths != [options.input_glob]:
       source += f" ({paths[0] if len(paths) == 1 else f'{len(paths)} files'})"
     documents, inputs = default_data.read_text_files(paths), default_data.text_fingerprint(paths)
   else:
     documents, source, inputs = default_data.python_docs_text()
-  request = default_data.data_request(run_recipe.data, run_recipe.vocab_size, seed,
-                                      run_recipe.held_out_every, inputs)
+  seed = options.training.runtime.seed
+  request = default_data.data_request(options.data, options.vocab_size, seed,
+                                      options.held_out_every, inputs)
+  # Data a model was trained on are not made again under it. Their settings are the run's,
+  # compared with its record first (check_resume); what is left to differ here is the text
+  # (or, for a run from before the records, any setting).
   changed = default_data.request_differences(directory, request)
   if changed and files.exists(os.path.join(model_dir, resume.STATE_FILE)):
     names = {name: _DATA_FLAGS.get(name, f"--{name}" if name in FLAGS else name)
@@ -277,8 +333,8 @@ def prepare_data(run_recipe: recipes.PretrainingRecipeOptions, seed: int, model_
         f"{default_data.describe_differences(changed, names)}: resume with what made them, or "
         "give another --output_dir")
   data = default_data.prepare_pretraining_data(
-      documents, directory, run_recipe.data, run_recipe.vocab_size, seed,
-      held_out_every=run_recipe.held_out_every, source=source, inputs=inputs)
+      documents, directory, options.data, options.vocab_size, seed,
+      held_out_every=options.held_out_every, source=source, inputs=inputs)
   print("\n".join(data["reports"]) or f"Reusing the data in {directory}")
   return data["train"], data["valid"]
 
@@ -290,57 +346,69 @@ _DATA_FLAGS = {"bsz_per_host": "--train_batch_size (bsz_per_host)",
                "held_out_every": "held_out_every (--input_glob or none)"}
 
 
+def check_resume(options: recipes.PretrainingRecipeOptions, model_dir: str) -> None:
+  """Refuses, in one line naming them, settings a resumed run (model_dir holds its checkpoints)
+  changes beyond what recipes.RESUMABLE allows."""
+  changed = recipes.resume_differences(model_dir, options)
+  if changed:
+    recorded = os.path.join(model_dir, run_config.RUN_CONFIG_FILE)
+    raise UserInputError(
+        f"{model_dir} was trained with other settings: "
+        f"{', '.join(config_flags.flag_names(FLAG_FIELDS, changed))} differ from {recorded}; "
+        f"resume with them (--{config_flags.CONFIG_FILE_FLAG}={recorded}), or give another "
+        "--model_dir")
+
+
 def main(argv):
   del argv
   started = time.perf_counter()
-  check_flags()
+  options = run_options()
   logging.set_verbosity(logging.INFO)
-  runtime = common_flags.runtime_options()
-  strategy = runtime.start()
-  model_dir = FLAGS.model_dir or os.path.join(output_dir(), "model")
+  strategy = options.training.runtime.start()
+  model_dir = model_dir_of(options)
   # Held from before the data are made, so a second run into model_dir stops at once (the
   # other workers of a multi-worker run write elsewhere).
   with (run_lock.hold(model_dir) if strategy_lib.is_chief(strategy)
         else contextlib.nullcontext()):
-    pretrain(strategy, runtime, model_dir, started)
+    pretrain(strategy, options, model_dir, started)
 
 
-def pretrain(strategy, runtime: RuntimeOptions, model_dir: str, started: float) -> None:
+def pretrain(strategy, options: recipes.PretrainingRecipeOptions, model_dir: str,
+             started: float) -> None:
   """Makes or finds the data, then trains, evaluates and reports (see the module docstring)."""
-  run_recipe = recipe(strategy)
-  if FLAGS.model_config:  # its faults are refused before the data are made
-    model_config({"settings": run_recipe.data.to_dict(),
-                  "tokenizer": {"vocab_size": run_recipe.vocab_size}}, run_recipe)
-  train_data, valid_data = prepare_data(run_recipe, runtime.seed, model_dir)
-  config = model_config(load_record_info(train_data), run_recipe)
-  budget = TimeBudget(FLAGS.max_minutes * 60, started) if FLAGS.max_minutes else None
-  max_seconds = None
+  if options.training.train_data:
+    options = with_given_data(options)
+  else:
+    options = data_batch_layout(options, strategy)
+  if options.model_config_file:  # its faults are refused before the data are made
+    options.model_config(options.data.to_dict(), options.vocab_size)
+  check_resume(options, model_dir)
+  train_data, valid_data = prepare_data(options, model_dir)
+  info = load_record_info(train_data)
+  config = options.model_config(info["settings"], info["tokenizer"]["vocab_size"])
+  budget = TimeBudget(options.max_minutes * 60, started) if options.max_minutes else None
+  max_seconds = options.training.max_seconds
   if budget:
-    max_seconds = seconds_left(budget)  # provisional: set again after the first evaluation
-    if FLAGS.train_steps is None:
-      run_recipe = run_recipe.replace(train_steps=10 ** 9)  # the budget decides
-  # The recipe's loop options with this run's paths and operational choices; the objective
-  # the data must have is the recipe's.
-  options = dataclasses.replace(
-      run_recipe.training, model_dir=model_dir, train_data=train_data, valid_data=valid_data,
-      max_seconds=max_seconds, global_batch_size=FLAGS.train_batch_size,
-      save_steps=FLAGS.save_steps, log_steps=FLAGS.log_steps, jit_compile=use_xla(runtime),
-      eval_batches=FLAGS.eval_batches, loss_scale=loss_scale(runtime),
-      init_checkpoint=FLAGS.init_checkpoint, init_checkpoint_format=FLAGS.init_checkpoint_format,
-      recompute_blocks=FLAGS.recompute, runtime=runtime, objective=run_recipe.data.objective,
-      gradient_accumulation_steps=FLAGS.gradient_accumulation_steps)
-  run = PretrainingRun(strategy, config, options)
-  parameters = sum(int(v.numpy().size) for v in run.model.trainable_variables)
-  print(f"Model: {config.n_layer} layers, d_model {config.d_model}, {parameters:,} parameters, "
-        f"mem_len {config.mem_len}; {strategy.num_replicas_in_sync} replica(s), global batch "
-        f"{run.global_batch} x seq_len {run.seq_len}.")
-  evaluation_started = time.perf_counter()
-  before = run.evaluate() if valid_data else None
-  if budget:
-    # Keep back what the final evaluation will cost: it reuses this one's compiled step.
-    final_evaluation = run.evaluation_seconds or time.perf_counter() - evaluation_started
-    run.options.max_seconds = seconds_left(budget, final_evaluation)
-  result = run.train()
+    max_seconds = seconds_left(budget, options.max_minutes)  # provisional: set again below
+  # The loop's options: the settings' with this run's paths and what the budget leaves; the
+  # objective the data must have is the settings'.
+  run_training = dataclasses.replace(
+      options.training, model_dir=model_dir, train_data=train_data, valid_data=valid_data,
+      max_seconds=max_seconds, loss_scale=loss_scale(options), objective=options.data.objective)
+  run = PretrainingRun(strategy, config, run_training)
+  # Recorded from here; until its first checkpoint, a run that fails takes the record back.
+  with recipes.recorded(model_dir, options, strategy_lib.is_chief(strategy)):
+    parameters = sum(int(v.numpy().size) for v in run.model.trainable_variables)
+    print(f"Model: {config.n_layer} layers, d_model {config.d_model}, {parameters:,} "
+          f"parameters, mem_len {config.mem_len}; {strategy.num_replicas_in_sync} replica(s), "
+          f"global batch {run.global_batch} x seq_len {run.seq_len}.")
+    evaluation_started = time.perf_counter()
+    before = run.evaluate() if valid_data else None
+    if budget:
+      # Keep back what the final evaluation will cost: it reuses this one's compiled step.
+      final_evaluation = run.evaluation_seconds or time.perf_counter() - evaluation_started
+      run.options.max_seconds = seconds_left(budget, options.max_minutes, final_evaluation)
+    result = run.train()
   run.export()
   after = run.evaluate() if valid_data else None
   summary = {"train_steps": result["step"], "skipped_steps": result["skipped_steps"],
@@ -352,7 +420,9 @@ def pretrain(strategy, runtime: RuntimeOptions, model_dir: str, started: float) 
   lines = [f"Trained to step {result['step']} in {summary['seconds']:.0f}s; checkpoint "
            f"{result['last_checkpoint']}; backbone for fine-tuning: {model_dir}/{PRETRAINED_DIR};"
            f" with the LM head (run/evaluate_lm.py): {model_dir}/{LM_DIR}; "
-           f"TensorBoard: tensorboard --logdir {model_dir}"]
+           f"settings (--{config_flags.CONFIG_FILE_FLAG} repeats the run): "
+           f"{model_dir}/{run_config.RUN_CONFIG_FILE}; TensorBoard: tensorboard --logdir "
+           f"{model_dir}"]
   if before and after:
     name = objectives.named(run.objective).display_name
     lines.append(f"Held-out {name} loss: {before['loss']:.3f} (perplexity "

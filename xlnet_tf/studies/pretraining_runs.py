@@ -15,15 +15,12 @@ from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.utils.json_files import read_json, write_json
 from xlnet_tf.pretraining import recipes
 from xlnet_tf.pretraining.loop import LM_DIR, PRETRAINED_DIR, PretrainingRun
-from xlnet_tf.pretraining.model_config import config_for_data
 
 
 def model_config(recipe: recipes.PretrainingRecipeOptions, n_token: int) -> XLNetConfig:
   """A study backbone: the recipe's size, memory and encoding on its data's layout, no
   dropout (the demo recipe's)."""
-  return config_for_data(recipe.data.to_dict(), n_token, model_size=recipe.model_size,
-                         mem_len=recipe.mem_len, dropout=0.0, dropatt=0.0,
-                         **recipe.model_overrides())
+  return recipe.model_config(recipe.data.to_dict(), n_token, dropout=0.0, dropatt=0.0)
 
 
 def pretrain(recipe: recipes.PretrainingRecipeOptions, config, data: Dict[str, str],

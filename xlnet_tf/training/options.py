@@ -12,7 +12,10 @@ defined once and held, not copied, by the run options of pretraining
 A field holding a group is declared with `group_field`; options decorated with
 `accepts_group_fields` also take a group's fields by name, so
 PretrainingOptions(learning_rate=1e-3) is PretrainingOptions(optimizer=OptimizerOptions(
-learning_rate=1e-3)) and dataclasses.replace(options, seed=3) replaces the runtime's seed.
+learning_rate=1e-3)) and dataclasses.replace(options, seed=3) replaces the runtime's seed. Each
+name leads to one field: options whose groups (or own fields) share a name cannot take their
+fields by name (a TypeError when the class is defined). A whole run's settings, with their
+dotted names, are training.run_config's.
 """
 
 import dataclasses
@@ -95,10 +98,17 @@ def accepted_names(cls) -> FrozenSet[str]:
 def accepts_group_fields(cls):
   """Class decorator (over @dataclass): the constructor, and so dataclasses.replace, also takes
   the fields of each group (group_field) by name, set on the group given or the field's
-  default. A name of the class's own stays its own; a name that two groups take goes to the
-  first in field order."""
+  default. A name that two of the fields (the class's own and its groups') take is a
+  TypeError here: no name is routed to one of two fields."""
   init = cls.__init__
   own = _init_names(cls)
+  taken = {name: cls.__name__ for name in own}
+  for field in _groups(cls):
+    for name in sorted(accepted_names(field.metadata[_GROUP])):
+      if name in taken:
+        raise TypeError(f"{cls.__name__}: {name!r} is a field of {taken[name]} and of "
+                        f"{field.name}; its groups' fields cannot be taken by name")
+      taken[name] = field.name
 
   @functools.wraps(init)
   def __init__(self, *args, **values):
