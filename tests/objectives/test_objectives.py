@@ -233,11 +233,11 @@ def test_memory_off_means_no_memory(objective_data, tmp_path):
   for mem_len, carried in ((0, False), (16, True)):
     run = _run(data, tmp_path / f"m{mem_len}", mem_len=mem_len, objective="mlm")
     batches = list(pretraining_dataset(data, repeat=False).take(2))
-    inputs = run.steps.model_inputs(batches[1], run._zero_mems())
+    inputs = run.steps.model_inputs(batches[1], run.memory.zeros())
     assert ("mems" in inputs) == carried
-    _, mems = run.steps.forward(batches[0], run._zero_mems())
+    _, mems = run.steps.forward(batches[0], run.memory.zeros())
     after_first, _ = run.steps.forward(batches[1], mems)
-    alone, _ = run.steps.forward(batches[1], run._zero_mems())
+    alone, _ = run.steps.forward(batches[1], run.memory.zeros())
     # rtol=0: the memory moves an untrained model's loss sum (~120) by ~1e-3 only.
     same = np.allclose(after_first.numpy(), alone.numpy(), rtol=0, atol=1e-5)
     assert same != carried
@@ -246,7 +246,7 @@ def test_memory_off_means_no_memory(objective_data, tmp_path):
 def test_next_sentence_loss_is_added(objective_data, tmp_path):
   run = _run(objective_data["perm"], tmp_path / "ns", next_sentence=True)
   batch = next(iter(pretraining_dataset(objective_data["perm"])))
-  outputs = run.model(run.steps.model_inputs(batch, run._zero_mems()))
+  outputs = run.model(run.steps.model_inputs(batch, run.memory.zeros()))
   lm_sum, lm_count, ns_sum, ns_count = [float(v) for v in
                                         run.model.pretraining_loss_sums(outputs, batch)]
   logits = outputs["next_sentence_logits"].numpy().astype(np.float64)
@@ -364,5 +364,5 @@ def test_a_new_objective_is_one_object(objective_data, corpus_files, sp_model, t
   assert "perm_mask" in batch
   run = _run(str(directory), tmp_path / "model", objective="perm_again")
   assert run.model.lm_objective is renamed
-  outputs = run.model(run.steps.model_inputs(batch, run._zero_mems()))
+  outputs = run.model(run.steps.model_inputs(batch, run.memory.zeros()))
   assert outputs["logits"].shape == (4, SETTINGS["num_predict"], run.config.n_token)

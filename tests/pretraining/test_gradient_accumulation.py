@@ -22,7 +22,7 @@ def _steps(data, model_dir, accumulation, steps=3):
   run = PretrainingRun(tf.distribute.OneDeviceStrategy("/cpu:0"), config, PretrainingOptions(
       model_dir=str(model_dir), train_data=data, train_steps=steps, learning_rate=1e-2,
       summaries=False, gradient_accumulation_steps=accumulation))
-  batches, mems, losses = run._distributed_data(data), run._zero_mems(), []
+  batches, mems, losses = run._distributed_data(data), run.memory.zeros(), []
   for _ in range(steps):
     loss, norm, mems = run.steps.train_step(batches, mems)
     losses.append((float(loss), float(norm)))

@@ -94,7 +94,7 @@ def test_fit_carries_memory(small_data):
   model = XLNetPretrainer(config_for(data))
   model.compile(optimizer=keras.optimizers.Adam(1e-3))
   model.fit(pretraining_dataset(data), steps_per_epoch=3, epochs=1, verbose=0)
-  memory = model._memory.numpy()
+  memory = model._memory.variable.numpy()
   assert memory.shape == (2, 4, 16, 32) and np.abs(memory).max() > 0
 
 

@@ -28,7 +28,7 @@ def test_float16_overflow_skips_the_step_halves_the_scale_and_good_steps_double_
   run = make_run(small_data["bi"], tmp_path / "run", 10, loss_scale="dynamic",
                  loss_scale_growth_steps=2)
   iterator = run._distributed_data(small_data["bi"])
-  mems = run._zero_mems()
+  mems = run.memory.zeros()
   state = run.model.trainable_variables + run.optimizer.variables
   run.loss_scale.scale.assign(2.0 ** 40)  # float16 gradients of a loss times 2^40 overflow
   before = [v.numpy().copy() for v in state if v is not run.optimizer.iterations]

@@ -67,9 +67,9 @@ def _assert_damaged_newest_passed_over(data, model_dir):
     run = make_run(data, model_dir, 6, seed=99, model=DROPOUT)
     expected = np.load(model_dir / "mems-3-worker0.npz")["layer_0"]
     with _warnings() as warnings:
-      step, mems = run.checkpoints.restore(run._zero_mems)
+      step = run.checkpoints.restore()
     assert step == 3
-    np.testing.assert_array_equal(mems[0].numpy(), expected)
+    np.testing.assert_array_equal(run.memory.state[0].numpy(), expected)
     assert len(warnings) == 1 and warnings[0].startswith(f"{model_dir}/ckpt-6 (") and (
         cut in warnings[0]), warnings
     assert warnings[0].endswith(f"resuming from the checkpoint before: {model_dir}/ckpt-3")
@@ -78,7 +78,7 @@ def _assert_damaged_newest_passed_over(data, model_dir):
   (model_dir / "ckpt-3.data-00000-of-00001").write_bytes(b"")
   with pytest.raises(UserInputError, match=rf"^{model_dir}: no checkpoint reads whole: "
                      rf"{model_dir}/ckpt-6 \(.*\), {model_dir}/ckpt-3 \(.*\); restore them"):
-    make_run(data, model_dir, 6, model=DROPOUT).checkpoints.restore(lambda: ())
+    make_run(data, model_dir, 6, model=DROPOUT).checkpoints.restore()
 
 
 class _warnings:

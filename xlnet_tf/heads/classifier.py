@@ -11,7 +11,8 @@ import tensorflow as tf
 from xlnet_tf.utils.errors import require
 from xlnet_tf.heads.base import XLNetHead
 from xlnet_tf.heads.summary import SequenceSummary
-from xlnet_tf.modeling.backbone import _next_memory, backbone_inputs
+from xlnet_tf.modeling.backbone import backbone_inputs
+from xlnet_tf.modeling.memory import next_memory
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -142,8 +143,8 @@ class XLNetClassifier(XLNetHead):
       current_mask = segment.get("input_mask")
       if current_mask is None:
         current_mask = tf.ones_like(segment["input_ids"], tf.float32)
-      memory_mask = _next_memory(tf.cast(current_mask, tf.float32), memory_mask,
-                                 config.reuse_len, config.mem_len)
+      memory_mask = next_memory(tf.cast(current_mask, tf.float32), memory_mask,
+                                config.reuse_len, config.mem_len)
     return self._logits(outputs["sequence_output"], segment.get("input_mask"), training)
 
   def serving_outputs(self, features):

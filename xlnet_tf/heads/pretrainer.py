@@ -17,8 +17,10 @@ import tensorflow as tf
 
 from xlnet_tf.heads.base import XLNetHead
 from xlnet_tf.modeling.backbone import backbone_inputs
+from xlnet_tf.modeling.memory import RecurrenceMemory
 from xlnet_tf.modeling.ops.flat_matmul import flat_matmul
-from xlnet_tf.modeling.ops.quantized_matmul import int8_matmul, quantize_kernel
+from xlnet_tf.modeling.ops.int8_packing import quantize_kernel
+from xlnet_tf.modeling.ops.int8_products import int8_matmul
 from xlnet_tf import objectives
 
 
@@ -95,7 +97,7 @@ class XLNetPretrainer(XLNetHead):
           2, kernel_initializer=keras.initializers.RandomNormal(stddev=config.init_std),
           name="next_sentence")
       self.next_sentence_logit.build((None, config.d_model))
-    self._memory = None  # memory carried across fit steps (see train_step)
+    self._memory = None  # the RecurrenceMemory carried across fit steps (see train_step)
     self.loss_tracker = keras.metrics.Mean(name="loss")
     self.lm_output_int8 = self.lm_output_scale = None  # made by quantize("int8")
 
@@ -231,13 +233,14 @@ class XLNetPretrainer(XLNetHead):
     return lm_sum / tf.maximum(lm_count, 1.0) + ns_sum / tf.maximum(ns_count, 1.0)
 
   # ---- Model.fit with memory ---------------------------------------------------------------
-  def _memory_state(self, batch_size):
-    """Non-trainable memory carried across fit steps: [L, B, M, D] (one machine)."""
-    config = self.backbone.config
+  def _fit_memory(self, batch_size):
+    """The memory carried across fit steps (one machine), kept in a non-trainable weight
+    "fit_memory" [L, B, M, D]."""
     if self._memory is None:
-      self._memory = self.add_weight(
-          name="fit_memory", shape=(config.n_layer, batch_size, config.mem_len, config.d_model),
-          initializer="zeros", trainable=False)
+      memory = RecurrenceMemory(self.backbone.config, batch_size, self.compute_dtype)
+      memory.keep_in(self.add_weight(name="fit_memory", shape=memory.stacked_shape,
+                                     initializer="zeros", trainable=False))
+      self._memory = memory
     return self._memory
 
   def train_step(self, data):
@@ -253,12 +256,11 @@ class XLNetPretrainer(XLNetHead):
     Returns:
       {"loss": the running mean of the loss}.
     """
-    config = self.backbone.config
     inputs = dict(data)
-    memory_state = None
-    if config.mem_len > 0:
-      memory_state = self._memory_state(int(inputs["input_ids"].shape[0]))
-      inputs["mems"] = tf.unstack(tf.cast(memory_state, self.compute_dtype))
+    memory = None
+    if self.backbone.config.mem_len > 0:
+      memory = self._fit_memory(int(inputs["input_ids"].shape[0]))
+      inputs["mems"] = memory.state
     with tf.GradientTape() as tape:
       outputs = self(inputs, training=True)
       loss = self.pretraining_loss(outputs, inputs)
@@ -266,8 +268,8 @@ class XLNetPretrainer(XLNetHead):
     variables = self.trainable_variables
     gradients = tape.gradient(scaled, variables)
     self.optimizer.apply_gradients(zip(gradients, variables))
-    if memory_state is not None:
-      memory_state.assign(tf.cast(tf.stack(outputs["new_mems"]), memory_state.dtype))
+    if memory is not None:
+      memory.update(outputs["new_mems"])
     self.loss_tracker.update_state(loss)
     return {"loss": self.loss_tracker.result()}
 

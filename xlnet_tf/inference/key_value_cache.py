@@ -29,6 +29,7 @@ import tensorflow as tf
 from tensorflow.compiler.tf2xla.python.xla import dynamic_update_slice  # as Keras' TF backend
 
 from xlnet_tf.modeling.layers import masks as mask_lib
+from xlnet_tf.modeling.memory import RecurrenceMemory
 
 
 @tf.function(jit_compile=True)
@@ -39,7 +40,9 @@ def _enter(variable, entries, slot):
 
 
 class KeyValueCache:
-  """Each layer's (keys, values) [B, N, C, H] in variables of the model's compute dtype."""
+  """Each layer's (keys, values) [B, N, C, H] in variables of the model's compute dtype: the
+  recurrence memory in the form attention reads it (modeling.memory.RecurrenceMemory makes it
+  empty), written a slot at a time."""
 
   def __init__(self, keys_values: Sequence):
     self.layers = [tuple(tf.Variable(tensor, trainable=False) for tensor in pair)
@@ -55,9 +58,7 @@ class KeyValueCache:
   @classmethod
   def empty(cls, config, batch: int, capacity: int, dtype):
     """C zero slots per layer (a step's mask must hide the slots not yet written)."""
-    shape = [batch, config.n_head, capacity, config.d_head]
-    return cls([(tf.zeros(shape, dtype), tf.zeros(shape, dtype))
-                for _ in range(config.n_layer)])
+    return cls(RecurrenceMemory(config, batch, dtype).zero_keys_values(capacity))
 
   @property
   def capacity(self) -> int:
@@ -104,11 +105,10 @@ def outputs_with_keys_values(backbone, inputs):
   """The backbone's outputs for `inputs` with "keys_values" added: each layer's (keys, values)
   [B, N, T, H] of the T tokens' content states, what a call over a zero-length cache returns
   (a cache's prefix)."""
-  config = backbone.config
   batch = tf.shape(inputs["input_ids"])[0]
-  empty = tf.zeros(tf.stack([batch, config.n_head, 0, config.d_head]), backbone.compute_dtype)
+  empty = RecurrenceMemory(backbone.config, batch, backbone.compute_dtype).zero_keys_values(0)
   inputs = dict(inputs, memory_mask=tf.zeros(tf.stack([batch, 0])))
-  return backbone(inputs, training=False, memory_keys_values=[(empty, empty)] * config.n_layer)
+  return backbone(inputs, training=False, memory_keys_values=empty)
 
 
 def run_rows(model, cache: KeyValueCache, content_ids, content_slots, blocked, position_keys,

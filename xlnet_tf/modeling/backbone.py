@@ -20,6 +20,7 @@ from xlnet_tf.modeling.layers import position_ablations, quantization
 from xlnet_tf.modeling.layers.dropout import FastDropout
 from xlnet_tf.modeling.layers.position_encoding import RelativePositionEncoding
 from xlnet_tf.modeling.layers.two_stream_block import TwoStreamBlock
+from xlnet_tf.modeling.memory import next_memory
 from xlnet_tf.modeling.ops import random as random_ops
 
 
@@ -48,7 +49,8 @@ class XLNetModel(keras.Model):
   attention (list of L [B, N, T, K], the content stream's probabilities) when called with
   return_attention=True; keys_values when called with memory_keys_values (below).
   Each layer's memory is that layer's input: the first reuse_len tokens (all if 0) appended
-  to the old memory, the last mem_len kept, gradient stopped.
+  to the old memory, the last mem_len kept, gradient stopped (modeling.memory, whose
+  RecurrenceMemory makes and keeps it between calls).
 
   For decoding one token at a time (xlnet_tf.inference.generation), call keywords cache projections:
     memory_keys_values  list of L (keys, values), each [B, N, M, H]: the memory as each
@@ -255,7 +257,7 @@ class XLNetModel(keras.Model):
       if current is not None:
         new_keys_values.append(current)
       if config.mem_len > 0:
-        new_mems.append(_next_memory(content, memory, config.reuse_len, config.mem_len))
+        new_mems.append(next_memory(content, memory, config.reuse_len, config.mem_len))
       biases = self.layer_biases(index, masks.with_segments)
       block_seed = None
       if training and (config.dropout or config.dropatt):
@@ -344,8 +346,9 @@ class XLNetModel(keras.Model):
     is refused (its weights load only into that head).
 
     Args:
-      path: a local or remote (gs://...) directory, or a Hugging Face hub id (fetched through
-        huggingface_hub's cache).
+      path: a local or remote (gs://...) directory, a TF1 checkpoint prefix
+        (DIR/xlnet_model.ckpt, xlnet_config.json beside it), or a Hugging Face hub id (fetched
+        through huggingface_hub's cache).
       **arguments: this class's constructor arguments (recompute_blocks, fused,
         frozen_layers) and XLNetConfig run-time options (mem_len, dropout, ...; also
         ff_activation); the architecture comes from the checkpoint.
@@ -411,7 +414,7 @@ class XLNetModel(keras.Model):
 
     "int8": every block's attention projections (q, k, v, r, o) and feed-forward Dense layers
     hold int8 weights with a float32 scale per output channel and multiply int8 activations
-    quantized per token (xlnet_tf.modeling.ops.quantized_matmul); the embeddings, mask_emb,
+    quantized per token (xlnet_tf.modeling.ops.int8_products); the embeddings, mask_emb,
     attention biases, segment embeddings, LayerNorms and Dense biases stay float.
 
     The quantized model is saved either way, and loads back quantized: `model.save("x.keras")`
@@ -518,14 +521,6 @@ def _layer_keys_values(block, index, content, memory_keys_values):
   keys_values = tuple(tf.concat([tf.cast(cached, tensor.dtype), tensor], axis=2)
                       for cached, tensor in zip(memory_keys_values[index], current))
   return keys_values, current
-
-
-def _next_memory(layer_input, memory, reuse_len: int, mem_len: int):
-  """The memory the next segment sees at this layer: [B, min(M + reuse, mem_len), D]."""
-  current = layer_input[:, :reuse_len] if reuse_len > 0 else layer_input
-  if memory is not None:
-    current = tf.concat([tf.cast(memory, current.dtype), current], axis=1)
-  return tf.stop_gradient(current[:, -mem_len:])
 
 
 def _recomputed(run_block, content, query, biases):

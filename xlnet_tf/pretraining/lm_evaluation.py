@@ -21,6 +21,7 @@ import tensorflow as tf
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.heads.pretrainer import XLNetPretrainer, lm_loss_sum
 from xlnet_tf.modeling.backbone import XLNetModel
+from xlnet_tf.modeling.memory import RecurrenceMemory
 from xlnet_tf.pretraining.data.rows import token_stream
 
 
@@ -85,30 +86,44 @@ def text_stream(documents, tokenizer, use_eod: bool = True):
 
 
 class SegmentScorer:
-  """One compiled step: (ids [B, T], targets [B, T], memory) -> (loss sum, new memory).
+  """Scores a stream segment by segment: `score(ids [B, T], targets [B, T])` -> the loss sum,
+  each segment attending to the memory of those before (`memory`, a RecurrenceMemory that
+  starts empty; `memory.reset()` starts a new stream).
 
-  Traced once for any segment and memory length (dynamic shapes), so the first segments
-  (shorter memory) and the last (shorter segment) reuse the same function."""
+  One compiled step, (ids, targets, memory) -> (loss sum, new memory), traced once for any
+  segment and memory length (dynamic shapes), so the first segments (shorter memory) and the
+  last (shorter segment) reuse the same function."""
 
   def __init__(self, pretrainer: XLNetPretrainer, batch_size: int, jit_compile: bool = False):
     self.pretrainer = pretrainer
-    config = pretrainer.backbone.config
-    self.uses_memory = config.mem_len > 0
-    self.empty_memory = [tf.zeros([batch_size, 0, config.d_model], pretrainer.compute_dtype)
-                         for _ in range(config.n_layer)]
-    memory_spec = [tf.TensorSpec([batch_size, None, config.d_model], pretrainer.compute_dtype)
-                   for _ in range(config.n_layer)]
+    self.memory = RecurrenceMemory(pretrainer.backbone.config, batch_size,
+                                   pretrainer.compute_dtype, start_length=0)
     ids_spec = tf.TensorSpec([batch_size, None], tf.int32)
-    self.step = tf.function(self._step, input_signature=[ids_spec, ids_spec, memory_spec],
+    self.step = tf.function(self._step,
+                            input_signature=[ids_spec, ids_spec, self.memory.signature()],
                             jit_compile=jit_compile)
 
   def _step(self, input_ids, targets, memory):
     inputs = {"input_ids": input_ids}
-    if self.uses_memory:
-      inputs["mems"] = memory
+    if memory:
+      inputs["mems"] = list(memory)
     outputs = self.pretrainer(inputs, training=False)
     loss_sum, _ = lm_loss_sum(outputs["logits"], targets, tf.ones_like(targets, tf.float32))
-    return loss_sum, outputs.get("new_mems", memory)
+    return loss_sum, tuple(outputs.get("new_mems", ()))
+
+  def score(self, input_ids, targets):
+    """The loss sum of the next segment, its memory kept for the one after.
+
+    Args:
+      input_ids: int32 [B, T], the segment.
+      targets: int32 [B, T], the token after each.
+
+    Returns:
+      The segment's loss sum, a float32 scalar tensor.
+    """
+    loss_sum, new_memory = self.step(input_ids, targets, self.memory.state)
+    self.memory.update(new_memory)
+    return loss_sum
 
 
 def stream_rows(ids: np.ndarray, batch_size: int, tgt_len: int) -> np.ndarray:
@@ -134,12 +149,12 @@ def evaluate_stream(pretrainer: XLNetPretrainer, ids: Sequence[int], tgt_len: in
   rows = stream_rows(ids, batch_size, tgt_len)
   model = with_memory(pretrainer, mem_len, clamp_len)
   scorer = SegmentScorer(model, batch_size)
-  memory, loss_sum, tokens = scorer.empty_memory, 0.0, 0
+  loss_sum, tokens = 0.0, 0
   started = time.perf_counter()
   for begin in range(0, rows.shape[1] - 1, tgt_len):
     end = min(begin + tgt_len, rows.shape[1] - 1)
-    segment_loss, memory = scorer.step(tf.constant(rows[:, begin:end]),
-                                       tf.constant(rows[:, begin + 1:end + 1]), memory)
+    segment_loss = scorer.score(tf.constant(rows[:, begin:end]),
+                                tf.constant(rows[:, begin + 1:end + 1]))
     loss_sum += float(segment_loss)
     tokens += (end - begin) * batch_size
   return LMEvaluation(tgt_len, mem_len, loss_sum, tokens, characters,

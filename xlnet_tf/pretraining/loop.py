@@ -19,7 +19,8 @@ builds the run and trains it; its parts, one module each:
                     scale skips) stops the run with TrainingDivergedError before anything is
                     saved
 
-Memory stays with its replica (each replica always reads the same rows of the stream).
+Memory stays with its replica (each replica always reads the same rows of the stream; the run's
+`memory`, a modeling.memory.RecurrenceMemory).
 Dropout draws its masks from a seed fixed by (options.runtime.seed, step, replica)
 (ops.random.step_seed), so a run killed at any point and resumed ends with the weights of an
 uninterrupted run. SIGTERM or SIGINT while it trains (training.preemption) saves the step it
@@ -48,6 +49,7 @@ from xlnet_tf.heads.pretrainer import XLNetPretrainer
 from xlnet_tf.utils.json_files import write_json
 from xlnet_tf.utils.progress import print_line
 from xlnet_tf.modeling.backbone import XLNetModel
+from xlnet_tf.modeling.memory import RecurrenceMemory
 from xlnet_tf.training import loss_scale as loss_scale_lib
 from xlnet_tf.training import preemption
 from xlnet_tf.training import run_lock
@@ -197,12 +199,14 @@ class PretrainingRun:
       self.loss_scale = (loss_scale_lib.DynamicLossScale(options.initial_loss_scale,
                                                          options.loss_scale_growth_steps)
                          if options.loss_scale == "dynamic" else None)
+    # Each replica's memory of its rows of the stream, carried from step to step.
+    self.memory = RecurrenceMemory(config, self.per_replica_batch, self.model.compute_dtype,
+                                   strategy=strategy, local_replicas=self.local_replicas)
     state = {"loss_scale": self.loss_scale} if self.loss_scale is not None else {}
     self.checkpoints = RunCheckpoints(
         tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, **state),
         self.checkpoint_dir, options.keep_checkpoints, self.worker, self._checkpoint_model(),
-        strategy, config.n_layer if config.mem_len else 0, self.per_replica_batch,
-        self.local_replicas, self.model.compute_dtype, chief=self.chief)
+        self.memory, chief=self.chief)
     self.steps = PretrainingSteps(strategy, self.model, self.optimizer, self.loss_scale, options)
     self.evaluation_seconds = None  # what an evaluation costs once compiled (see evaluate)
 
@@ -219,16 +223,6 @@ class PretrainingRun:
       return dataset.rebatch(self.per_replica_batch, drop_remainder=True)
     return iter(self.strategy.distribute_datasets_from_function(dataset_fn))
 
-  def _zero_mems(self):
-    config = self.config
-    if not config.mem_len:
-      return ()
-
-    def zeros(_):
-      return tuple(tf.zeros([self.per_replica_batch, config.mem_len, config.d_model],
-                            self.model.compute_dtype) for _ in range(config.n_layer))
-    return self.strategy.experimental_distribute_values_from_function(zeros)
-
   # ---- evaluation ------------------------------------------------------------------------
   def evaluate(self, data: Optional[str] = None, batches: Optional[int] = None) -> Dict[str, float]:
     """Held-out LM loss (per target token) and perplexity, memory carried; with the
@@ -236,7 +230,7 @@ class PretrainingRun:
     data = data or self.options.valid_data
     batches = batches or self.options.eval_batches
     iterator = self._distributed_data(data)
-    mems = self._zero_mems()
+    mems = self.memory.zeros()  # a memory of its own: the training memory stays as it is
     totals = np.zeros(4)
     started = time.perf_counter()
     for index in range(batches):
@@ -288,8 +282,8 @@ class PretrainingRun:
   def _train(self, stop_after: Optional[int], until: Optional[int]) -> Dict[str, object]:
     options = self.options
     budget_start = time.perf_counter()
-    step, mems = self.checkpoints.restore(self._zero_mems, options.init_checkpoint,
-                                          options.init_checkpoint_format, options.train_steps)
+    step = self.checkpoints.restore(options.init_checkpoint, options.init_checkpoint_format,
+                                    options.train_steps)  # with self.memory's state
     budget = (None if options.max_seconds is None else
               StepBudget(options.max_seconds, step, started=budget_start,
                          most_steps=options.train_steps))
@@ -306,7 +300,8 @@ class PretrainingRun:
       end = min(end, until)
     with preemption.watch():
       while step < end:
-        loss, norm, mems = self.steps.train_step(iterator, mems)
+        loss, norm, new_mems = self.steps.train_step(iterator, self.memory.state)
+        self.memory.update(new_mems)
         step += 1
         if self.loss_scale is None:  # a dynamic loss scale skips the non-finite steps itself
           divergence.add_loss(step, loss)
@@ -315,7 +310,7 @@ class PretrainingRun:
           options.train_steps = fitted
           self.optimizer.schedule.set_total_steps(fitted)
           end = fitted if stop_after is None else min(fitted, end)
-        if self._after_step(step, end, loss, norm, mems, log, divergence):
+        if self._after_step(step, end, loss, norm, log, divergence):
           saved_at = step
         signal_number = preemption.requested(self.strategy)
         if signal_number:
@@ -323,7 +318,7 @@ class PretrainingRun:
           if saved_at != step:  # what _after_step checks before it saves
             divergence.check_losses()
             divergence.check_weights(step)
-            self.checkpoints.save(step, mems)
+            self.checkpoints.save(step)
           raise preemption.stopped(signal_number, step, self.checkpoints.files.prefix(step))
     writer.flush()
     divergence.check_losses()
@@ -336,7 +331,7 @@ class PretrainingRun:
             "skipped_steps": (int(self.loss_scale.skipped_steps.numpy())
                               if self.loss_scale is not None else None)}
 
-  def _after_step(self, step: int, end: int, loss, norm, mems, log: StepLog,
+  def _after_step(self, step: int, end: int, loss, norm, log: StepLog,
                   divergence: DivergenceCheck) -> bool:
     """Logs, evaluates on held-out data and saves after `step` as the options say (and at
     `end`); returns whether it saved."""
@@ -354,7 +349,7 @@ class PretrainingRun:
       log.held_out_evaluation(step, options.train_steps, self.evaluate())
     if saving_now:
       divergence.check_weights(step)
-      self.checkpoints.save(step, mems)
+      self.checkpoints.save(step)
     return saving_now
 
   def export(self) -> Dict[str, str]:

@@ -16,7 +16,7 @@ The directory may be remote (gs://...: utils.files); every file goes through tf.
 import io
 import os
 import re
-from typing import Callable, Dict, Optional, Tuple
+from typing import Dict, Optional
 
 from absl import logging
 import numpy as np
@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from xlnet_tf import checkpoints
 from xlnet_tf.checkpoints.naming import backbone_of
+from xlnet_tf.modeling.memory import RecurrenceMemory
 from xlnet_tf.training import resume
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import UserInputError
@@ -43,21 +44,17 @@ class RunCheckpoints:
   memory, in `directory` (training.resume.RunCheckpoints: only the chief writes checkpoints
   there; every worker writes its memory file there and reads from there).
 
-  The memory is per replica under `strategy`: `memory_layers` tensors of [per_replica_batch,
-  M, d_model] (0 layers: a model without memory) in `memory_dtype`; each worker saves the rows
-  of its `local_replicas` replicas.
+  `memory` is the run's RecurrenceMemory (per replica under its strategy): a save writes the
+  rows of this worker's replicas (none for a model without memory), a restore loads them back.
   """
 
   def __init__(self, checkpoint: tf.train.Checkpoint, directory: str, keep: int, worker: int,
-               model_record: Dict[str, object], strategy: tf.distribute.Strategy,
-               memory_layers: int, per_replica_batch: int, local_replicas: int, memory_dtype,
-               chief: bool = True):
+               model_record: Dict[str, object], memory: RecurrenceMemory, chief: bool = True):
     self.checkpoint, self.directory, self.worker = checkpoint, directory, worker
     self.model_record = model_record
     self.files = resume.RunCheckpoints(checkpoint, directory, keep, chief)
     self.manager = self.files.manager
-    self.strategy, self.memory_layers, self.memory_dtype = strategy, memory_layers, memory_dtype
-    self.per_replica_batch, self.local_replicas = per_replica_batch, local_replicas
+    self.memory = memory
 
   def kept(self) -> str:
     """What a stopped run leaves to resume from, in words."""
@@ -69,13 +66,11 @@ class RunCheckpoints:
   def _mems_path(self, step: int) -> str:
     return os.path.join(self.directory, f"mems-{step}-worker{self.worker}.npz")
 
-  def save(self, step: int, mems) -> str:
-    """Writes the checkpoint of `step` with the memory `mems`; returns its path."""
+  def save(self, step: int) -> str:
+    """Writes the checkpoint of `step` with the memory's state now; returns its path."""
     def write_beside():
-      if self.memory_layers:
-        per_replica = [self.strategy.experimental_local_results(layer) for layer in mems]
-        arrays = {f"layer_{i}": np.concatenate([np.asarray(t, np.float32) for t in replicas])
-                  for i, replicas in enumerate(per_replica)}
+      if self.memory.enabled:
+        arrays = {f"layer_{i}": rows for i, rows in enumerate(self.memory.local_rows())}
         archive = io.BytesIO()
         np.savez(archive, **arrays)
         files.makedirs(self.directory)
@@ -93,12 +88,11 @@ class RunCheckpoints:
         files.remove(path)
     return saved
 
-  def restore(self, zero_mems: Callable[[], object], init_checkpoint: Optional[str] = None,
-              init_checkpoint_format: str = "own", total_steps: Optional[int] = None
-              ) -> Tuple[int, object]:
-    """(step, memory) from the newest checkpoint that reads whole (`zero_mems()` when its
-    memory is missing); without one (0, `zero_mems()`), the model first loaded from
-    `init_checkpoint` if given (a backbone in the own format, or a whole model of
+  def restore(self, init_checkpoint: Optional[str] = None, init_checkpoint_format: str = "own",
+              total_steps: Optional[int] = None) -> int:
+    """The step of the newest checkpoint that reads whole, restored with its memory (zeros
+    when its memory file is missing); without one 0, the memory zeros and the model first
+    loaded from `init_checkpoint` if given (a backbone in the own format, or a whole model of
     checkpoints.LOADERS)."""
     restored = {}
 
@@ -111,31 +105,30 @@ class RunCheckpoints:
         raise UserInputError(f"{prefix}: cannot resume from this checkpoint: "
                              f"{str(error).strip().splitlines()[0]}") from None
       step = int(self.checkpoint.optimizer.iterations.numpy())
-      restored["step"], restored["mems"] = step, self._read_mems(step, zero_mems)
+      self._read_memory(step)
+      restored["step"] = step
 
     if self.files.restore(restore_one, total_steps) is None:
       self._initialize_from(init_checkpoint, init_checkpoint_format)
-      return 0, zero_mems()
-    return restored["step"], restored["mems"]
+      self.memory.reset()
+      return 0
+    return restored["step"]
 
-  def _read_mems(self, step: int, zero_mems: Callable[[], object]):
-    if not self.memory_layers:
-      return ()
+  def _read_memory(self, step: int) -> None:
+    """The memory saved with `step` into self.memory (zeros when no file was saved)."""
+    if not self.memory.enabled:
+      return
     path = self._mems_path(step)
     if not files.exists(path):
       logging.warning("No memory saved at %s; resuming with zero memory", path)
-      return zero_mems()
+      self.memory.reset()
+      return
     try:
       with np.load(io.BytesIO(files.read_bytes(path))) as saved:
-        layers = [saved[f"layer_{i}"] for i in range(self.memory_layers)]
+        layers = [saved[f"layer_{i}"] for i in range(self.memory.config.n_layer)]
     except Exception as error:  # zipfile's, NumPy's: a file cut short or corrupt
       raise resume.DamagedCheckpoint(f"{path}: {error}") from None
-
-    def replica_mems(context):
-      start = context.replica_id_in_sync_group % self.local_replicas * self.per_replica_batch
-      return tuple(tf.constant(layer[start:start + self.per_replica_batch], self.memory_dtype)
-                   for layer in layers)
-    return self.strategy.experimental_distribute_values_from_function(replica_mems)
+    self.memory.load_rows(layers)
 
   def _initialize_from(self, path: Optional[str], file_format: str) -> None:
     if not path:

@@ -62,15 +62,14 @@ def memory_evaluation(pretrainer: XLNetPretrainer, ids: np.ndarray, length: int,
   compiled here); each call reads on from where the last stopped. `ids` must hold
   length + tgt_len + calls * segments * tgt_len + 1 tokens."""
   scorer = SegmentScorer(with_memory(pretrainer, length), 1, jit_compile)
-  state = {"memory": scorer.empty_memory, "filled": 0}
+  state = {"filled": 0}
 
   def score(count):
     loss = None
     for _ in range(count):
       begin = state["filled"]
-      loss, state["memory"] = scorer.step(tf.constant(ids[:, begin:begin + tgt_len]),
-                                          tf.constant(ids[:, begin + 1:begin + tgt_len + 1]),
-                                          state["memory"])
+      loss = scorer.score(tf.constant(ids[:, begin:begin + tgt_len]),
+                          tf.constant(ids[:, begin + 1:begin + tgt_len + 1]))
       state["filled"] += tgt_len
     return float(loss)
 
