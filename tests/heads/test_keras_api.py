@@ -24,7 +24,7 @@ from xlnet_tf import (XLNetClassifier, XLNetModel, XLNetMultipleChoice, XLNetPre
                       XLNetTokenizer)
 from xlnet_tf.heads.registry import HEAD_CLASSES
 from xlnet_tf.inference.compile_cache import decoding_function
-from xlnet_tf.modeling.ops import quantized_matmul
+from xlnet_tf.modeling.ops import int8_packing
 from xlnet_tf.text import pack_texts
 from xlnet_tf.utils.errors import UserInputError
 
@@ -292,7 +292,7 @@ def test_functions_made_per_model_or_preprocessor_count_their_traces_apart(token
 
     def per_model(model):
       return decoding_function(model, lambda x: in_constant_context.append(
-          getattr(quantized_matmul._settings, "constant", False)) or x * 3.0,
+          getattr(int8_packing._settings, "constant", False)) or x * 3.0,
           reduce_retracing=True)
 
     for quantization in (None, None, "int8", "int8"):

@@ -11,18 +11,21 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from checkpoint_files import convert_checkpoint
 from layer_checks import assert_config_round_trip, assert_keras_file_round_trip
 from model_inputs import padded_pair_batch, tiny_config
 from xlnet_tf import XLNetModel
 from xlnet_tf import checkpoints
 from xlnet_tf.checkpoints import naming
-from xlnet_tf.serving.conversion import convert_checkpoint
 from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.modeling.layers.attention import RelativeMultiHeadAttention
 from xlnet_tf.modeling.layers.feed_forward import PositionwiseFeedForward
-from xlnet_tf.modeling.ops.quantized_matmul import (Epilogue, Int8Kernel, constant_int8_weights,
-                                                    int8_matmul, int8_projection,
-                                                    int8_projections, onednn_available,
-                                                    int8_two_products, quantize_kernel)
+from xlnet_tf.modeling.ops.compile import without_xla
+from xlnet_tf.modeling.ops.int8_epilogues import Epilogue
+from xlnet_tf.modeling.ops.int8_packing import (Int8Kernel, constant_int8_weights,
+                                                onednn_available, quantize_kernel)
+from xlnet_tf.modeling.ops.int8_products import (int8_matmul, int8_projection, int8_projections,
+                                                 int8_two_products)
 
 LENGTH, N_TOKEN = 12, 50
 TOLERANCE = 0.02  # relative error (Frobenius norm) of an int8 output against float
@@ -307,9 +310,51 @@ def test_misplaced_biases_and_epilogues_are_refused():
     int8_projection(states, kernel, epilogue=Epilogue(tf.identity))
 
 
+def _integer_products(call):
+  """(the types of the products of integer operands, whether any int8 or uint8 tensor flows)
+  in `call` traced with the compiled regions inline (ops.compile.without_xla): their ops are
+  then in the graph itself."""
+  with without_xla():
+    operations = tf.function(call).get_concrete_function().graph.get_operations()
+  products = [operation.type for operation in operations if "MatMul" in operation.type
+              and all(tensor.dtype.is_integer or tensor.dtype.is_quantized
+                      for tensor in operation.inputs[:2])]
+  eight_bits = {tf.int8, tf.uint8, tf.qint8, tf.quint8}
+  return products, any(tensor.dtype in eight_bits
+                       for operation in operations for tensor in operation.outputs)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_quantized_layers_multiply_in_int8_and_float_layers_do_not(fused):
+  """Each projection of a quantized attention (q, k, v, r and o) and feed-forward (layer_1 and
+  layer_2) is a product of integers in the traced graph, in both paths; with constant int8
+  weights, where oneDNN runs, keys, values and queries share one. The float layers' graphs
+  hold no 8-bit tensor at all."""
+  rng = np.random.default_rng(5)
+  content = tf.constant(rng.normal(size=[2, 4, 16]).astype(np.float32))
+  encoding = tf.constant(rng.normal(size=[1, 8, 16]).astype(np.float32))
+  biases = [tf.constant(rng.normal(size=[2, 8]).astype(np.float32)) for _ in range(2)]
+  keras.utils.set_random_seed(0)
+  attention = RelativeMultiHeadAttention(2, 8, init_std=0.25, fused=fused)
+  feed_forward = PositionwiseFeedForward(24, init_std=0.25, fused=fused)
+  # (layer, its call, its projections, their oneDNN products with constant weights)
+  cases = [(attention, lambda: attention(content, encoding, *biases)[0], 5, 3),
+           (feed_forward, lambda: feed_forward(content), 2, 2)]
+  for layer, call, projections, onednn_products in cases:
+    expected = call().numpy()
+    assert _integer_products(call) == ([], False), layer.name
+    layer.quantize("int8")
+    products, eight_bits = _integer_products(call)
+    assert len(products) == projections and eight_bits, (layer.name, products)
+    assert 1e-4 < relative_error(call(), expected) < TOLERANCE  # and it computes the layer
+    if fused and onednn_available():
+      with constant_int8_weights():
+        products, _ = _integer_products(call)
+      assert products == ["QuantizedMatMulWithBias"] * onednn_products, (layer.name, products)
+
+
 def test_quantized_layers_round_trip_through_their_configs():
   """A quantized layer's config holds its int8 dtype policy: the clone builds int8 kernels."""
-  from xlnet_tf.modeling.layers.attention import RelativeMultiHeadAttention
   rng = np.random.default_rng(0)
   content = rng.normal(size=[2, 4, 16]).astype(np.float32)
   encoding = rng.normal(size=[1, 8, 16]).astype(np.float32)

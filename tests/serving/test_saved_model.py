@@ -25,7 +25,7 @@ from xlnet_tf.utils import whole_directories
 from xlnet_tf.serving.saved_model import (LONG_DOCUMENTS_FILE, WARMUP_FILE, export_saved_model,
                                           load_exportable_model)
 from xlnet_tf.serving.saved_model_check import check_saved_model
-from xlnet_tf.modeling.ops.quantized_matmul import onednn_available
+from xlnet_tf.modeling.ops.int8_packing import onednn_available
 from xlnet_tf.serving.onnx_quantization import relative_error
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.heads.classifier import XLNetClassifier
@@ -536,7 +536,7 @@ def test_int8_export_serves_the_quantized_model(sp_model, tokenizer, tmp_path, s
   path = export_saved_model(model, sp_model, str(tmp_path), "int8", LENGTH, quantize="int8")
   assert model.quantization == "int8"
   with open(os.path.join(path, "saved_model.pb"), "rb") as graph:
-    # oneDNN's int8 kernel where this TensorFlow and CPU run it (quantized_matmul checks once);
+    # oneDNN's int8 kernel where this TensorFlow and CPU run it (int8_packing checks once);
     # elsewhere the integer products of the portable path.
     assert (b"QuantizedMatMulWithBias" in graph.read()) == onednn_available()
   outputs = serve(path, {"strings": ("serving_default", {"text": TEXTS}),

@@ -3,7 +3,7 @@ the same settings reuse their traces (and XLA compilations: about 10 s each at b
 instead of tracing again. tf.function then keeps one trace per input shape (or, built with
 reduce_retracing, a trace for any length after a few).
 
-A quantized model's functions are traced in ops.quantized_matmul.constant_int8_weights (outside
+A quantized model's functions are traced in ops.int8_packing.constant_int8_weights (outside
 XLA): oneDNN's int8 kernel on the int8 weights read once, as constants of the trace. A
 decoding step at batch 1 reads every weight once, and the default int8 path's compiled
 products are slower there than the float model's (docs/performance.md). Such traces hold a
@@ -16,7 +16,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from xlnet_tf.modeling.ops.quantized_matmul import constant_int8_weights
+from xlnet_tf.modeling.ops.int8_packing import constant_int8_weights
 from xlnet_tf.utils.tracing import TracedAlone
 
 # model -> {(make, settings, quantization mode, weights digest): what make(model, *settings)

@@ -22,11 +22,11 @@ import tensorflow as tf
 from xlnet_tf import numerics
 from xlnet_tf.modeling.layers import masks as mask_lib
 from xlnet_tf.modeling.layers.dropout import FastDropout
+from xlnet_tf.modeling.layers.projections import AfterProduct, heads_first_layout
 from xlnet_tf.modeling.layers.quantization import Int8HeadKernels
 from xlnet_tf.modeling.ops.attention_probabilities import (attended_rows,
                                                           fused_attention_probabilities)
-from xlnet_tf.modeling.ops.quantized_matmul import (Epilogue, Int8Kernel, int8_projection,
-                                                    int8_projections)
+from xlnet_tf.modeling.ops.int8_epilogues import Epilogue
 from xlnet_tf.modeling.ops.relative_shift import (blocked_position_keys, gather_relative_scores,
                                                   rel_shift)
 from xlnet_tf.modeling.ops.residual_layer_norm import (fused_residual_layer_norm,
@@ -64,49 +64,9 @@ def relative_attention_probabilities(queries, keys, position_keys, r_w_bias, r_r
   return tf.nn.softmax(score, axis=-1)
 
 
-def _projected(equation, states, kernel):
-  """tf.einsum(equation, states [B, L, ...], kernel). A product with a single row (B = L = 1:
-  decoding one token) is computed on that row twice and one copy kept: XLA's CPU compiler turns
-  a one-row product with a [D, N, H] kernel into an element-wise loop 3-4x slower than the
-  matrix product it keeps for two rows (measured at base size: 6.7 ms against 2.1 ms for 12
-  768x768 projections). An Int8Kernel (a quantized layer) projects in int8, the same layout."""
-  if isinstance(kernel, Int8Kernel):
-    return int8_projection(states, kernel)
-  kernel = tf.cast(kernel, states.dtype)  # float32 under mixed precision outside call()
-  if states.shape[0] == 1 and states.shape[1] == 1:
-    return tf.einsum(equation, tf.concat([states, states], axis=0), kernel)[:1]
-  return tf.einsum(equation, states, kernel)
-
-
-def _heads_first(tensor):
-  """[B, L, N, H] -> [B, N, L, H] (one row, L = 1, as decoding's new token: the same layout, a
-  reshape instead of a transpose's copy)."""
-  if tensor.shape[1] == 1:
-    return tf.reshape(tensor, tf.concat([tf.shape(tensor)[:1], [tensor.shape[2], 1,
-                                                                 tensor.shape[3]]], 0))
-  return tf.transpose(tensor, [0, 2, 1, 3])
-
-
-def _heads_first_projection(equation, states, kernel, plus=()):
-  """_heads_first(_projected(equation, states, kernel)): [B, N, L, H]; with `plus` (biases
-  [N, H]) a list instead, that projection plus each bias. An Int8Kernel transposes and adds
-  inside its quantization regions (ops.quantized_matmul.int8_projection)."""
-  if isinstance(kernel, Int8Kernel):
-    return int8_projection(states, kernel, heads_first=True, plus=plus)
-  projected = _heads_first(_projected(equation, states, kernel))
-  return [projected + bias[:, None] for bias in plus] if plus else projected
-
-
 def _segment_keys(seg_embed):
   """seg_embed [2, N, H] as the keys of the segment scores: [1, N, 2, H] (same, different)."""
   return tf.transpose(seg_embed, [1, 0, 2])[None]
-
-
-def _projected_from_heads(attended, kernel):
-  """Attended values [B, N, Q, H] x the output kernel [D, N, H] -> [B, Q, D]."""
-  if isinstance(kernel, Int8Kernel):
-    return int8_projection(attended, kernel, heads_first=True)
-  return _projected("bqnh,dnh->bqd", tf.transpose(attended, [0, 2, 1, 3]), kernel)
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -123,9 +83,10 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
   calls); the default runs the compiled kernels of `xlnet_tf.modeling.ops`. Same weights, same
   results.
 
+  The products with the kernels go through `head_projection(name)` (layers.projections):
   `quantize("int8")` (Keras' API; layers.quantization.Int8HeadKernels) stores the five
-  kernels in int8 with a scale per output channel; the projections then run in int8
-  (ops.quantized_matmul), everything after them as before.
+  kernels in int8 with a scale per output channel, and the projections then run in int8
+  (ops.int8_products), everything after them as before.
   """
 
   HEAD_KERNELS = {"q": ("query_kernel", False), "k": ("key_kernel", False),
@@ -165,19 +126,14 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
   def project_keys_values(self, states):
     """[B, L, D] -> (keys, values), each [B, N, L, H]: what attending to these states reads
     (a key/value cache holds them)."""
-    kernels = [self.head_kernel("k"), self.head_kernel("v")]
-    if isinstance(kernels[0], Int8Kernel):  # one product of both (int8_projections)
-      return tuple(int8_projections(states, kernels, [(), ()]))
-    return tuple(_heads_first_projection("bkd,dnh->bknh", states, kernel) for kernel in kernels)
+    keys = self.head_projection("k")
+    return tuple(keys.projections(states, [self.head_projection("v")]))
 
   def project_position_keys(self, position_encoding):
     """[1 or B, R, D] relative position encoding -> position keys [1 or B, N, R, H]."""
     dtype = self.compute_dtype  # the kernel is float32 under mixed precision outside call()
-    if self.quantization_mode is not None:
-      return _heads_first_projection("brd,dnh->brnh", tf.cast(position_encoding, dtype),
-                                     self.head_kernel("r"))
-    return _heads_first(tf.einsum("brd,dnh->brnh", tf.cast(position_encoding, dtype),
-                                  tf.cast(self.position_kernel, dtype)))
+    return self.head_projection("r").project(tf.cast(position_encoding, dtype),
+                                             heads_first=True)
 
   def call(self, content, position_encoding, r_w_bias, r_r_bias, *, masks=None, memory=None,
            keys_values=None, position_keys=None, r_s_bias=None, seg_embed=None, query=None,
@@ -212,18 +168,16 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
     # transposing q, k, v and r once is cheaper than the transposes einsum makes per product.
     # The kernels both streams use are read once (one cast to the compute dtype under mixed
     # precision): their gradient is then summed in that dtype and cast back once.
-    query_kernel, output_kernel = self.head_kernel("q", True), self.head_kernel("o", True)
+    query_projection = self.head_projection("q", True)
+    output_projection = self.head_projection("o", True)
     biases = self._attention_biases(r_w_bias, r_r_bias, r_s_bias, seg_embed,
                                     masks.with_segments)
     content_queries = None  # {bias name: queries + bias}, when projected with keys and values
-    if (keys_values is None and memory is None and self.fused
-        and isinstance(query_kernel, Int8Kernel)):
-      # Keys, values and queries of the same rows: one int8 product (int8_projections).
-      names = self._query_bias_names(masks.content)
-      keys, values, biased = int8_projections(
-          content, [self.head_kernel("k"), self.head_kernel("v"), query_kernel],
-          [(), (), [biases[name] for name in names]])
-      keys_values, content_queries = (keys, values), dict(zip(names, biased))
+    if keys_values is None and memory is None and self.fused:
+      # Keys, values and queries of the same rows: in int8, one product.
+      keys_values, content_queries = query_projection.with_keys_values(
+          content, self.head_projection("k"), self.head_projection("v"),
+          {name: biases[name] for name in self._query_bias_names(masks.content)})
     elif keys_values is None:
       keys_values_input = content if memory is None else tf.concat(
           [tf.cast(memory, content.dtype), content], axis=1)  # [B, K, D]
@@ -234,14 +188,14 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
                                             content_length=tf.shape(content)[1],
                                             training=training)
 
-    probability = self._probabilities(content, query_kernel, masks.content, shared,
+    probability = self._probabilities(content, query_projection, masks.content, shared,
                                       content_queries)
-    content_output = self._project_out(content, tf.matmul(probability, values), output_kernel,
-                                       training)
+    content_output = self._project_out(content, tf.matmul(probability, values),
+                                       output_projection, training)
     query_output = None
     if query is not None:
       query_output = self._attend_at_positions(query, masks.query, values, shared,
-                                               query_kernel, output_kernel)
+                                               query_projection, output_projection)
     if return_attention:
       return content_output, query_output, probability
     return content_output, query_output
@@ -264,13 +218,15 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
     return values, dict(keys=keys, position_keys=tf.cast(position_keys, dtype), biases=biases,
                         content_length=content_length, training=training)
 
-  def _attend_at_positions(self, rows, row_masks, values, shared, query_kernel, output_kernel):
+  def _attend_at_positions(self, rows, row_masks, values, shared, query_projection,
+                           output_projection):
     """The query stream's attention: rows [B, P, D] at row_masks.positions [B, P] of the
     content."""
-    attended = tf.matmul(self._probabilities(rows, query_kernel, row_masks, shared), values)
+    attended = tf.matmul(self._probabilities(rows, query_projection, row_masks, shared),
+                         values)
     if row_masks.valid is not None:  # attended: [B, N, P, H]
       attended *= tf.cast(row_masks.valid, attended.dtype)[:, None, :, None]
-    return self._project_out(rows, attended, output_kernel, shared["training"])
+    return self._project_out(rows, attended, output_projection, shared["training"])
 
   def attend_rows(self, rows, row_masks, keys_values, position_keys, r_w_bias, r_r_bias, *,
                   content_length, r_s_bias=None, seg_embed=None):
@@ -285,11 +241,12 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
                                     row_masks.segment_mismatch is not None)
     values, shared = self._attention_inputs(keys_values, position_keys, biases,
                                             content_length=content_length, training=False)
-    query_kernel, output_kernel = self.head_kernel("q", True), self.head_kernel("o", True)
+    query_projection = self.head_projection("q", True)
+    output_projection = self.head_projection("o", True)
     if not self.fused:
-      return self._attend_at_positions(rows, row_masks, values, shared, query_kernel,
-                                       output_kernel)
-    queries = self._biased_queries(rows, query_kernel, row_masks, biases)
+      return self._attend_at_positions(rows, row_masks, values, shared, query_projection,
+                                       output_projection)
+    queries = self._biased_queries(rows, query_projection, row_masks, biases)
     segment_keys = None
     if row_masks.segment_mismatch is not None:
       segment_keys = _segment_keys(biases["seg_embed"])
@@ -298,7 +255,7 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
         segment_keys, content_length=content_length, scale=self.scale,
         query_positions=row_masks.positions, mismatch=row_masks.segment_mismatch,
         mask=row_masks.blocked, valid=row_masks.valid)
-    return self._project_out(rows, attended, output_kernel, training=False)
+    return self._project_out(rows, attended, output_projection, training=False)
 
   @staticmethod
   def _query_bias_names(row_masks):
@@ -307,22 +264,23 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
     segments = row_masks.segment_mismatch is not None
     return ["r_w_bias", "r_r_bias"] + (["r_s_bias"] if segments else [])
 
-  def _biased_queries(self, rows, query_kernel, row_masks, biases):
+  def _biased_queries(self, rows, query_projection, row_masks, biases):
     """rows [B, Q, D] projected to queries [B, N, Q, H] plus each bias of
     `_query_bias_names` (a list, in that order)."""
-    return _heads_first_projection("bqd,dnh->bqnh", rows, query_kernel,
-                                   [biases[name] for name in self._query_bias_names(row_masks)])
+    return query_projection.project(
+        rows, heads_first=True,
+        plus=[biases[name] for name in self._query_bias_names(row_masks)])
 
-  def _probabilities(self, rows, query_kernel, row_masks, shared, biased_queries=None):
+  def _probabilities(self, rows, query_projection, row_masks, shared, biased_queries=None):
     """[B, N, Q, K] attention probabilities (after dropout) of rows [B, Q, D] (`call`'s
     content or query stream) projected by the query kernel, or from `biased_queries` already
     projected ({bias name: queries + bias})."""
     if not self.fused:
-      queries = _heads_first(_projected("bqd,dnh->bqnh", rows, query_kernel))
+      queries = heads_first_layout(query_projection.project(rows))
       return self._attend_plain(queries, row_masks, **shared)
     if biased_queries is None:
       biased_queries = dict(zip(self._query_bias_names(row_masks), self._biased_queries(
-          rows, query_kernel, row_masks, shared["biases"])))
+          rows, query_projection, row_masks, shared["biases"])))
     return self._attend_fused(biased_queries, row_masks, **shared)
 
   def _attend_plain(self, queries, row_masks, *, keys, position_keys, biases, content_length,
@@ -362,23 +320,26 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
         **self.attention_dropout.fused_arguments(training))
     return probability
 
-  def _project_out(self, stream, attended, output_kernel, training):
+  def _project_out(self, stream, attended, output_projection, training):
     """LayerNorm(stream + dropout(attended . o)): [B, N, Q, H] -> [B, Q, D]."""
-    if self.fused and isinstance(output_kernel, Int8Kernel) and not training:
-      residual = tf.reshape(stream, [-1, stream.shape[-1]])  # rows, as the epilogue reads them
-      return int8_projection(attended, output_kernel, heads_first=True, epilogue=Epilogue(
-          residual_layer_norm, (residual, self.layer_norm.gamma.value,
-                                self.layer_norm.beta.value),
-          (("epsilon", self.layer_norm.epsilon),)))
-    projected = _projected_from_heads(attended, output_kernel)
     if not self.fused:
+      projected = output_projection.project(attended, heads_first=True)
       dropped = self.output_dropout(projected, training=training)
       normalized = self.layer_norm(tf.cast(dropped, tf.float32) + tf.cast(stream, tf.float32))
       return tf.cast(normalized, projected.dtype)
-    return fused_residual_layer_norm(
-        projected, stream, self.layer_norm.gamma.value, self.layer_norm.beta.value,
-        epsilon=self.layer_norm.epsilon, keep_for_gradient=bool(training),
-        **self.output_dropout.fused_arguments(training))
+    gamma, beta, epsilon = self.layer_norm.gamma, self.layer_norm.beta, self.layer_norm.epsilon
+
+    def layer_norm(projected):
+      return fused_residual_layer_norm(
+          projected, stream, gamma.value, beta.value, epsilon=epsilon,
+          keep_for_gradient=bool(training), **self.output_dropout.fused_arguments(training))
+
+    def layer_norm_epilogue():  # inference: the same on the product's rows
+      residual = tf.reshape(stream, [-1, stream.shape[-1]])
+      return Epilogue(residual_layer_norm, (residual, gamma.value, beta.value),
+                      (("epsilon", epsilon),))
+    return output_projection.output(
+        attended, AfterProduct(layer_norm, None if training else layer_norm_epilogue))
 
   def get_config(self):
     return {**super().get_config(), "n_head": self.n_head, "d_head": self.d_head,

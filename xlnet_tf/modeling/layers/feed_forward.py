@@ -4,7 +4,6 @@ Shapes: B batch, L length (T or P), D d_model, F d_inner.
 """
 
 import math
-from typing import Any, NamedTuple
 
 import keras
 import tensorflow as tf
@@ -12,10 +11,10 @@ import tensorflow as tf
 from xlnet_tf import numerics
 from xlnet_tf.modeling.layers import quantization
 from xlnet_tf.modeling.layers.dropout import FastDropout
+from xlnet_tf.modeling.layers.projections import AfterProduct, dense_projection
 from xlnet_tf.modeling.ops.bias_activation import (bias_activation_dropout,
                                                    fused_bias_activation_dropout)
-from xlnet_tf.modeling.ops.flat_matmul import flat_matmul
-from xlnet_tf.modeling.ops.quantized_matmul import Epilogue, int8_matmul, int8_two_products
+from xlnet_tf.modeling.ops.int8_epilogues import Epilogue
 from xlnet_tf.modeling.ops.residual_layer_norm import (fused_residual_layer_norm,
                                                        residual_layer_norm)
 
@@ -35,19 +34,6 @@ def gelu_exact(x):
 ACTIVATIONS = {"gelu": gelu_tanh, "gelu_exact": gelu_exact, "relu": tf.nn.relu}
 
 
-class _Int8Dense(NamedTuple):
-  """An int8 Dense layer's kernel [In, Out] and its scale per output channel [Out]."""
-  kernel: Any
-  scale: Any
-
-
-def _product(inputs, kernel):
-  """[..., In] x kernel: a float kernel [In, Out] (flat_matmul) or an _Int8Dense (int8)."""
-  if isinstance(kernel, _Int8Dense):
-    return int8_matmul(inputs, kernel.kernel, kernel.scale)
-  return flat_matmul(inputs, kernel)
-
-
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class PositionwiseFeedForward(keras.layers.Layer):
   """LayerNorm(x + dropout(layer_2(dropout(act(layer_1(x)))))), as the original's `ff` scope.
@@ -56,9 +42,10 @@ class PositionwiseFeedForward(keras.layers.Layer):
   computed in float32 under mixed policies). `fused=False` runs the Keras layers as written
   above; the default the compiled kernels of ops.bias_activation and ops.residual_layer_norm.
 
-  `quantize("int8")` (Keras' API) quantizes layer_1 and layer_2 as Keras' int8 Dense (kernel
-  int8 with a scale per output unit, bias float); both paths then multiply them in int8
-  (ops.quantized_matmul).
+  The products with layer_1's and layer_2's kernels go through layers.projections
+  (`dense_projection`): `quantize("int8")` (Keras' API) quantizes layer_1 and layer_2 as
+  Keras' int8 Dense (kernel int8 with a scale per output unit, bias float); both paths then
+  multiply them in int8 (ops.int8_products).
   """
 
   def __init__(self, d_inner: int, activation: str = "gelu", dropout: float = 0.0,
@@ -101,57 +88,43 @@ class PositionwiseFeedForward(keras.layers.Layer):
     if not self.fused:
       outputs = [self._plain(stream, training) for stream in streams]
       return outputs if isinstance(inputs, (list, tuple)) else outputs[0]
-    inner_kernel, output_kernel = self._kernel(self.inner_dense), self._kernel(self.output_dense)
+    inner = dense_projection(self.inner_dense, self).read()  # [B, L, D] -> [B, L, F]
+    output = dense_projection(self.output_dense, self).read()  # [B, L, F] -> [B, L, D]
     inner_bias, output_bias = self.inner_dense.bias.value, self.output_dense.bias.value
     gamma, beta = self.layer_norm.gamma.value, self.layer_norm.beta.value
     outputs = []
     for stream in streams:
-      if isinstance(inner_kernel, _Int8Dense) and not training:
-        outputs.append(self._int8_inference(stream, inner_kernel, output_kernel))
-        continue
-      hidden = _product(stream, inner_kernel)  # [B, L, F]
-      hidden = fused_bias_activation_dropout(
-          hidden, inner_bias, activation=ACTIVATIONS[self.activation],
-          **self.inner_dropout.fused_arguments(training))
-      hidden = _product(hidden, output_kernel)  # [B, L, D]
-      outputs.append(fused_residual_layer_norm(
-          hidden, stream, gamma, beta, output_bias, epsilon=self.layer_norm.epsilon,
-          keep_for_gradient=bool(training), **self.output_dropout.fused_arguments(training)))
+      outputs.append(inner.two_products(stream, output, *self._after_products(
+          stream, inner_bias, output_bias, gamma, beta, training)))
     return outputs if isinstance(inputs, (list, tuple)) else outputs[0]
 
-  def _int8_inference(self, stream, inner_kernel, output_kernel):
-    """The fused path of an int8 layer without dropout: each product's dequantization region
-    also runs what follows it (ops.quantized_matmul.Epilogue)."""
-    activation = Epilogue(bias_activation_dropout, (self.inner_dense.bias.value,),
-                          (("activation", ACTIVATIONS[self.activation]),))
-    residual = tf.reshape(stream, [-1, stream.shape[-1]])  # rows, as the epilogue reads them
-    layer_norm = Epilogue(
-        residual_layer_norm, (residual, self.layer_norm.gamma.value, self.layer_norm.beta.value,
-                              self.output_dense.bias.value),
-        (("epsilon", self.layer_norm.epsilon),))
-    return int8_two_products(stream, (*inner_kernel, activation),
-                             (*output_kernel, layer_norm))
+  def _after_products(self, stream, inner_bias, output_bias, gamma, beta, training):
+    """What follows the two products on `stream`: bias, activation and dropout
+    (ops.bias_activation); dropout, bias, residual and LayerNorm (ops.residual_layer_norm).
+    In inference, also as epilogues, which an int8 product runs in its dequantization
+    region."""
+    activation, epsilon = ACTIVATIONS[self.activation], self.layer_norm.epsilon
 
-  def _kernel(self, dense):
-    """What the fused path multiplies by: the Dense layer's float kernel, read once; once it
-    is quantized in int8 (by `quantize`, or by a Model.quantize walking the layers), its
-    _Int8Dense. Modes this path does not compute raise rather than read a kernel wrongly."""
-    mode = dense.quantization_mode
-    if mode is None:
-      return dense.kernel.value
-    if mode != "int8" or getattr(dense, "lora_enabled", False):
-      raise NotImplementedError(
-          f"{type(self).__name__} '{self.name}': its Dense '{dense.name}' is quantized as "
-          f"{mode!r}{' with LoRA' if mode == 'int8' else ''}; this layer computes float or "
-          "int8 (XLNetModel.quantize('int8'))")
-    return _Int8Dense(dense.kernel, dense.kernel_scale)  # variables: int8_matmul reads them
+    def activate(hidden):
+      return fused_bias_activation_dropout(hidden, inner_bias, activation=activation,
+                                           **self.inner_dropout.fused_arguments(training))
 
-  def _dense(self, dense, inputs):
-    """The plain path's Dense layer: called, or when quantized the fused path's int8 product
-    (the zero point of ops.quantized_matmul, which Keras' int8 Dense does not have) + bias."""
-    if dense.quantization_mode is None:
-      return dense(inputs)
-    return _product(inputs, self._kernel(dense)) + tf.cast(dense.bias, inputs.dtype)
+    def layer_norm(hidden):
+      return fused_residual_layer_norm(
+          hidden, stream, gamma, beta, output_bias, epsilon=epsilon,
+          keep_for_gradient=bool(training), **self.output_dropout.fused_arguments(training))
+    if training:
+      return AfterProduct(activate), AfterProduct(layer_norm)
+
+    def activation_epilogue():
+      return Epilogue(bias_activation_dropout, (inner_bias,), (("activation", activation),))
+
+    def layer_norm_epilogue():
+      residual = tf.reshape(stream, [-1, stream.shape[-1]])  # rows, as the epilogue reads them
+      return Epilogue(residual_layer_norm, (residual, gamma, beta, output_bias),
+                      (("epsilon", epsilon),))
+    return (AfterProduct(activate, activation_epilogue),
+            AfterProduct(layer_norm, layer_norm_epilogue))
 
   def quantize(self, mode=None, type_check=True, config=None):
     """Keras' hook: layer_1 and layer_2 become Keras int8 Dense layers (quantization.py)."""
@@ -167,12 +140,13 @@ class PositionwiseFeedForward(keras.layers.Layer):
       dense.quantize(mode, config=config)
 
   def _int8_call(self, inputs, training=False):
-    return self.call(inputs, training=training)  # _kernel reads the int8 Dense layers
+    return self.call(inputs, training=training)  # dense_projection: the int8 Dense layers
 
   def _plain(self, stream, training):
-    hidden = self._dense(self.inner_dense, stream)  # [B, L, F]
+    hidden = dense_projection(self.inner_dense, self).layer(stream)  # [B, L, F]
     hidden = tf.cast(ACTIVATIONS[self.activation](tf.cast(hidden, tf.float32)), hidden.dtype)
-    hidden = self._dense(self.output_dense, self.inner_dropout(hidden, training=training))
+    hidden = dense_projection(self.output_dense, self).layer(
+        self.inner_dropout(hidden, training=training))
     hidden = self.output_dropout(hidden, training=training)
     normalized = self.layer_norm(tf.cast(hidden, tf.float32) + tf.cast(stream, tf.float32))
     return tf.cast(normalized, stream.dtype)

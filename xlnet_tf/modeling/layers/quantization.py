@@ -1,8 +1,8 @@
 """What `quantize(mode)` accepts, and the int8 storage of attention kernels [D, N, H].
 
 XLNetModel.quantize("int8") and the heads' quantize (Keras' `Model.quantize` API) store every
-projection of the blocks and heads in int8 (ops.quantized_matmul): the attention's q, k, v, r
-and o kernels (`Int8HeadKernels` below), the feed-forward's and the heads' Dense layers
+projection of the blocks and heads in int8 (ops.int8_packing, ops.int8_products): the attention's
+q, k, v, r and o kernels (`Int8HeadKernels` below), the feed-forward's and the heads' Dense layers
 (stored as Keras' int8 Dense). Embeddings, biases, LayerNorms, the relative-attention biases
 and segment embeddings stay float. Other modes are refused by `check_request` before anything
 changes; so is a model or layer already quantized.
@@ -13,14 +13,15 @@ import gc
 
 import keras
 
-from xlnet_tf.modeling.ops.quantized_matmul import Int8Kernel, quantize_kernel
+from xlnet_tf.modeling.layers.projections import FloatHeadProjection, Int8HeadProjection
+from xlnet_tf.modeling.ops.int8_packing import quantize_kernel
 
 SUPPORTED_MODES = ("int8",)
 
 
 def _is_default_int8_config(config) -> bool:
   """No config, or Keras' Int8QuantizationConfig() as quantize("int8") resolves it: the
-  default, which these layers compute their own way (ops.quantized_matmul). Any custom
+  default, which these layers compute their own way (ops.int8_products). Any custom
   weight or activation quantizer is refused rather than ignored."""
   if config is None:
     return True
@@ -85,11 +86,13 @@ class Int8HeadKernels:
   `quantize("int8")` replaces each float kernel by an int8 variable of the same shape and name
   (values in -127..127) and a float32 scale per output channel (`{name}_scale`: [N, H], or [D]
   for an output projection), and sets the layer's dtype policy to int8; the float attributes
-  are then gone, so nothing reads a quantized kernel as float. `head_kernel(name)` gives what
-  a projection reads: the float variable, or an ops.quantized_matmul.Int8Kernel.
+  are then gone, so nothing reads a quantized kernel as float. `head_projection(name)` gives
+  what the layer multiplies by: a layers.projections.FloatHeadProjection, or once quantized an
+  Int8HeadProjection (its class chosen by `_int8_build`, the one place that stores int8 kernels).
   """
 
   HEAD_KERNELS = {}
+  _head_projection_type = FloatHeadProjection  # Int8HeadProjection once the kernels are int8
 
   def quantize(self, mode=None, type_check=True, config=None):
     check_request(self, mode, config, quantized_mode=self.quantization_mode)
@@ -125,6 +128,7 @@ class Int8HeadKernels:
                                      initializer="ones", dtype="float32", trainable=False,
                                      autocast=False)  # float32 under mixed precision too
     self.int8_kernels, self.int8_scales = kernels, scales
+    self._head_projection_type = Int8HeadProjection
 
   def build_quantized_kernels(self, kernel_shape):
     """For `build`: a layer made with an int8 dtype policy (from a quantized layer's config)
@@ -136,7 +140,7 @@ class Int8HeadKernels:
       raise self._quantization_mode_error(self.quantization_mode)
 
   def _int8_call(self, *args, **kwargs):
-    return self.call(*args, **kwargs)  # the projections read head_kernel(...)
+    return self.call(*args, **kwargs)  # the projections are head_projection(...)
 
   def __getattr__(self, name):
     """Only for attributes not found: a quantized layer's float kernel, asked for by name (the
@@ -149,11 +153,7 @@ class Int8HeadKernels:
           "float models: load or convert the float model, and quantize after")
     raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
-  def head_kernel(self, name, value=False):
-    """Kernel `name` as a projection reads it: the float variable (its `.value` with `value`),
-    or, once quantized, an Int8Kernel of the variables (ops.quantized_matmul reads them)."""
-    attribute, reduces_heads = self.HEAD_KERNELS[name]
-    if self.quantization_mode is None:
-      variable = getattr(self, attribute)
-      return variable.value if value else variable
-    return Int8Kernel(self.int8_kernels[name], self.int8_scales[name], reduces_heads)
+  def head_projection(self, name, value=False):
+    """The projection through kernel `name` (layers.projections): the float variable (its
+    `.value` with `value`: read now, once for every use), or once quantized the int8 one."""
+    return self._head_projection_type.of_layer(self, name, value)

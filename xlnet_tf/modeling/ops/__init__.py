@@ -9,7 +9,8 @@ from xlnet_tf.modeling.ops.attention_probabilities import fused_attention_probab
 from xlnet_tf.modeling.ops.bias_activation import fused_bias_activation_dropout
 from xlnet_tf.modeling.ops.compile import compiled, in_xla_context, without_xla
 from xlnet_tf.modeling.ops.flat_matmul import flat_matmul
-from xlnet_tf.modeling.ops.quantized_matmul import constant_int8_weights, int8_matmul
+from xlnet_tf.modeling.ops.int8_packing import constant_int8_weights
+from xlnet_tf.modeling.ops.int8_products import int8_matmul
 from xlnet_tf.modeling.ops.relative_shift import gather_relative_scores, rel_shift
 from xlnet_tf.modeling.ops.residual_layer_norm import fused_residual_layer_norm
 
