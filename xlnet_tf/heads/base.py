@@ -365,7 +365,8 @@ class XLNetHead(keras.Model):
     bi_data is off unless given (LOADED_CONFIG_DEFAULTS; XLNetPretrainer keeps the stored value).
 
     Args:
-      path: a local or remote (gs://...) directory, or a Hugging Face hub id.
+      path: a local or remote (gs://...) directory, a TF1 checkpoint prefix
+        (DIR/xlnet_model.ckpt), or a Hugging Face hub id.
       **arguments: the head's constructor arguments (num_classes, summary_type, ...) and
         XLNetConfig run-time options (mem_len, dropout, ...). A stored head's arguments must
         agree with the ones given (except RUN_TIME_ARGUMENTS); a new head needs its required
