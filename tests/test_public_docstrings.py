@@ -26,7 +26,8 @@ PUBLIC_MODULES = ("xlnet_tf", "xlnet_tf.checkpoints", "xlnet_tf.inference", "xln
                   "xlnet_tf.text")
 ENTRY_POINTS = {"xlnet_tf.training": ("create_optimizer",),
                 "xlnet_tf.pretraining": ("pretraining_dataset", "create_pretraining_data"),
-                "xlnet_tf.tasks": ("finetune",)}
+                "xlnet_tf.tasks": ("finetune", "run_finetuning", "ModelSource", "PretrainedModel",
+                                   "TaskOptions")}
 # An entry of an Args:/Attributes: section: `name:` or `name (type):`, *args and **kwargs too.
 _ENTRY = re.compile(r"^(\*{0,2}\w+)(?: \([^)]*\))?:(?:\s|$)")
 

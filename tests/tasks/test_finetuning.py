@@ -1,6 +1,7 @@
-"""Fine-tuning end to end: a task that needs both segments is learnt; the CLI runs."""
+"""Fine-tuning end to end: a task that needs both segments is learnt; a run trains, evaluates,
+predicts, and its best/ exports and serves."""
 
-import csv
+import dataclasses
 import io
 import json
 import re
@@ -13,29 +14,14 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel
 from xlnet_tf.text.tokenizer import XLNetTokenizer
+from xlnet_tf.tasks import ModelSource, run_finetuning
 from xlnet_tf.tasks import classification as finetuning
+from xlnet_tf.tasks.classification import ClassificationOptions, ClassificationTask
 from xlnet_tf.tasks.finetuning import FinetuningOptions, feature_dataset, finetune
 
 from cli_output import run_tool
 from event_files import scalar_series
-
-WORDS = ["class", "function", "module", "value", "object", "return", "method", "string",
-         "number", "list", "type", "name"]
-
-
-def reordering_task(path, count, seed, header=("text", "text_b", "label"), names=(0, 1)):
-  """Label names[1]: B is A's words in another order; names[0]: B holds other words."""
-  rng = np.random.default_rng(seed)
-  with open(path, "w", newline="") as handle:
-    writer = csv.writer(handle)
-    writer.writerow(header)
-    for _ in range(count):
-      a = list(rng.choice(WORDS, 3, replace=False))
-      if rng.random() < 0.5:
-        b, label = list(rng.permutation(a)), 1
-      else:
-        b, label = list(rng.choice([w for w in WORDS if w not in a], 3, replace=False)), 0
-      writer.writerow([" ".join(a), " ".join(b), names[label]])
+from task_files import reordering_task
 
 
 def test_learns_a_task_that_needs_both_segments(small_data, tmp_path):
@@ -56,7 +42,7 @@ def test_learns_a_task_that_needs_both_segments(small_data, tmp_path):
   assert result["best"]["accuracy"] > 0.9, result["history"]
 
 
-def test_cli_trains_evaluates_and_predicts(small_data, tmp_path):
+def test_a_run_trains_evaluates_predicts_and_exports(small_data, tmp_path, capsys):
   """Labels inferred from the training file (GLUE's sentence1/sentence2 header), saved beside
   the best weights and read back by a predict-only run (which predicts the same) and by the
   export."""
@@ -68,22 +54,24 @@ def test_cli_trains_evaluates_and_predicts(small_data, tmp_path):
                                                          ("list type", "name method")) * 3))
   XLNetConfig.preset("tiny", n_token=XLNetTokenizer(small_data["sp_path"]).vocab_size
                      ).to_json_file(str(tmp_path / "xlnet_config.json"))
-  common = ["--task_name=generic", f"--test_file={tmp_path}/test.jsonl",
-            f"--sp_path={small_data['sp_path']}", f"--model_config={tmp_path}/xlnet_config.json",
-            "--max_seq_length=16", "--train_batch_size=8", f"--output_dir={tmp_path}/out"]
-  result = run_tool(
-      "run/classifier.py", *common, f"--train_file={tmp_path}/train.csv",
-      f"--dev_file={tmp_path}/dev.csv", "--train_steps=6", "--eval_every=3", "--do_train",
-      "--do_eval", "--do_predict")
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert "Best dev accuracy" in result.stdout
+  options = ClassificationOptions(
+      task_name="generic", test_file=f"{tmp_path}/test.jsonl",
+      model=ModelSource(sp_path=small_data["sp_path"],
+                        model_config=f"{tmp_path}/xlnet_config.json"),
+      max_seq_length=16, output_dir=f"{tmp_path}/out", train_file=f"{tmp_path}/train.csv",
+      dev_file=f"{tmp_path}/dev.csv", do_eval=True, do_predict=True,
+      finetuning=FinetuningOptions(train_steps=6, eval_every=3, batch_size=8,
+                                   summary_dir=f"{tmp_path}/out/train"))
+  run_finetuning(ClassificationTask(options))
+  printed = capsys.readouterr().out
+  assert "Best dev accuracy" in printed
   assert (f"generic: 2 labels from the training file {tmp_path}/train.csv: other_words, "
-          "same_words") in result.stdout
+          "same_words") in printed
   assert json.load(open(tmp_path / "out" / "best" / "labels.json")) == ["other_words",
                                                                         "same_words"]
-  # stdout is a pipe here: plain progress lines, one per evaluation, no bar.
-  assert re.findall(r"^step (\d)/6: dev accuracy", result.stdout, re.M) == ["3", "6"]
-  assert "\r" not in result.stdout and "\x1b" not in result.stdout
+  # stdout is no terminal here: plain progress lines, one per evaluation, no bar.
+  assert re.findall(r"^step (\d)/6: dev accuracy", printed, re.M) == ["3", "6"]
+  assert "\r" not in printed and "\x1b" not in printed
   metrics = json.load(open(tmp_path / "out" / "dev_metrics.json"))
   assert 0.0 <= metrics["accuracy"] <= 1.0
   predictions_path = tmp_path / "out" / "generic_test_predictions.tsv"
@@ -95,9 +83,9 @@ def test_cli_trains_evaluates_and_predicts(small_data, tmp_path):
   scalars = scalar_series(str(tmp_path / "out" / "train"))  # TensorBoard: docs/finetuning.md
   assert [step for step, _ in scalars["loss"]] == list(range(1, 7))
   assert [step for step, _ in scalars["dev/accuracy"]] == [3, 6]
-  predict_only = run_tool("run/classifier.py", *common, "--do_predict")
-  assert predict_only.returncode == 0, predict_only.stderr[-3000:]
-  assert f"labels from {tmp_path}/out/best/labels.json" in predict_only.stdout
+  run_finetuning(ClassificationTask(dataclasses.replace(
+      options, train_file=None, dev_file=None, do_train=False, do_eval=False)))
+  assert f"labels from {tmp_path}/out/best/labels.json" in capsys.readouterr().out
   assert predictions_path.read_text().splitlines() == lines
   # best/ holds the tokenizer the run read text with and its packed length.
   best = tmp_path / "out" / "best"

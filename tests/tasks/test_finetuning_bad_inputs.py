@@ -479,26 +479,6 @@ def test_classifier_bad_input_is_one_line(cli_files, sp_model, flags, expected, 
   assert not output_dir.exists()
 
 
-def test_an_output_dir_holding_another_runs_model_is_refused(cli_files, sp_model, tmp_path):
-  """A run directory holds one run's kind: a regression run into the --output_dir of a
-  finished classification run is refused, naming what differs, and leaves its best/ whole
-  (it used to report success beside the old labels.json, a best/ export refused)."""
-  output_dir = tmp_path / "out"
-  common = ["--task_name=generic", f"--sp_path={sp_model}",
-            f"--model_config={cli_files}/config.json", f"--train_file={cli_files}/train.csv",
-            "--max_seq_length=16", "--train_batch_size=2", "--train_steps=1", "--do_train",
-            f"--output_dir={output_dir}"]
-  assert run_tool("run/classifier.py", *common).returncode == 0
-  best = output_dir / "best"
-  before = {name: (best / name).read_bytes() for name in os.listdir(best)}
-  result = run_tool("run/classifier.py", *common, "--regression")
-  assert result.returncode == 1, result.stderr[-2000:]
-  assert result.stderr.splitlines() == [
-      f"error: {best}: holds the model of another run (num_classes 2, not 1); use another "
-      "--output_dir, or remove it to train this one there"]
-  assert {name: (best / name).read_bytes() for name in os.listdir(best)} == before
-
-
 def test_classifier_fine_tunes_from_a_huggingface_directory_alone(cli_files, tmp_path):
   """--init_checkpoint=DIR with no --sp_path, --model_config or --init_checkpoint_format: the
   config, format and tokenizer are the directory's. The data and the output are in folders
@@ -521,18 +501,18 @@ def test_classifier_fine_tunes_from_a_huggingface_directory_alone(cli_files, tmp
 
 # --train_file alone (with --init_checkpoint and --output_dir): the generic task and --do_train,
 # --do_eval with --dev_file and --do_predict with --test_file; without --train_steps the steps
-# are --num_train_epochs' (default 3) over the training rows, said in one line. absl's INFO
-# lines (the loader's summary) show with --verbose only.
+# are --num_train_epochs' over the training rows, said in one line (the default length:
+# tests/tasks/test_task_runs.py). absl's INFO lines (the loader's summary) show with --verbose
+# only.
 TRAINING_CASES = {
     # case: (flags, the line saying the steps or None, files the run writes in --output_dir)
-    "the default length": ([], "Training 5 steps: 3 epochs of 3 examples at --train_batch_size=2 "
-                           "(the default; --num_train_epochs or --train_steps sets it)",
-                           ["train_history.json"]),
     "epochs, dev and test files": (
         ["--num_train_epochs=0.5", "--dev_file={root}/train.csv", "--test_file={root}/train.csv"],
         "Training 1 step: 0.5 epochs of 3 examples at --train_batch_size=2",
-        ["train_history.json", "dev_metrics.json", "generic_test_predictions.tsv"]),
-    "steps, verbose": (["--train_steps=1", "--verbose"], None, ["train_history.json"]),
+        ["train_history.json", "dev_metrics.json", "generic_test_predictions.tsv",
+         "run_config.json"]),
+    "steps, verbose": (["--train_steps=1", "--verbose"], None,
+                       ["train_history.json", "run_config.json"]),
 }
 _ABSL_INFO_LINE = re.compile(r"^(I\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.]+:\d+\]|INFO:)")
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from cli_output import ROOT, run_tool, start_tool
 from forked_tools import run_forked
-from test_finetuning import reordering_task
+from task_files import reordering_task
 from xlnet_tf import XLNetConfig
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 

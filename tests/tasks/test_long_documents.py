@@ -1,15 +1,17 @@
 """Long documents in classification: the split into segments (Python and in the graph), the
-settings a run reads back, and run/classifier.py --max_segments end to end."""
+settings a run reads back, and a classification run with segments end to end."""
 
 import csv
+import dataclasses
 import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from cli_output import run_tool
 from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel, checkpoints
+from xlnet_tf.tasks import FinetuningOptions, ModelSource, run_finetuning
+from xlnet_tf.tasks.classification import ClassificationOptions, ClassificationTask
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.tasks import long_documents
 from xlnet_tf.text.in_graph_tokenizer import InGraphTokenizer
@@ -105,8 +107,8 @@ def _predictions(path):
     return np.array([float(row["prediction"]) for row in csv.DictReader(handle, delimiter="\t")])
 
 
-def test_classifier_cli_with_segments_equals_the_library(sp_model, tmp_path):
-  """Training with --max_segments=3 --mem_len=32, then a predict-only run that takes both from
+def test_a_run_with_segments_predicts_as_the_library(sp_model, tmp_path):
+  """Training with max_segments=3, mem_len=32, then a predict-only run that takes both from
   best/: the predicted scores are the library's on features laid out by hand."""
   tokenizer = XLNetTokenizer(sp_model)
   XLNetConfig.preset("tiny", n_token=tokenizer.vocab_size).to_json_file(
@@ -116,19 +118,18 @@ def test_classifier_cli_with_segments_equals_the_library(sp_model, tmp_path):
     writer.writerow(["text", "text_b", "label"])
     for index, (text, pair) in enumerate(zip(TEXTS * 2, PAIRS * 2)):
       writer.writerow([text, pair, index / 3])
-  common = ["--task_name=generic", f"--sp_path={sp_model}", "--regression",
-            f"--model_config={tmp_path}/config.json", f"--test_file={tmp_path}/train.csv",
-            "--max_seq_length=32", "--train_batch_size=4", "--do_predict", "--progress=none",
-            f"--output_dir={tmp_path}/out"]
-  result = run_tool("run/classifier.py", *common, f"--train_file={tmp_path}/train.csv",
-                    "--train_steps=2", "--learning_rate=1e-3", "--max_segments=3",
-                    "--mem_len=32", "--do_train")
-  assert result.returncode == 0, result.stderr[-3000:]
+  options = ClassificationOptions(
+      task_name="generic", regression=True, test_file=str(tmp_path / "train.csv"),
+      model=ModelSource(model_config=str(tmp_path / "config.json"), sp_path=sp_model),
+      max_seq_length=32, do_predict=True, output_dir=str(tmp_path / "out"),
+      finetuning=FinetuningOptions(train_steps=2, batch_size=4, learning_rate=1e-3,
+                                   progress="none"))
+  run_finetuning(ClassificationTask(dataclasses.replace(
+      options, train_file=str(tmp_path / "train.csv"), max_segments=3, mem_len=32)))
   predictions = tmp_path / "out" / "generic_test_predictions.tsv"
   trained = _predictions(predictions)
   os.remove(predictions)
-  result = run_tool("run/classifier.py", *common)  # no --do_train, no segment flags
-  assert result.returncode == 0, result.stderr[-3000:]
+  run_finetuning(ClassificationTask(dataclasses.replace(options, do_train=False)))
   model = checkpoints.load_pretrained_head(str(tmp_path / "out" / "best"), XLNetClassifier)
   # The CSV reader reads an empty text_b as no second text (no second <sep>).
   rows = [hand_layout(tokenizer, tokenizer.encode(a), tokenizer.encode(b) if b else None, 3, 32)

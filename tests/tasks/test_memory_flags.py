@@ -1,14 +1,16 @@
-"""--recompute and --freeze_layers through run/classifier.py: a run with --recompute trains
-the weights of one without it (dropout on, same seed), and the embedding, the first blocks and
-their rows of the stacked per-layer variables leave the run as the checkpoint had them."""
+"""--recompute and --freeze_layers of a classification run (TaskOptions' recompute and
+freeze_layers): a run with recompute trains the weights of one without it (dropout on, same
+seed), and the embedding, the first blocks and their rows of the stacked per-layer variables
+leave the run as the checkpoint had them."""
 
 import keras
 import numpy as np
 import pytest
 
-from cli_output import run_tool
 from xlnet_tf import XLNetClassifier, XLNetConfig, XLNetModel, checkpoints
 from xlnet_tf.modeling.freezing import STACKED_VARIABLES
+from xlnet_tf.tasks import FinetuningOptions, ModelSource, run_finetuning
+from xlnet_tf.tasks.classification import ClassificationOptions, ClassificationTask
 from xlnet_tf.tasks.finetuning import BEST_DIR
 from xlnet_tf.text.tokenizer import XLNetTokenizer
 
@@ -23,7 +25,7 @@ def trained_weights(config, directory):
 
 
 @pytest.mark.slow
-def test_classifier_cli_recomputes_and_freezes(sp_model, tmp_path):
+def test_classification_recomputes_and_freezes(sp_model, tmp_path):
   config = XLNetConfig.preset("tiny", n_token=XLNetTokenizer(sp_model).vocab_size)
   keras.utils.set_random_seed(3)
   pretrained = XLNetModel(config)
@@ -31,14 +33,14 @@ def test_classifier_cli_recomputes_and_freezes(sp_model, tmp_path):
   before = {v.path: v.numpy() for v in pretrained.weights}
   (tmp_path / "train.csv").write_text("text,text_b,label\n" + "\n".join(ROWS) + "\n")
   runs = {}
-  for name, flags in (("stored", []), ("recomputed", ["--recompute"])):
-    result = run_tool("run/classifier.py", "--task_name=generic", f"--sp_path={sp_model}",
-                      f"--init_checkpoint={tmp_path}/pretrained", "--labels=0,1",
-                      f"--train_file={tmp_path}/train.csv", "--max_seq_length=16",
-                      "--train_batch_size=4", "--train_steps=3", "--learning_rate=0.01",
-                      "--weight_decay=0.1", "--freeze_layers=1", "--progress=none",
-                      "--do_train", f"--output_dir={tmp_path}/{name}", *flags)
-    assert result.returncode == 0, result.stderr[-3000:]
+  for name, recompute in (("stored", False), ("recomputed", True)):
+    run_finetuning(ClassificationTask(ClassificationOptions(
+        task_name="generic", labels=("0", "1"), train_file=str(tmp_path / "train.csv"),
+        model=ModelSource(init_checkpoint=str(tmp_path / "pretrained"), sp_path=sp_model),
+        max_seq_length=16, dropout=0.1, dropatt=0.1, freeze_layers=1, recompute=recompute,
+        finetuning=FinetuningOptions(train_steps=3, batch_size=4, learning_rate=0.01,
+                                     weight_decay=0.1, jit_compile=True, progress="none"),
+        output_dir=str(tmp_path / name))))
     runs[name] = trained_weights(config, tmp_path / name)
   for path, value in runs["stored"].items():
     np.testing.assert_allclose(runs["recomputed"][path], value, atol=1e-6, err_msg=path)

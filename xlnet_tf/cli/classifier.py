@@ -26,20 +26,16 @@ without --do_train and run/export.py take both from the training run's best/ (he
 xlnet_config.json).
 """
 
-import os
-
-from absl import app
 from absl import flags
 from xlnet_tf.utils import cli  # before TensorFlow loads: see xlnet_tf/utils/cli.py
 
-from xlnet_tf.checkpoints.labels import saved_thresholds
-from xlnet_tf.utils.json_files import write_json
-from xlnet_tf.tasks import classification, finetuning, long_documents
+from xlnet_tf.tasks.classification import (GENERIC_TASK, ClassificationOptions,
+                                           ClassificationTask)
 from xlnet_tf.tasks.classification.readers import GLUE_TASKS
 
 from xlnet_tf.cli import common_flags
 
-flags.DEFINE_enum("task_name", None, sorted(GLUE_TASKS) + ["imdb", classification.GENERIC_TASK],
+flags.DEFINE_enum("task_name", None, sorted(GLUE_TASKS) + ["imdb", GENERIC_TASK],
                   "GLUE task, imdb (aclImdb folders) or generic (default: generic with "
                   "--train_file, --dev_file or --test_file).")
 flags.DEFINE_string("data_dir", None, "GLUE task directory (train.tsv, dev.tsv, test.tsv) or "
@@ -79,79 +75,24 @@ flags.DEFINE_integer("mem_len", 0, "Memory (positions) each segment reads of the
 common_flags.define_finetuning_flags(implying_files={
     "do_train": "train_file", "do_eval": "dev_file", "do_predict": "test_file"})
 flags.mark_flags_as_required(["output_dir"])
-FLAGS = flags.FLAGS
+# {flag: the field of ClassificationOptions it sets}, besides every fine-tuning tool's.
+FLAG_FIELDS = {
+    **{name: name for name in (
+        "task_name", "data_dir", "train_file", "dev_file", "test_file", "labels",
+        "text_columns", "regression", "multi_label", "label_delimiter", "mnli_mismatched",
+        "summary_type", "dropout", "dropatt", "max_segments", "mem_len")},
+    "weight_decay": "finetuning.optimizer.weight_decay", "jit_compile": "finetuning.jit_compile"}
+PATH_FLAGS = ("data_dir", "train_file", "dev_file", "test_file")
+# Their defaults mean "not given": the training run's (best/), or "|" with --multi_label.
+PRESENT_ONLY = ("max_segments", "mem_len", "label_delimiter")
 
 
 def main(argv):
   del argv
-  if FLAGS["label_delimiter"].present and not FLAGS.multi_label:
-    raise app.UsageError("--label_delimiter needs --multi_label (it separates a row's labels)")
-  FLAGS.task_name = classification.task_name_for(FLAGS.task_name, split_files())
   common_flags.imply_actions()
-  strategy, tokenizer, config, options, pretrained = common_flags.finetuning_setup(
-      dropout=FLAGS.dropout, dropatt=FLAGS.dropatt)
-  best_dir = common_flags.best_dir()
-  segments = long_documents.run_settings(
-      *[FLAGS[name].value if FLAGS[name].present else None for name in ("max_segments",
-                                                                          "mem_len")],
-      trained_in=None if FLAGS.do_train else best_dir)
-  long_documents.check_attention_size(segments, config, FLAGS.max_seq_length,
-                                      FLAGS.train_batch_size)
-  config = config.for_finetuning(mem_len=segments.mem_len)
-  # Training evaluates on dev when there is one (a generic task may have no dev file).
-  has_dev = FLAGS.task_name != classification.GENERIC_TASK or FLAGS.dev_file
-  splits = [s for s, wanted in (("train", FLAGS.do_train), ("dev", FLAGS.do_eval or (
-      FLAGS.do_train and has_dev)), ("test", FLAGS.do_predict)) if wanted]
-  task = classification.load_task(task_data_options(segments.max_segments, best_dir),
-                                  tokenizer, splits)
-  for split, report in task.reports.items():
-    print(f"{task.name} {split}: {report.summary()}")
-  if task.labels is not None:
-    print(f"{task.name}: {len(task.labels)} labels from {task.label_origin}: "
-          f"{', '.join(task.labels)}")
-  if FLAGS.do_train:
-    options = common_flags.training_length(options, len(task.splits["train"]["label"]))
-  with strategy.scope():
-    model = classification.build_classifier(config, task, FLAGS.summary_type,
-                                            pretrained.checkpoint, pretrained.checkpoint_format,
-                                            segments.max_segments)
-    common_flags.apply_memory_flags(model.backbone)
-    if FLAGS.do_train:
-      result = classification.train_classifier(model, task, options, best_dir)
-      write_json(os.path.join(FLAGS.output_dir, "train_history.json"), result)
-      if result["best"]:
-        print(f"Best dev {result['metric']}: {result['best'][result['metric']]:.4f} at step "
-              f"{result['best']['step']}; weights in {best_dir}")
-    else:
-      finetuning.restore_best(model, best_dir)
-    thresholds = saved_thresholds(best_dir, task.labels) if task.multi_label else None
-    if FLAGS.do_eval:
-      logits = classification.predict_logits(model, task.splits["dev"], FLAGS.train_batch_size)
-      metrics = classification.task_metrics(task, task.splits["dev"]["label"], logits,
-                                            thresholds)
-      write_json(os.path.join(FLAGS.output_dir, "dev_metrics.json"), metrics)
-      print(f"dev: {metrics}")
-    if FLAGS.do_predict:
-      logits = classification.predict_logits(model, task.splits["test"], FLAGS.train_batch_size)
-      path = os.path.join(FLAGS.output_dir, f"{task.name}_test_predictions.tsv")
-      classification.write_predictions(path, task, logits, thresholds)
-      print(f"Wrote {len(logits)} predictions to {path}")
-
-
-def task_data_options(max_segments: int, best_dir: str) -> classification.TaskDataOptions:
-  """Where and how the task's files are read, from the flags; a run without --do_train finds
-  the label order in `best_dir`."""
-  return classification.TaskDataOptions(
-      FLAGS.task_name, data_dir=FLAGS.data_dir, files=split_files(), labels=FLAGS.labels,
-      regression=FLAGS.regression, mnli_mismatched=FLAGS.mnli_mismatched,
-      text_columns=FLAGS.text_columns, model_dir=best_dir, multi_label=FLAGS.multi_label,
-      label_delimiter=FLAGS.label_delimiter, max_seq_length=FLAGS.max_seq_length,
-      max_segments=max_segments)
-
-
-def split_files():
-  """{split: --train_file, --dev_file, --test_file}: a generic task's files."""
-  return {"train": FLAGS.train_file, "dev": FLAGS.dev_file, "test": FLAGS.test_file}
+  options = common_flags.task_options(ClassificationOptions, FLAG_FIELDS, PATH_FLAGS,
+                                      PRESENT_ONLY)
+  common_flags.run(ClassificationTask(options), FLAG_FIELDS)
 
 
 def entry():

@@ -1,31 +1,26 @@
 """Flags the training CLIs share: distribution, precision and seed (run/pretrain.py too), and
-the fine-tuning CLIs' model and optimisation."""
+the fine-tuning CLIs' model, optimisation and run: mapped, each to the field of the task's
+options tree it sets (config_flags: --config_file, the flags given overriding it), then run by
+the library's one driver (tasks.run_finetuning)."""
 
 import dataclasses
-import math
 import os
+from typing import Dict, Iterable, Mapping
 
-from absl import app
 from absl import flags
 
-from xlnet_tf.cli.pretrained_flags import PretrainedModel, pretrained_model
-from xlnet_tf.modeling.backbone import XLNetModel
-from xlnet_tf.modeling.freezing import check_frozen_layers
-from xlnet_tf.tasks import finetuning
+from xlnet_tf.cli import config_flags
+from xlnet_tf.tasks.finetuning import DEFAULT_EPOCHS, FinetuningOptions
 from xlnet_tf.tasks.finetuning_checkpoints import CHECKPOINTS_DIR
+from xlnet_tf.tasks.finetuning_run import run_finetuning
+from xlnet_tf.tasks.task import FinetuningTask, TaskOptions
 from xlnet_tf.utils.progress import PROGRESS_MODES
+from xlnet_tf.training import run_config
 from xlnet_tf.training import strategy as strategy_lib
-from xlnet_tf.training.distributed_steps import check_accumulation
 from xlnet_tf.training.options import DTYPES, RuntimeOptions
 from xlnet_tf.training.summaries import SUMMARY_DIR
-from xlnet_tf.utils.errors import UserInputError
 
 HELP_GROUP = "Model, training and run (the training tools' shared flags)"  # in --help
-# The training length without --train_steps or --num_train_epochs: passes over the training
-# data (Hugging Face's Trainer's default), so a small file is not trained for a fixed 1000 steps.
-DEFAULT_EPOCHS = 3.0
-# What FinetuningOptions holds until the training examples are counted (training_length).
-_STEPS_FROM_EPOCHS = 1
 # The --do_* flags of a fine-tuning tool, and what each does.
 ACTIONS = {"do_train": "Train", "do_eval": "Evaluate on dev",
            "do_predict": "Write test predictions"}
@@ -100,7 +95,9 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, learning_ra
     flags.DEFINE_bool(action, False, does + implied + ".")
   flags.DEFINE_string("output_dir", None, "Best weights (best/), metrics, predictions, "
                       "TensorBoard scalars of training (train/), what resumes training "
-                      "(checkpoints/: the same command again resumes a killed or stopped run).")
+                      "(checkpoints/: the same command again resumes a killed or stopped run), "
+                      f"the run's settings ({run_config.RUN_CONFIG_FILE}: --config_file "
+                      "repeats the run).")
   flags.DEFINE_integer("save_steps", 500, "Save what resumes training (--output_dir/"
                        "checkpoints) every this many steps; SIGTERM or SIGINT also saves the "
                        "step reached, then stops (exit status 143 or 130).")
@@ -109,52 +106,31 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, learning_ra
                     "Training progress on stdout: a bar redrawn in place (steps, loss, ETA), "
                     "plain lines, or none; auto = the bar on a terminal, lines otherwise. "
                     "Every mode but none prints one line per dev evaluation.")
+  config_flags.define_config_file_flag()
 
 
-def pretrained_backbone(config, model: PretrainedModel):
-  """An XLNetModel of `config`, loaded from `model`'s checkpoint when there is one."""
-  backbone = XLNetModel(config)
-  if model.checkpoint:
-    finetuning.load_pretrained_weights(backbone, model.checkpoint, model.checkpoint_format)
-  return apply_memory_flags(backbone)
-
-
-def apply_memory_flags(backbone):
-  """--recompute and --freeze_layers on `backbone` (before the optimizer is built)."""
-  backbone.recompute_blocks = flags.FLAGS.recompute
-  if flags.FLAGS.freeze_layers is not None:
-    backbone.freeze_layers(flags.FLAGS.freeze_layers)
-  return backbone
-
-
-def finetuning_setup(examples_per_row=1, **config_overrides):
-  """(strategy, tokenizer, backbone config, options, the pretrained model) of a fine-tuning run.
-
-  Every flag a run could not use is refused first, before anything is read or written: no
-  --do_* flag, the optimisation flags (FinetuningOptions), a --max_seq_length too long for the
-  batch (`examples_per_row`: sequences per example, e.g. a multiple-choice question's
-  options), a SentencePiece model larger than the config's vocabulary.
-  The backbone config is --init_checkpoint's or --model_config's (pretrained_flags), with
-  `config_overrides`.
-  """
-  values = flags.FLAGS
-  if not (values.do_train or values.do_eval or values.do_predict):
-    raise app.UsageError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
-  check_training_length_flags()
-  runtime = runtime_options()
-  options = finetuning_options(runtime)
-  model = pretrained_model(**config_overrides)
-  config = model.config.for_finetuning()
-  if values.freeze_layers is not None:
-    check_frozen_layers(values.freeze_layers, config.n_layer, "--freeze_layers")
-  finetuning.check_sequence_length(
-      config, values.max_seq_length,
-      values.train_batch_size // values.gradient_accumulation_steps * examples_per_row)
-  strategy = runtime.start()
-  check_accumulation(options.gradient_accumulation_steps, options.batch_size,
-                     strategy.num_replicas_in_sync)
-  # --output_dir is made by what writes there first: a run that fails before leaves nothing.
-  return strategy, model.tokenizer, config, options, model
+# {flag: the field of the task's options (TaskOptions) it sets}, every fine-tuning tool's.
+FINETUNING_FLAGS = {
+    "init_checkpoint": "model.init_checkpoint", "sp_path": "model.sp_path",
+    "uncased": "model.uncased", "model_config": "model.model_config",
+    "init_checkpoint_format": "model.init_checkpoint_format",
+    "max_seq_length": "max_seq_length", "train_batch_size": "finetuning.batch_size",
+    "gradient_accumulation_steps": "finetuning.gradient_accumulation_steps",
+    "train_steps": "finetuning.train_steps", "num_train_epochs": "finetuning.num_train_epochs",
+    "eval_every": "finetuning.eval_every", "learning_rate": "finetuning.optimizer.learning_rate",
+    "warmup_steps": "finetuning.optimizer.warmup_steps",
+    "lr_layer_decay_rate": "finetuning.optimizer.lr_layer_decay_rate",
+    "recompute": "recompute", "freeze_layers": "freeze_layers", "do_train": "do_train",
+    "do_eval": "do_eval", "do_predict": "do_predict", "output_dir": "output_dir",
+    "save_steps": "finetuning.save_steps", "strategy": "finetuning.runtime.strategy",
+    "tpu": "finetuning.runtime.tpu", "cpu_replicas": "finetuning.runtime.cpu_replicas",
+    "dtype": "finetuning.runtime.dtype", "seed": "finetuning.runtime.seed",
+    "progress": "finetuning.progress"}
+# The flags naming files or directories: a config file records them, they are given as flags.
+FINETUNING_PATH_FLAGS = ("init_checkpoint", "sp_path", "model_config", "output_dir")
+# Flags whose default means "not given" (the pretrained directory's, or the training run's,
+# value): they set their field only when given on the command line.
+FINETUNING_PRESENT_ONLY = ("uncased", "init_checkpoint_format")
 
 
 def imply_actions() -> None:
@@ -168,65 +144,34 @@ def imply_actions() -> None:
       values[action].value = True
 
 
-def check_training_length_flags() -> None:
-  """--train_steps or --num_train_epochs, not both; epochs a positive number."""
+def task_options(options_class, mapping: Mapping[str, str], paths: Iterable[str] = (),
+                 present_only: Iterable[str] = (), **required) -> TaskOptions:
+  """The task's options tree (of `options_class`, a TaskOptions) from the flags: every
+  fine-tuning tool's (FINETUNING_FLAGS) and the tool's own (`mapping`: {flag: field}; `paths`:
+  those naming files; `present_only`: those whose default means "not given"), over
+  --config_file's tree when given (config_flags.options_from_flags), else over a preset with
+  `required` (the class's fields without a default that a required flag sets). Checked as the
+  options are built: one line for a setting no run can use. TensorBoard scalars in
+  --output_dir/train, checkpoints in --output_dir/checkpoints."""
   values = flags.FLAGS
-  epochs = values.num_train_epochs
-  if epochs is not None and not (math.isfinite(epochs) and epochs > 0):
-    raise UserInputError(f"--num_train_epochs={epochs:g}: must be a positive number")
-  if values.train_steps is not None and epochs is not None:
-    raise UserInputError(f"--train_steps={values.train_steps} and --num_train_epochs="
-                         f"{epochs:g} both set the training length; give one")
+  mapping = {**FINETUNING_FLAGS, **mapping}
+  present_only = set(FINETUNING_PRESENT_ONLY) | set(present_only)
+  preset = options_class(finetuning=FinetuningOptions(), output_dir="", **required)
+  options = config_flags.options_from_flags(
+      preset, {name: field for name, field in mapping.items() if name not in present_only},
+      (*FINETUNING_PATH_FLAGS, *paths))
+  given = {mapping[name]: values[name].value for name in sorted(present_only)
+           if values[name].present}
+  options = run_config.replace(options, given, {mapping[name]: f"--{name}"
+                                                for name in present_only})
+  output_dir = options.output_dir
+  return dataclasses.replace(options, finetuning=dataclasses.replace(
+      options.finetuning, summary_dir=output_dir and os.path.join(output_dir, SUMMARY_DIR),
+      checkpoint_dir=output_dir and os.path.join(output_dir, CHECKPOINTS_DIR)))
 
 
-def training_length(options: finetuning.FinetuningOptions, train_examples: int,
-                    examples: str = "examples") -> finetuning.FinetuningOptions:
-  """`options` with its train_steps: --train_steps, else --num_train_epochs (default
-  DEFAULT_EPOCHS) over the `train_examples` at --train_batch_size, rounded up, said in one
-  line (`examples`: what a training row is, e.g. windows)."""
-  values = flags.FLAGS
-  if values.train_steps is not None:
-    return options
-  given = values.num_train_epochs is not None
-  epochs = values.num_train_epochs if given else DEFAULT_EPOCHS
-  steps = max(1, math.ceil(epochs * train_examples / options.batch_size))
-  print(f"Training {steps} step{'s' * (steps != 1)}: {epochs:g} epochs of {train_examples} "
-        f"{examples} at --train_batch_size={options.batch_size}"
-        + ("" if given else " (the default; --num_train_epochs or --train_steps sets it)"))
-  return dataclasses.replace(options, train_steps=steps)
-
-
-def require_files(file_of_action) -> None:
-  """Each --do_* flag given needs its file flag: {"do_train": "train_file", ...}."""
-  values = flags.FLAGS
-  for action, file_flag in file_of_action.items():
-    if values[action].value and not values[file_flag].value:
-      raise app.UsageError(f"--{action} needs --{file_flag}")
-
-
-# The OptimizerOptions fields a fine-tuning CLI may have flags for (by the same names); the
-# others keep FinetuningOptions' defaults.
-_OPTIMIZER_FLAGS = ("learning_rate", "warmup_steps", "weight_decay", "lr_layer_decay_rate")
-
-
-def finetuning_options(runtime: RuntimeOptions) -> finetuning.FinetuningOptions:
-  """The optimisation flags (checked by FinetuningOptions) and `runtime`; without
-  --train_steps, the steps are training_length's, once the training examples are counted. XLA
-  as --jit_compile says where a CLI has that flag; TensorBoard scalars in --output_dir/train,
-  checkpoints in --output_dir/checkpoints every --save_steps."""
-  values = flags.FLAGS
-  optimizer = {name: values[name].value for name in _OPTIMIZER_FLAGS if name in values}
-  train_steps = values.train_steps if values.train_steps is not None else _STEPS_FROM_EPOCHS
-  return finetuning.FinetuningOptions(
-      train_steps=train_steps, batch_size=values.train_batch_size,
-      eval_every=values.eval_every, runtime=runtime,
-      jit_compile=getattr(values, "jit_compile", "auto"), progress=values.progress,
-      summary_dir=values.output_dir and os.path.join(values.output_dir, SUMMARY_DIR),
-      gradient_accumulation_steps=values.gradient_accumulation_steps,
-      checkpoint_dir=values.output_dir and os.path.join(values.output_dir, CHECKPOINTS_DIR),
-      save_steps=values.save_steps, **optimizer)
-
-
-def best_dir() -> str:
-  """Where the fine-tuning loop keeps the best weights: --output_dir/best."""
-  return os.path.join(flags.FLAGS.output_dir, finetuning.BEST_DIR)
+def run(task: FinetuningTask, mapping: Mapping[str, str]) -> Dict:
+  """Runs `task` (tasks.run_finetuning), its messages naming settings by their flags (every
+  fine-tuning tool's and the tool's own `mapping`)."""
+  names = {**FINETUNING_FLAGS, **mapping}
+  return run_finetuning(task, setting_names=lambda paths: config_flags.flag_names(names, paths))

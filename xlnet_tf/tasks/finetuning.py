@@ -61,9 +61,13 @@ class FinetuningOptions:
   """How a fine-tuning run runs. Its optimizer (OptimizerOptions; fine-tuning's default: no
   weight decay) and runtime (RuntimeOptions: the seed of the shuffling and the dropout masks)
   are groups whose fields it also takes by name (training.options). The checks name the
-  CLIs' flags."""
-  train_steps: int
-  batch_size: int
+  CLIs' flags.
+
+  The training length is train_steps, or num_train_epochs passes over the training examples
+  (None and None: DEFAULT_EPOCHS of them): `training_length` turns epochs into steps once the
+  examples are counted; finetune takes steps."""
+  train_steps: Optional[int] = None
+  batch_size: int = 32               # global: over all replicas and micro-batches
   optimizer: OptimizerOptions = group_field(OptimizerOptions, weight_decay=0.0)
   eval_every: Optional[int] = None   # default: once, at the end
   runtime: RuntimeOptions = group_field(RuntimeOptions)
@@ -79,12 +83,20 @@ class FinetuningOptions:
   # signals act as they do outside a run).
   checkpoint_dir: Optional[str] = None
   save_steps: int = 500
+  num_train_epochs: Optional[float] = None  # instead of train_steps (training_length)
 
   def __post_init__(self):
     check_progress_mode(self.progress)
     check_accumulation(self.gradient_accumulation_steps, self.batch_size)
+    epochs = self.num_train_epochs
+    if epochs is not None and not (math.isfinite(epochs) and epochs > 0):
+      raise UserInputError(f"--num_train_epochs={epochs:g}: must be a positive number")
+    if self.train_steps is not None and epochs is not None:
+      raise UserInputError(f"--train_steps={self.train_steps} and --num_train_epochs="
+                           f"{epochs:g} both set the training length; give one")
     # Named as the CLIs' flags (train_batch_size is batch_size here).
-    for flag, value, smallest in (("train_steps", self.train_steps, 1),
+    steps = 1 if self.train_steps is None else self.train_steps  # None: from epochs
+    for flag, value, smallest in (("train_steps", steps, 1),
                                   ("train_batch_size", self.batch_size, 1),
                                   ("warmup_steps", self.optimizer.warmup_steps, 0),
                                   ("eval_every", self.eval_every or 1, 1),
@@ -111,6 +123,27 @@ def check_sequence_length(config, max_seq_length: int, batch_size: int) -> None:
         f"{batch_size} x n_head {config.n_head} x {max_seq_length}^2 = {scores:.3g} values) "
         "exceed 2^31 - 1, the most one tensor can index; use a shorter --max_seq_length or a "
         "smaller batch")
+
+
+# Passes over the training data when neither train_steps nor num_train_epochs is given (Hugging
+# Face's Trainer's default), so a small file is not trained for a fixed 1000 steps.
+DEFAULT_EPOCHS = 3.0
+
+
+def training_length(options: FinetuningOptions, train_examples: int,
+                    examples: str = "examples") -> FinetuningOptions:
+  """`options` with its train_steps: its own, else num_train_epochs (default DEFAULT_EPOCHS)
+  over the `train_examples` at its batch size, rounded up, said in one line (`examples`: what
+  a training row is, e.g. windows)."""
+  if options.train_steps is not None:
+    return options
+  given = options.num_train_epochs is not None
+  epochs = options.num_train_epochs if given else DEFAULT_EPOCHS
+  steps = max(1, math.ceil(epochs * train_examples / options.batch_size))
+  print(f"Training {steps} step{'s' * (steps != 1)}: {epochs:g} epochs of {train_examples} "
+        f"{examples} at --train_batch_size={options.batch_size}"
+        + ("" if given else " (the default; --num_train_epochs or --train_steps sets it)"))
+  return dataclasses.replace(options, train_steps=steps, num_train_epochs=None)
 
 
 def feature_dataset(features: Dict[str, np.ndarray], batch_size: int, *,
@@ -286,13 +319,17 @@ def finetune(model, train_dataset: tf.data.Dataset, options: FinetuningOptions, 
     evaluation's (None without `evaluate`), "metric": `metric`}.
 
   Raises:
-    ValueError: for `evaluate` without `metric`.
+    ValueError: for `evaluate` without `metric`, or options without train_steps (their epochs
+      not yet turned into steps: training_length).
     NonFiniteTrainingError: when the loss or the weights become NaN or infinite.
     StoppedBySignal: on SIGTERM or SIGINT with options.checkpoint_dir, after saving the step.
     UserInputError: when best_dir holds the model of another run.
   """
   if evaluate is not None and not metric:
     raise ValueError("finetune: `metric` names the dev score to keep the best weights by")
+  if options.train_steps is None:
+    raise ValueError("finetune: options.train_steps is None; training_length gives the steps "
+                     "of options.num_train_epochs")
   strategy = tf.distribute.get_strategy()
   check_accumulation(options.gradient_accumulation_steps, options.batch_size,
                      strategy.num_replicas_in_sync)

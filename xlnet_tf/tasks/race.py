@@ -1,4 +1,5 @@
-"""RACE (reading comprehension, 4 options): reading the folders and encoding the options.
+"""RACE (reading comprehension, 4 options): reading the folders, encoding the options, and the
+task (RaceTask: the multiple-choice head, dev accuracy, test answers).
 
 Each option is `article <sep> question-with-option <sep> <cls>`: when the question has a
 blank "_", the option fills it, otherwise it follows the question (as the original run_race).
@@ -10,10 +11,14 @@ import json
 import os
 from typing import Dict, List, Sequence
 
+import keras
 import numpy as np
 
+from xlnet_tf.heads.multiple_choice import XLNetMultipleChoice
 from xlnet_tf.tasks.classification import encode_examples
 from xlnet_tf.tasks.classification.readers import TextExample
+from xlnet_tf.tasks.finetuning import feature_dataset, predict
+from xlnet_tf.tasks.task import FinetuningTask, TaskOptions
 from xlnet_tf.text.read_report import ReadReport
 from xlnet_tf.utils import files as file_system
 
@@ -87,3 +92,76 @@ def encode_race(tokenizer, questions: Sequence[RaceQuestion], max_seq_length: in
   out["label"] = np.array([q.answer for q in questions], np.int32)
   out["level"] = np.array([q.level == "high" for q in questions], np.int32)
   return out
+
+
+DEV_METRICS_FILE = "dev_metrics.json"
+TEST_PREDICTIONS_FILE = "test_predictions.json"  # {question (file#index): answer letter}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RaceOptions(TaskOptions):
+  """RACE's folder (TaskOptions: the rest of the run): data_dir/{train,dev,test}/{middle,
+  high}/*.txt; dev is scored while training."""
+  data_dir: str
+  max_seq_length: int = 512
+
+
+class RaceTask(FinetuningTask):
+  """Multiple-choice reading comprehension on RACE (RaceOptions): accuracy overall, middle
+  and high."""
+  metric = "accuracy"
+  training_rows = "questions"
+  sequences_per_example = len(ANSWERS)
+
+  def __init__(self, options: RaceOptions):
+    super().__init__(options)
+    self.splits: Dict[str, Dict[str, np.ndarray]] = {}
+    self.tokenizer = None  # load_data's: the test split is read when predicting
+
+  def load(self, tokenizer, split: str):
+    """(questions, features) of a split, said in one line."""
+    report = ReadReport()
+    questions = read_race(self.options.data_dir, split, report)
+    features = encode_race(tokenizer, questions, self.options.max_seq_length, report)
+    print(f"{split}: {report.summary()}")
+    return questions, features
+
+  def load_data(self, tokenizer) -> None:
+    self.tokenizer = tokenizer
+    if self.options.do_eval or self.options.do_train:
+      self.splits["dev"] = self.load(tokenizer, "dev")[1]
+    if self.options.do_train:
+      self.splits["train"] = self.load(tokenizer, "train")[1]
+
+  def train_examples(self) -> int:
+    return len(self.splits["train"]["label"])
+
+  def build_head(self, backbone) -> XLNetMultipleChoice:
+    return XLNetMultipleChoice(backbone)
+
+  def train_dataset(self, options):
+    return feature_dataset(self.splits["train"], options.batch_size, label_key="label",
+                           shuffle=True, seed=options.runtime.seed, repeat=True)
+
+  def loss(self):
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+  def evaluator(self, model, batch_size: int):
+    dev = self.splits["dev"]
+    return lambda: race_accuracy(predict(model, dev, batch_size), dev)
+
+  def write_outputs(self, model) -> Dict:
+    options, outputs = self.options, {}
+    batch_size = options.finetuning.batch_size
+    if options.do_eval:
+      outputs["dev"] = scores = self.evaluator(model, batch_size)()
+      self.write_json(DEV_METRICS_FILE, scores)
+      print(f"dev: {scores}")
+    if options.do_predict:
+      questions, features = self.load(self.tokenizer, "test")
+      logits = predict(model, features, batch_size)
+      outputs["predictions"] = answers = {
+          q.where: ANSWERS[int(i)] for q, i in zip(questions, np.argmax(logits, -1))}
+      path = self.write_json(TEST_PREDICTIONS_FILE, answers)
+      print(f"Wrote {len(answers)} answers to {path}")
+    return outputs

@@ -1,18 +1,24 @@
-"""Token tagging data (CoNLL-2003): reading, and word labels aligned to SentencePiece pieces.
+"""Token tagging (CoNLL-2003): reading, word labels aligned to SentencePiece pieces, entity F1,
+and the task (TaggingTask: the token classifier, dev entity F1, test tags in conlleval's input).
 
 Each word is tokenized on its own; its label goes to its first piece, the other pieces are
 ignored by the loss (label -1). Layout as classification: `pieces <sep> <cls>`, left-padded.
 """
 
 import dataclasses
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.checkpoints.labels import LABELS_FILE, saved_labels
+from xlnet_tf.heads.token_classifier import XLNetTokenClassifier
+from xlnet_tf.tasks.finetuning import feature_dataset, predict
+from xlnet_tf.tasks.task import FinetuningTask, TaskOptions, require_files
 from xlnet_tf.tasks.text_files import read_utf8_lines
 from xlnet_tf.text.packing import SEG_A, SEG_CLS, SEG_PAD
 from xlnet_tf.text.read_report import ReadReport
+from xlnet_tf.utils import files
+from xlnet_tf.utils.errors import UserInputError
 
 IGNORED = -1
 
@@ -137,3 +143,107 @@ def entity_f1(gold_sequences, predicted_sequences):
   recall = correct / gold_total if gold_total else 0.0
   f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
   return {"precision": precision, "recall": recall, "f1": f1}
+
+
+DEV_METRICS_FILE = "dev_metrics.json"
+TEST_PREDICTIONS_FILE = "test_predictions.conll"  # word gold predicted: conlleval's input
+# The file each action reads.
+_FILES = {"do_train": "train_file", "do_eval": "dev_file", "do_predict": "test_file"}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TaggingOptions(TaskOptions):
+  """CoNLL files (TaskOptions: the rest of the run): train_file (do_train), dev_file (do_eval;
+  also scored while training), test_file (do_predict); tag_column: the column of the tag
+  (CoNLL-2003 NER: the last)."""
+  train_file: Optional[str] = None
+  dev_file: Optional[str] = None
+  test_file: Optional[str] = None
+  tag_column: int = -1
+
+
+class TaggingTask(FinetuningTask):
+  """Token tagging on CoNLL files (TaggingOptions): first-piece labels, entity-level F1. The
+  tags are the training file's ('O' first), saved beside the best weights; a run without
+  training reads them back."""
+  metric = "f1"
+  training_rows = "sentences"
+  operational_fields = ("test_file",)
+
+  def __init__(self, options: TaggingOptions):
+    super().__init__(options)
+    self.labels: Optional[List[str]] = None
+    self.splits: Dict[str, Tuple[List[TaggedSentence], Dict[str, np.ndarray]]] = {}
+
+  def check(self) -> None:
+    require_files(self.options, _FILES)
+
+  def load_data(self, tokenizer) -> None:
+    options = self.options
+    read = {}
+    for split, path in (("train", options.train_file), ("dev", options.dev_file),
+                        ("test", options.test_file)):
+      if path:
+        report = ReadReport()
+        read[split] = (read_conll(path, report, options.tag_column), report)
+    if options.do_train:
+      self.labels = label_list(read["train"][0])  # saved beside the best weights
+    else:
+      self.labels = saved_labels(self.best_dir)
+      if self.labels is None:
+        raise UserInputError(f"No --train_file and no {LABELS_FILE} in {self.best_dir}")
+    for split, (sentences, report) in read.items():
+      self.splits[split] = (sentences, encode_tagged(tokenizer, sentences,
+                                                     options.max_seq_length, self.labels,
+                                                     report))
+      print(f"{split}: {report.summary()}")
+
+  def train_examples(self) -> int:
+    return len(self.splits["train"][1]["label_ids"])
+
+  def build_head(self, backbone) -> XLNetTokenClassifier:
+    model = XLNetTokenClassifier(backbone, len(self.labels))
+    if self.options.do_train:
+      model.labels = list(self.labels)  # saved with the weights: best/ is whole at every save
+    return model
+
+  def train_dataset(self, options):
+    return feature_dataset(self.splits["train"][1], options.batch_size, label_key="label_ids",
+                           shuffle=True, seed=options.runtime.seed, repeat=True)
+
+  def evaluator(self, model, batch_size: int):
+    if "dev" not in self.splits:
+      return None
+    return lambda: self.scores(model, "dev", batch_size)[0]
+
+  def scores(self, model, split: str, batch_size: int):
+    """(entity scores, tags per word) of `model` on a split."""
+    sentences, features = self.splits[split]
+    return tagging_scores(predict(model, features, batch_size), features, sentences,
+                          self.labels)
+
+  def history(self, result: Dict):
+    return result["history"]
+
+  def best_line(self, result: Dict) -> Optional[str]:
+    best = result["best"]
+    return best and f"Best dev entity F1: {best['f1']:.4f} at step {best['step']}"
+
+  def write_outputs(self, model) -> Dict:
+    options, outputs = self.options, {}
+    batch_size = options.finetuning.batch_size
+    if options.do_eval:
+      outputs["dev"] = scores = self.scores(model, "dev", batch_size)[0]
+      self.write_json(DEV_METRICS_FILE, scores)
+      print(f"dev: {scores}")
+    if options.do_predict:
+      sentences, _ = self.splits["test"]
+      outputs["predictions"] = predicted = self.scores(model, "test", batch_size)[1]
+      blocks = ["".join(f"{word} {gold} {tag}\n" for word, gold, tag in zip(
+          sentence.words, sentence.tags, tags)) + "\n"
+                for sentence, tags in zip(sentences, predicted)]
+      path = self.output_path(TEST_PREDICTIONS_FILE)
+      files.makedirs(options.output_dir)
+      files.write_text(path, "".join(blocks))  # whole or not at all
+      print(f"Wrote {path} (word gold predicted: the input of conlleval)")
+    return outputs

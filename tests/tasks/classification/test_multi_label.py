@@ -1,7 +1,9 @@
 """Multi-label classification: label sets read from a delimited label column, micro/macro F1
-against hand-computed counts, per-label thresholds tuned on dev, the CLI end to end and the
+against hand-computed counts, per-label thresholds tuned on dev, a run end to end and the
 export's per-label sigmoid outputs."""
 
+import contextlib
+import io
 import json
 import os
 
@@ -9,11 +11,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from cli_output import run_tool
 from xlnet_tf.checkpoints.labels import saved_thresholds
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.serving.saved_model import export_saved_model, load_exportable_model
-from xlnet_tf.tasks.classification import TaskDataOptions, load_task, task_loss
+from xlnet_tf.tasks import FinetuningOptions, ModelSource, run_finetuning
+from xlnet_tf.tasks.classification import (ClassificationOptions, ClassificationTask,
+                                           TaskDataOptions, load_task, task_loss)
 from xlnet_tf.tasks.classification.labels import label_sets
 from xlnet_tf.tasks.classification.metrics import multi_label_metrics, tune_thresholds
 from xlnet_tf.tasks.classification.readers import TextExample
@@ -112,7 +115,7 @@ def test_the_loss_is_binary_cross_entropy_of_each_labels_sigmoid(sp_model, tmp_p
   assert float(task_loss(task)(labels, logits)) == pytest.approx(expected, rel=1e-5)
 
 
-# ---- the CLI end to end, then export -------------------------------------------------------
+# ---- a run end to end, then export -------------------------------------------------------
 
 TRAIN = [("a class with a method", "class"), ("def of a function", "function"),
          ("import the module", "module"), ("the class of the module", "class|module"),
@@ -133,23 +136,27 @@ def write_tsv(path, rows, header="text\tlabel"):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, sp_model):
+  """(the run's root, what it printed): a multi-label run that trains, evaluates and
+  predicts."""
   root = tmp_path_factory.mktemp("multi_label")
   vocabulary = XLNetTokenizer(sp_model).vocab_size
   XLNetConfig.preset("tiny", n_token=vocabulary).to_json_file(str(root / "config.json"))
-  files = [f"--train_file={write_tsv(root / 'train.tsv', TRAIN)}",
-           f"--dev_file={write_tsv(root / 'dev.tsv', DEV)}",
-           f"--test_file={write_tsv(root / 'test.tsv', TEST, header='text')}"]
-  result = run_tool("run/classifier.py", "--task_name=generic", "--multi_label",
-                    f"--sp_path={sp_model}", f"--model_config={root}/config.json", *files,
-                    "--max_seq_length=16", "--train_batch_size=4", "--train_steps=6",
-                    "--eval_every=3", "--learning_rate=1e-3", "--progress=none", "--do_train",
-                    "--do_eval", "--do_predict", f"--output_dir={root}/out")
-  assert result.returncode == 0, result.stderr[-3000:]
-  return root, result
+  options = ClassificationOptions(
+      task_name="generic", multi_label=True,
+      model=ModelSource(model_config=str(root / "config.json"), sp_path=sp_model),
+      train_file=write_tsv(root / "train.tsv", TRAIN), dev_file=write_tsv(root / "dev.tsv", DEV),
+      test_file=write_tsv(root / "test.tsv", TEST, header="text"), max_seq_length=16,
+      finetuning=FinetuningOptions(train_steps=6, batch_size=4, eval_every=3,
+                                   learning_rate=1e-3, progress="none"),
+      do_eval=True, do_predict=True, output_dir=str(root / "out"))
+  printed = io.StringIO()
+  with contextlib.redirect_stdout(printed):
+    run_finetuning(ClassificationTask(options))
+  return root, printed.getvalue()
 
 
-def test_the_cli_trains_evaluates_and_predicts_label_sets(trained):
-  root, result = trained
+def test_a_run_trains_evaluates_and_predicts_label_sets(trained):
+  root, printed = trained
   best = root / "out" / "best"
   assert json.loads((best / "labels.json").read_text()) == LABELS
   assert json.loads((best / "head.json").read_text())["multi_label"] is True
@@ -166,7 +173,7 @@ def test_the_cli_trains_evaluates_and_predicts_label_sets(trained):
     position, prediction = line.split("\t") if "\t" in line else (line, "")
     assert int(position) == index
     assert set(filter(None, prediction.split("|"))) <= set(LABELS)
-  assert "generic: 3 labels from the training file" in result.stdout
+  assert "generic: 3 labels from the training file" in printed
 
 
 def test_a_predict_only_run_reads_the_tuned_thresholds(trained, sp_model):
