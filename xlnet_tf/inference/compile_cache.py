@@ -10,12 +10,12 @@ products are slower there than the float model's (docs/performance.md). Such tra
 snapshot of the weights, so the cache is keyed on a digest of the quantization scales, which
 change with any weights loaded into the model."""
 
-import hashlib
 import weakref
 from typing import Callable
 
 import tensorflow as tf
 
+from xlnet_tf.modeling.int8_inference import scales_digest
 from xlnet_tf.modeling.ops.int8_packing import constant_int8_weights
 from xlnet_tf.utils.tracing import TracedAlone
 
@@ -30,7 +30,7 @@ def compiled_for(model, make: Callable, *settings):
   kernels it read) or, quantized, holds other weights."""
   functions = _made.setdefault(model, {})
   mode = getattr(model, "quantization", None)
-  key = (make, settings, mode, _scales_digest(model) if mode else None)
+  key = (make, settings, mode, scales_digest(model) if mode else None)
   if key not in functions:
     functions[key] = make(model, *settings)
   return functions[key]
@@ -45,12 +45,3 @@ def decoding_function(model, python_function, **options):
   return tf.function(TracedAlone(python_function, constant_int8_weights if quantized else None),
                      **options)
 
-
-def _scales_digest(model) -> str:
-  """A digest of the model's quantization scales (the float32 `*scale` variables; about 0.2 M
-  numbers at base size): new int8 weights come with new scales."""
-  digest = hashlib.sha1()
-  for variable in getattr(model, "weights", ()):
-    if variable.path.endswith("scale") and variable.dtype == "float32":
-      digest.update(variable.numpy().tobytes())
-  return digest.hexdigest()

@@ -136,10 +136,16 @@ def onednn_available() -> bool:
   return _onednn["available"]
 
 
+def constant_weights_requested() -> bool:
+  """Whether this thread is inside constant_int8_weights (whether or not products traced now
+  can take that path: uses_constant_weights)."""
+  return getattr(_settings, "constant", False)
+
+
 def uses_constant_weights() -> bool:
   """Whether a product traced now takes oneDNN's kernel with constant weights: inside
   constant_int8_weights, traced (not eager), outside XLA, on a TensorFlow that has it."""
-  return (getattr(_settings, "constant", False) and not tf.executing_eagerly()
+  return (constant_weights_requested() and not tf.executing_eagerly()
           and not in_xla_context() and onednn_available())
 
 
