@@ -113,8 +113,10 @@ flags.DEFINE_list("sizes", ["base"], "Model sizes: base, large.")
 flags.DEFINE_list("shapes", ["4x128", "2x512"], "batch x seq_len pairs.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Precisions.")
 flags.DEFINE_list("vocab_sizes", ["32000"], "Vocabulary sizes (the LM head's width).")
-flags.DEFINE_list("modes", ["forward", "train"], "What to time: forward, train, serve / "
-                  "serve_xla (xlnet_tf's exported SavedModel, regions plain / XLA-compiled).")
+flags.DEFINE_list("modes", ["forward", "train"],
+                  "What to time: forward, train, serve / serve_text / serve_xla (xlnet_tf's "
+                  "exported SavedModel: serve_ids, serving_default on strings, regions "
+                  "XLA-compiled), with p50/p99 latency over the --repeats calls.")
 flags.DEFINE_list("implementations", ["xlnet_tf", "hf_torch", "keras_hub"],
                   "Which to run (skipped when not importable): xlnet_tf, hf_torch, keras_hub, "
                   "and for float32 forward rows ort, ort_int8 (ONNX Runtime on the project's "
@@ -181,7 +183,7 @@ def work(spec):
   process, and nowhere else in the package's benchmark code."""
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # a row's error is its last line of output
   threads = spec.get("cpu_threads")
-  if threads and spec["implementation"] == "hf_torch":
+  if threads and spec["implementation"].startswith("hf_torch"):
     import torch
     torch.set_num_threads(threads)
     torch.set_num_interop_threads(threads)

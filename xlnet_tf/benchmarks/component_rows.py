@@ -1,5 +1,6 @@
 """The rows of run/benchmark.py that time a part rather than a model: this machine's dense
-matmul rate (what MFU is taken against), keras.layers.Dropout against the project's
+matmul rate (what MFU is taken against), its memory bandwidth (what a decoding step's weights
+are set against), keras.layers.Dropout against the project's
 FastDropout, and the pretraining data stage (text -> TFRecords).
 """
 
@@ -25,6 +26,15 @@ def measure_matmul(spec):
   a = tf.cast(tf.random.normal([n, n]), spec["dtype"])
   step = tf.function(lambda x: tf.matmul(x, x))
   return rows.timed(lambda: step(a).numpy(), spec, flops=2 * n ** 3)
+
+
+def measure_bandwidth(spec):
+  """This machine's memory read rate, GB/s: a sum over 1 GiB of float32 in TensorFlow (every
+  CPU thread), best of spec["repeats"] (rows.timed, gbs)."""
+  values = tf.ones([2 ** 28], tf.float32)
+  step = tf.function(tf.reduce_sum)
+  result = rows.timed(lambda: step(values).numpy(), spec)
+  return dict(result, gbs=2 ** 30 / result["seconds"] / 1e9)
 
 
 def measure_dropout(spec):

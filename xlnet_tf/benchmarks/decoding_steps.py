@@ -4,6 +4,9 @@ Transformer-XL's Table 7, evaluation with memory against a vanilla re-run window
 lm_eval_vanilla); and the int8 LM's generation, which int8_steps times.
 """
 
+import functools
+from typing import Any, Callable, NamedTuple
+
 import keras
 import numpy as np
 
@@ -14,14 +17,16 @@ from xlnet_tf.benchmarks import rows, steps
 
 
 def measure_decoding(spec):
-  """A generate, infill or lm_eval row of xlnet_tf (rows.timed)."""
+  """A generate, infill or lm_eval row of xlnet_tf (rows.timed; generate with the step time,
+  rows.with_step_time)."""
+  if spec["mode"] == "generate":
+    return timed_generation(generation_step(spec), spec)
   return rows.timed(build_decoding_step(spec), spec)
 
 
 def build_decoding_step(spec):
-  """A callable running one call of spec["mode"]'s decoding (rows.DECODING_MODES)."""
-  if spec["mode"] == "generate":
-    return generation_step(spec)
+  """A callable running one call of spec["mode"]'s decoding (rows.DECODING_MODES but
+  generate: generation_step)."""
   if spec["dtype"] == "bfloat16":
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
   if spec["mode"] in rows.INFILL_MODES:
@@ -29,23 +34,53 @@ def build_decoding_step(spec):
   return _lm_evaluation_step(spec, steps.jit_of(spec))
 
 
+class Generation(NamedTuple):
+  """A generate row's calls: run (spec["new_tokens"] greedy tokens), prompt_run (one token
+  after the same prompt), the LM, and with int8 the float LM's generated ids."""
+  run: Callable
+  prompt_run: Callable
+  model: Any
+  reference: Any = None
+
+
 def generation_step(spec, int8=False):
   """Greedy generation of spec["new_tokens"] tokens after random prompts [batch, seq_len] with
-  the XLNet LM (XLNetPretrainer, objective perm; bi_data off, as generation needs). bfloat16:
-  the weights themselves in bfloat16 (memory-bound steps read half the bytes). int8: (run, the
-  float LM's generated ids), the LM quantized after generating them."""
+  the XLNet LM (XLNetPretrainer, objective perm; bi_data off, as generation needs), as a
+  Generation. bfloat16: the weights themselves in bfloat16 (memory-bound steps read half the
+  bytes). int8: the LM quantized after generating the reference ids."""
   if spec["dtype"] == "bfloat16":  # bfloat16 weights: half the bytes a step reads
     keras.mixed_precision.set_global_policy("bfloat16")
   config = XLNetConfig.preset(spec["size"], n_token=rows.VOCAB, bi_data=False)
   keras.utils.set_random_seed(0)  # the same LM in every row and run (same_tokens compares)
   model = XLNetPretrainer(XLNetModel(config))
   ids, _, _ = rows.random_inputs(spec["batch"], spec["seq_len"])
-  run = lambda: generation.generate(model, ids, spec["new_tokens"]).numpy()  # noqa: E731
-  if not int8:
-    return run
-  reference = run()
-  model.quantize("int8")
-  return run, reference
+
+  def generate(new_tokens):
+    return generation.generate(model, ids, new_tokens).numpy()
+  reference = None
+  if int8:
+    reference = generate(spec["new_tokens"])
+    model.quantize("int8")
+  return Generation(functools.partial(generate, spec["new_tokens"]),
+                    functools.partial(generate, 1), model, reference)
+
+
+def step_weight_bytes(model) -> int:
+  """The bytes of weights a decoding step of the LM reads: every weight (the tied embedding
+  once, read by the output projection), or with the int8 output projection its int8 copy and
+  scales instead of the embedding (then only looked up)."""
+  total = sum(int(np.prod(variable.shape)) * np.dtype(variable.dtype).itemsize
+              for variable in model.weights)
+  if getattr(model, "lm_output_int8", None) is not None:
+    embedding = model.backbone.word_embedding
+    total -= int(np.prod(embedding.shape)) * np.dtype(embedding.dtype).itemsize
+  return total
+
+
+def timed_generation(generation: Generation, spec):
+  """rows.timed of a Generation, with its step time and weight bytes (rows.with_step_time)."""
+  return rows.with_step_time(rows.timed(generation.run, spec), generation.prompt_run,
+                             step_weight_bytes(generation.model))
 
 
 def infill_inputs(batch, seq_len, seed=0, vocab=rows.VOCAB):

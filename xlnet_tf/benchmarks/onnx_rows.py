@@ -25,20 +25,26 @@ def onnx_runtime_threads():
   return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
-def build_onnx_runtime_step(spec, path):
-  """A callable running the ONNX file at `path` (onnx_paths) in ONNX Runtime on the CPU,
-  intra-op threads = spec["cpu_threads"] if set, else onnx_runtime_threads(), every graph
-  optimization, on the inputs of the xlnet_tf forward rows: returns the sequence output."""
+def onnx_runtime_step(path, feeds, threads=None):
+  """A callable running the ONNX file at `path` in ONNX Runtime on the CPU on `feeds` (input
+  name -> array), intra-op threads = `threads` or onnx_runtime_threads(), every graph
+  optimization: returns the sequence output."""
   import onnxruntime  # optional: the export extra
   options = onnxruntime.SessionOptions()
-  options.intra_op_num_threads = spec.get("cpu_threads") or onnx_runtime_threads()
+  options.intra_op_num_threads = threads or onnx_runtime_threads()
   options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
   session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+  return lambda: session.run(["sequence_output"], feeds)[0]
+
+
+def build_onnx_runtime_step(spec, path):
+  """onnx_runtime_step of the ONNX file at `path` (onnx_paths) with spec["cpu_threads"]
+  threads if set, on the inputs of the xlnet_tf forward rows."""
   ids, _, _ = rows.random_inputs(spec["batch"], spec["seq_len"],
                                  vocab=spec.get("vocab", rows.VOCAB))
   feeds = {"input_ids": ids, "segment_ids": np.zeros_like(ids),
            "input_mask": np.ones(ids.shape, np.float32)}
-  return lambda: session.run(["sequence_output"], feeds)[0]
+  return onnx_runtime_step(path, feeds, spec.get("cpu_threads"))
 
 
 def measure_onnx_runtime(spec):

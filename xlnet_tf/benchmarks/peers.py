@@ -1,6 +1,8 @@
 """The peers' rows in run/benchmark.py: Hugging Face transformers' PyTorch XLNet (hf_torch:
 forward, the permutation-LM train step, generate; on the CPU or, with --torch_device=cuda, the
-GPU, whose dense matmul rate the GPU rows' MFU is taken against) and keras-hub's XLNetBackbone
+GPU, whose dense matmul rate the GPU rows' MFU is taken against; hf_torch_int8: forward and
+generate after PyTorch's quantize_dynamic of its nn.Linear layers, the int8 an HF user reaches
+for) and keras-hub's XLNetBackbone
 (keras_hub*: forward only, on Keras' TensorFlow or JAX backend, float or after its
 quantize("int8")).
 
@@ -21,7 +23,12 @@ from xlnet_tf.benchmarks import rows
 def measure_hf_torch(spec):
   """A Hugging Face row (rows.timed): XLNetModel's forward, XLNetLMHeadModel's train step
   (perm_mask, target_mapping, AdamW, gradient clipping) or its generate (greedy, its default
-  'mems' of past tokens), float32 or bfloat16 autocast, on spec["device"] (default cpu)."""
+  'mems' of past tokens; with the step time, rows.with_step_time), float32 or bfloat16
+  autocast, on spec["device"] (default cpu). hf_torch_int8: the model after
+  torch.ao.quantization.quantize_dynamic of its nn.Linear layers (qint8: the feed-forward's
+  and the LM head's; XLNet's attention kernels are plain parameters and stay float), with
+  the relative error of its forward output (generate: the share of the float model's
+  greedy tokens it generates)."""
   import torch
   import transformers
   torch.manual_seed(0)
@@ -37,19 +44,33 @@ def measure_hf_torch(spec):
   common = dict(input_ids=ids, token_type_ids=torch.zeros_like(ids),
                 attention_mask=torch.ones(batch, seq_len, device=device))
   autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=spec["dtype"] == "bfloat16")
+  int8 = spec["implementation"] == "hf_torch_int8"
   if spec["mode"] == "generate":  # its defaults: the hidden states of past tokens as 'mems'
     model = transformers.XLNetLMHeadModel(config).to(device).eval()
 
-    def run():
+    def generate(new_tokens):
       with torch.no_grad(), autocast:
-        model.generate(ids, max_new_tokens=spec["new_tokens"], min_new_tokens=spec["new_tokens"],
-                       do_sample=False, pad_token_id=5, eos_token_id=None)
-  elif spec["mode"] == "forward":
+        return model.generate(ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                              do_sample=False, pad_token_id=5, eos_token_id=None).numpy()
+    reference = generate(spec["new_tokens"]) if int8 else None
+    model = _quantized(model) if int8 else model
+    run = functools.partial(generate, spec["new_tokens"])
+    result = rows.with_step_time(rows.timed(run, spec), functools.partial(generate, 1),
+                                 _torch_weight_bytes(model))
+    if int8:
+      new = spec["new_tokens"]
+      result["same_tokens"] = float((run()[:, -new:] == reference[:, -new:]).mean())
+    return result
+  if spec["mode"] == "forward":
     model = transformers.XLNetModel(config).to(device).eval()
 
     def run():
       with torch.no_grad(), autocast:
-        model(**common)
+        return model(**common).last_hidden_state.float().numpy()
+    if int8:
+      reference = run()
+      model = _quantized(model)
+      return dict(rows.timed(run, spec), relative_error=rows.relative_error(reference, run()))
   else:
     model = transformers.XLNetLMHeadModel(config).to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6)
@@ -68,6 +89,27 @@ def measure_hf_torch(spec):
   if device == "cuda":
     return rows.timed(_synchronized(run), spec, device_memory=torch.cuda.max_memory_allocated)
   return rows.timed(run, spec)
+
+
+def _quantized(model):
+  """PyTorch's dynamic int8 quantization of the model's nn.Linear layers (a copy)."""
+  import torch
+  return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+
+
+def _torch_weight_bytes(model):
+  """The bytes of weights a decoding step of `model` reads: its parameters (the tied
+  embedding once, read by the LM head), or with a quantized LM head its int8 weights (their
+  scales are a few numbers), the float parameters but the embedding (then only looked up)."""
+  import torch
+  quantized = [module for module in model.modules()
+               if isinstance(module, torch.ao.nn.quantized.dynamic.Linear)]
+  parameters = {id(p): p for p in model.parameters()}.values()
+  total = sum(p.numel() * p.element_size() for p in parameters)
+  if quantized:
+    total -= model.transformer.word_embedding.weight.numel() * 4
+    total += sum(module.weight().numel() for module in quantized)
+  return total
 
 
 def measure_gpu_matmul(spec):

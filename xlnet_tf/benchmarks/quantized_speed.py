@@ -1,16 +1,21 @@
-"""int8 against float: the forward of one random-weight model in each of its ways, in one
-process, alternating rounds (docs/performance.md#speed-on-cpu; the command:
-run/quantized_speed.py).
+"""int8 against float, and every path a user takes after quantize("int8"): the forward of one
+random-weight model in each of its ways, in one process, alternating rounds
+(docs/performance.md#speed-on-cpu; the command: run/quantized_speed.py).
 
 Rows: float32 under XLA (the project's float32 default), bfloat16 without XLA (its bfloat16
-default), the int8 model (XLNetModel.quantize("int8")) under XLA, without XLA, and traced in
-constant_int8_weights (oneDNN's u8 x s8 kernel). ONNX Runtime, float32 and int8, is
-run/benchmark.py's peer (--implementations=ort,ort_int8). Each row: best and median time per
-forward of the rounds, tokens/s of the best, and the relative error
+default), and the int8 model (XLNetModel.quantize("int8")) through Keras' `predict`, a plain
+`tf.function`, a `tf.function(jit_compile=True)`, and its exported SavedModel (loaded with
+tf.saved_model.load and called through serve_ids, without XLA, as TF Serving runs it); with
+ONNX Runtime and tf2onnx installed, ONNX Runtime int8 on the project's ONNX export of the same
+float model (serving.onnx_quantization.quantize_onnx_int8), the int8 rows' peer. Each row:
+best and median time per forward of the rounds, tokens/s of the best, and the relative error
 ||y - y_float32|| / ||y_float32|| of sequence_output.
 """
 
+import importlib.util
+import os
 import statistics
+import tempfile
 import time
 
 import keras
@@ -18,9 +23,13 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf import XLNetConfig, XLNetModel
-from xlnet_tf.modeling.ops import constant_int8_weights
+from xlnet_tf.serving.onnx_litert import verification_inputs, write_onnx
+from xlnet_tf.serving.onnx_quantization import quantize_onnx_int8
+from xlnet_tf.benchmarks import onnx_rows, serving_steps
+from xlnet_tf.benchmarks.onnx_export import ONNX_SEP_ID
 
 FLOAT32_XLA = "float32, XLA"
+ORT_INT8 = "ONNX Runtime int8"
 
 
 def forward_inputs(batch, seq_len, n_token):
@@ -42,9 +51,10 @@ def _distinct_kernels(model, init_std):
       variable.assign(rng.normal(0.0, init_std, variable.shape).astype(np.float32))
 
 
-def forward_runners(size, batch, seq_len):
+def forward_runners(size, batch, seq_len, onnx_dir=None):
   """{row: a callable returning sequence_output as NumPy}, float32 XLA first; prints how long
-  quantize("int8") and the constant-weights trace took."""
+  quantize("int8") took. With `onnx_dir` (and ONNX Runtime and tf2onnx installed), the ONNX
+  Runtime int8 row, its files written there."""
   config = XLNetConfig.preset(size, dropout=0.0, dropatt=0.0)
   inputs = forward_inputs(batch, seq_len, config.n_token)
   keras.utils.set_random_seed(0)
@@ -69,22 +79,32 @@ def forward_runners(size, batch, seq_len):
 
   runners = {FLOAT32_XLA: forward(float_model, True),
              "bfloat16, no XLA": forward(bfloat16_model, False),
-             "int8, XLA": forward(int8_model, True),
-             "int8, no XLA": forward(int8_model, False)}
-  with constant_int8_weights():
-    constant = forward(int8_model, False)
-    started = time.perf_counter()
-    constant()  # traced inside the context
-    print(f"int8 constant weights, first call (trace): {time.perf_counter() - started:.1f} s")
-  runners["int8, constant weights (oneDNN)"] = constant
+             "int8, predict": lambda: int8_model.predict(
+                 tensors, batch_size=batch, verbose=0)["sequence_output"],
+             "int8, tf.function": forward(int8_model, False),
+             "int8, tf.function XLA": forward(int8_model, True),
+             "int8, SavedModel": serving_steps.serving_step(int8_model, tensors, seq_len,
+                                                            xla=False)}
+  if onnx_dir and all(importlib.util.find_spec(package)
+                      for package in ("onnxruntime", "tf2onnx", "onnx")):
+    float_path = write_onnx(float_model, os.path.join(onnx_dir, "float.onnx"), seq_len,
+                            ONNX_SEP_ID)
+    int8_path, _ = quantize_onnx_int8(float_path, os.path.join(onnx_dir, "int8.onnx"),
+                                      check_inputs=verification_inputs(float_model, seq_len))
+    runners[ORT_INT8] = onnx_rows.onnx_runtime_step(int8_path, inputs)
   return runners
 
 
-def measure(size="base", batch=4, seq_len=128, rounds=5, calls=3):
+def measure(size="base", batch=4, seq_len=128, rounds=5, calls=3, onnx=True):
   """{row: {"seconds": [per round: the mean of `calls` forwards], "relative_error"}}: every
-  row of forward_runners warmed up, then timed in `rounds` rounds, each running every row in
-  turn (a shared machine's drift spreads over all rows)."""
-  runners = forward_runners(size, batch, seq_len)
+  row of forward_runners (the ONNX Runtime row with `onnx`) warmed up, then timed in `rounds`
+  rounds, each running every row in turn (a shared machine's drift spreads over all rows)."""
+  with tempfile.TemporaryDirectory() as onnx_dir:
+    runners = forward_runners(size, batch, seq_len, onnx_dir if onnx else None)
+    return _timed_in_turns(runners, rounds, calls)
+
+
+def _timed_in_turns(runners, rounds, calls):
   outputs = {name: run() for name, run in runners.items()}  # warm-up: traces, compilations
   reference = outputs[FLOAT32_XLA]
   times = {name: [] for name in runners}
@@ -100,12 +120,17 @@ def measure(size="base", batch=4, seq_len=128, rounds=5, calls=3):
 
 
 def markdown(rows, tokens):
-  """The rows (measure) as a markdown table; `tokens` per forward (batch x seq_len)."""
-  lines = ["| model | best ms | median ms | tokens/s (best) | vs float32 XLA | relative error |",
-           "|---|---:|---:|---:|---:|---:|"]
+  """The rows (measure) as a markdown table; `tokens` per forward (batch x seq_len). With
+  the ONNX Runtime int8 row, every row's speed against it too."""
+  peer = min(rows[ORT_INT8]["seconds"]) if ORT_INT8 in rows else None
+  lines = ["| model | best ms | median ms | tokens/s (best) | vs float32 XLA |"
+           + (" vs ONNX Runtime int8 |" if peer else "") + " relative error |",
+           "|---|---:|---:|---:|---:|" + ("---:|" if peer else "") + "---:|"]
   base = min(rows[FLOAT32_XLA]["seconds"])
   for name, row in rows.items():
     best = min(row["seconds"])
     lines.append(f"| {name} | {best * 1e3:.0f} | {statistics.median(row['seconds']) * 1e3:.0f} "
-                 f"| {tokens / best:,.0f} | {base / best:.2f}x | {row['relative_error']:.2%} |")
+                 f"| {tokens / best:,.0f} | {base / best:.2f}x |"
+                 + (f" {peer / best:.2f}x |" if peer else "")
+                 + f" {row['relative_error']:.2%} |")
   return "\n".join(lines)

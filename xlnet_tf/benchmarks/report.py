@@ -16,7 +16,7 @@ SIZES = {name: SIZE_PRESETS[name] for name in ("tiny", "demo", "base", "large")}
 OWN = ("xlnet_tf", "xlnet_tf_int8")
 # Rows with int8 weights (and activations quantized at run time): compared with int8 peers only,
 # and without MFU (the matmul rate measured is float32's).
-INT8 = ("xlnet_tf_int8", "ort_int8", "keras_hub_int8", "keras_hub_jax_int8")
+INT8 = ("xlnet_tf_int8", "ort_int8", "keras_hub_int8", "keras_hub_jax_int8", "hf_torch_int8")
 
 
 def model_flops(size, batch, seq_len, mode, vocab=VOCAB):
@@ -139,13 +139,52 @@ def baseline_markdown(results):
   return "\n".join(lines)
 
 
+def latency_markdown(results):
+  """The serving rows' latency: percentiles over every timed call of the kept round (run
+  --repeats=N for N calls), beside their throughput."""
+  served = [r for r in results if r["mode"].startswith("serve") and "call_seconds" in r]
+  if not served:
+    return ""
+  lines = ["\n\nSavedModel calls (loaded with tf.saved_model.load, no XLA unless serve_xla):\n",
+           "| size | batch x seq | dtype | mode | implementation | calls | p50 ms | p99 ms | "
+           "requests/s (p50) | tokens/s (best) |", "|---|---|---|---|---|---:|---:|---:|---:|---:|"]
+  for r in served:
+    p50, p99 = np.percentile(np.asarray(r["call_seconds"]) * 1e3, [50, 99])
+    lines.append(f"| {_size(r)} | {r['batch']}x{r['seq_len']} | {r['dtype']} | {r['mode']} | "
+                 f"{_label(r)} | {len(r['call_seconds'])} | {p50:.1f} | {p99:.1f} | "
+                 f"{1e3 / p50:,.1f} | {r['tokens_per_sec']:,.1f} |")
+  return "\n".join(lines)
+
+
+def decoding_steps_markdown(results):
+  """The generate rows' decoding step against the memory-bandwidth bound of the weights it
+  reads: bound = weight bytes / the machine's read rate (component_rows.measure_bandwidth),
+  share = bound / step time (1 = the step does nothing but stream its weights once)."""
+  generated = [r for r in results if "step_seconds" in r and "error" not in r]
+  if not generated:
+    return ""
+  lines = ["\n\nDecoding steps against the memory-bandwidth bound of their weights (step = "
+           "(time of the call - time of the prompt and one token) / (new tokens - 1)):\n",
+           "| size | batch x prompt+new | dtype | implementation | tokens/s | ms/step | "
+           "weights read/step (MB) | bandwidth (GB/s) | bound (ms) | share of bound |",
+           "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+  for r in generated:
+    step_ms, megabytes = r["step_seconds"] * 1e3, r["weight_bytes"] / 1e6
+    bandwidth = r.get("bandwidth_gbs")
+    bound = f"{megabytes / bandwidth:.1f}" if bandwidth else ""
+    share = f"{megabytes / bandwidth / step_ms:.0%}" if bandwidth and step_ms else ""
+    lines.append(f"| {_size(r)} | {r['batch']}x{r['seq_len']}+{r['new_tokens']} | {r['dtype']} |"
+                 f" {_label(r)} | {r['tokens_per_sec']:,.1f} | {step_ms:.1f} | {megabytes:,.0f} |"
+                 f" {bandwidth or 0:.1f} | {bound} | {share} |")
+  return "\n".join(lines)
+
+
 def fastest_peer(r, results):
   """tokens/s of the fastest peer of row `r` in `results` (same shape, dtype and mode; a
   served SavedModel against the peers' forward; int8 against int8 peers, float against
   float), or None."""
   peer_mode = "forward" if r["mode"].startswith("serve") else r["mode"]
-  # Generation has no int8 peer: an int8 LM is compared with the peers' float32 generate.
-  int8 = r["implementation"] in INT8 and r["mode"] != "generate"
+  int8 = r["implementation"] in INT8
   peers = [p["tokens_per_sec"] for p in results if "error" not in p
            and p["implementation"] not in OWN
            and (p["implementation"] in INT8) == int8
@@ -184,7 +223,8 @@ def markdown(results, matmul):
   lines.append(f"\nDense matmul ({matmul_kind}, best round): {rates}. MFU = model "
                "matmul FLOPs / time / that rate at the run's precision."
                + (" serve: the exported SavedModel's serve_ids signature (xlnet_tf.serving; "
-                  "serve_xla: exported with xla=True), against the peers' forward."
+                  "serve_text: its serving_default signature on raw strings, tokenized in the "
+                  "graph; serve_xla: exported with xla=True), against the peers' forward."
                   if served else "")
                + (" generate: batch x prompt + new tokens, greedy; tokens/s of new tokens."
                   if any(r["mode"] == "generate" for r in results) else "")
@@ -192,8 +232,8 @@ def markdown(results, matmul):
                   "quantize_onnx_int8)." if any(r["implementation"].startswith("ort")
                                                  for r in results) else "")
                + (" int8 rows (int8 weights, activations quantized at run time) are compared "
-                  "with int8 peers, float rows with float peers (generation: with the peers' "
-                  "float32); their relative error is ||int8 - float|| / ||float|| of the "
+                  "with int8 peers (hf_torch_int8: PyTorch's quantize_dynamic), float rows "
+                  "with float peers; their relative error is ||int8 - float|| / ||float|| of the "
                   "output against their float model's on the same inputs (generation: the "
                   "share of new tokens equal to the float model's greedy tokens)."
                   if any(r["implementation"] in INT8 for r in results)
@@ -203,7 +243,9 @@ def markdown(results, matmul):
 
 def report_markdown(results, matmul, dropout=(), data_stage=None) -> str:
   """Every table of a speed run: the rows, the --baseline ratios, dropout, the data stage."""
-  return (markdown(results, matmul) + baseline_markdown(results) + dropout_markdown(dropout)
+  return (markdown(results, matmul) + latency_markdown(results)
+          + decoding_steps_markdown(results) + baseline_markdown(results)
+          + dropout_markdown(dropout)
           + data_stage_markdown(data_stage))
 
 

@@ -17,18 +17,21 @@ import numpy as np
 VOCAB = 32000  # the released models'; --vocab_sizes for others
 
 # What each mode times, and which implementations have it.
-MODES = {"forward": {"xlnet_tf", "hf_torch", "keras_hub", "ort", "ort_int8", "xlnet_tf_int8",
-                     "keras_hub_int8", "keras_hub_jax", "keras_hub_jax_int8"},
+MODES = {"forward": {"xlnet_tf", "hf_torch", "hf_torch_int8", "keras_hub", "ort", "ort_int8",
+                     "xlnet_tf_int8", "keras_hub_int8", "keras_hub_jax", "keras_hub_jax_int8"},
          "train": {"xlnet_tf", "hf_torch"},  # keras-hub's backbone has no permutation-LM path
-         "serve": {"xlnet_tf", "xlnet_tf_int8"}, "serve_xla": {"xlnet_tf"},
-         "generate": {"xlnet_tf", "xlnet_tf_int8", "hf_torch"},
+         "serve": {"xlnet_tf", "xlnet_tf_int8"}, "serve_text": {"xlnet_tf", "xlnet_tf_int8"},
+         "serve_xla": {"xlnet_tf"},
+         "generate": {"xlnet_tf", "xlnet_tf_int8", "hf_torch", "hf_torch_int8"},
          "infill": {"xlnet_tf"}, "infill_recompute": {"xlnet_tf"},
          "lm_eval": {"xlnet_tf"}, "lm_eval_vanilla": {"xlnet_tf"}}
 # ONNX files and the int8 models hold float32 (the int8 rows: float32 activations).
-FLOAT32_ONLY = {"ort", "ort_int8", "xlnet_tf_int8", "keras_hub_int8", "keras_hub_jax_int8"}
+FLOAT32_ONLY = {"ort", "ort_int8", "xlnet_tf_int8", "keras_hub_int8", "keras_hub_jax_int8",
+                "hf_torch_int8"}
 # The packages an implementation needs (found, not imported, before a run).
 PACKAGES = {"xlnet_tf": ["tensorflow"], "xlnet_tf_int8": ["tensorflow"],
-            "hf_torch": ["transformers", "torch"], "keras_hub": ["keras_hub"],
+            "hf_torch": ["transformers", "torch"], "hf_torch_int8": ["transformers", "torch"],
+            "keras_hub": ["keras_hub"],
             "keras_hub_int8": ["keras_hub"], "keras_hub_jax": ["keras_hub", "jax"],
             "keras_hub_jax_int8": ["keras_hub", "jax"],
             # the export (tf2onnx), the session, and the quantization tool (onnx)
@@ -37,7 +40,7 @@ PACKAGES = {"xlnet_tf": ["tensorflow"], "xlnet_tf_int8": ["tensorflow"],
 # The rows whose process imports TensorFlow (--fork_rows forks them; the matmul row too, but
 # for the GPU's, which runs in PyTorch).
 TENSORFLOW_ROWS = {"xlnet_tf", "xlnet_tf_int8", "keras_hub", "keras_hub_int8", "onnx_export",
-                   "dropout", "data_stage"}
+                   "dropout", "data_stage", "bandwidth"}
 
 # Blanks per text for --modes=infill: INFILL_SPANS spans of INFILL_SPAN pieces (32 pieces).
 INFILL_SPANS, INFILL_SPAN = 8, 4
@@ -48,13 +51,14 @@ INFILL_MODES = {"infill": True, "infill_recompute": False}
 # L per call; vanilla, LM_EVAL_WINDOWS predictions, each re-running a window of L tokens.
 LM_EVAL_MODES = ("lm_eval", "lm_eval_vanilla")
 LM_EVAL_SEGMENT, LM_EVAL_SEGMENTS, LM_EVAL_WINDOWS = 128, 4, 4
-SERVE_MODES = ("serve", "serve_xla")
+SERVE_MODES = ("serve", "serve_text", "serve_xla")
 DECODING_MODES = ("generate",) + tuple(INFILL_MODES) + LM_EVAL_MODES
 
 # {implementation: (module of xlnet_tf.benchmarks, its function measuring one row)}; xlnet_tf's
 # own rows by mode (_XLNET_TF_FUNCTIONS), the matmul row by device.
 _FUNCTIONS = {"xlnet_tf_int8": ("int8_steps", "measure_int8"),
               "hf_torch": ("peers", "measure_hf_torch"),
+              "hf_torch_int8": ("peers", "measure_hf_torch"),
               "keras_hub": ("peers", "measure_keras_hub"),
               "keras_hub_int8": ("peers", "measure_keras_hub"),
               "keras_hub_jax": ("peers", "measure_keras_hub"),
@@ -63,6 +67,7 @@ _FUNCTIONS = {"xlnet_tf_int8": ("int8_steps", "measure_int8"),
               "ort_int8": ("onnx_rows", "measure_onnx_runtime"),
               "onnx_export": ("onnx_export", "export_onnx_files"),
               "matmul": ("component_rows", "measure_matmul"),
+              "bandwidth": ("component_rows", "measure_bandwidth"),
               "dropout": ("component_rows", "measure_dropout"),
               "data_stage": ("component_rows", "measure_data_stage"),
               "finetune_memory": ("steps", "finetuning_step_memory")}
@@ -116,8 +121,9 @@ def peak_rss_gb() -> float:
 
 def timed(run, spec, flops=None, device_memory=None):
   """`spec` with the best of spec["repeats"] calls of `run` after one warm-up (tracing and
-  compilation) as seconds, this process's peak RSS, and with `flops` the rate in GFLOP/s,
-  with `device_memory` (a callable returning bytes) the device's peak."""
+  compilation) as seconds, every call's time (call_seconds: the latency percentiles of the
+  serving rows), this process's peak RSS, and with `flops` the rate in GFLOP/s, with
+  `device_memory` (a callable returning bytes) the device's peak."""
   run()  # warm-up: tracing and compilation
   times = []
   for _ in range(spec["repeats"]):
@@ -125,12 +131,28 @@ def timed(run, spec, flops=None, device_memory=None):
     run()
     times.append(time.perf_counter() - start)
   seconds = min(times)
-  result = dict(spec, seconds=seconds, peak_rss_gb=peak_rss_gb())
+  result = dict(spec, seconds=seconds, call_seconds=times, peak_rss_gb=peak_rss_gb())
   if flops:
     result["gflops"] = flops / seconds / 1e9
   if device_memory:
     result["peak_device_gb"] = device_memory() / 2 ** 30
   return result
+
+
+def with_step_time(result, prompt_run, weight_bytes):
+  """A generate row's `result` (timed) with the time of one decoding step: (the call's time -
+  prompt_run's, best of result["repeats"] after a warm-up) / (new tokens - 1), prompt_run
+  generating one token after the same prompt; and `weight_bytes`, the bytes of weights a step
+  reads (the report sets them against the machine's memory bandwidth)."""
+  prompt_run()  # warm-up: its own traces (another cache size)
+  prompt = []
+  for _ in range(result["repeats"]):
+    start = time.perf_counter()
+    prompt_run()
+    prompt.append(time.perf_counter() - start)
+  steps = max(result["new_tokens"] - 1, 1)
+  return dict(result, prompt_seconds=min(prompt), weight_bytes=int(weight_bytes),
+              step_seconds=max(result["seconds"] - min(prompt), 0.0) / steps)
 
 
 def relative_error(reference, output) -> float:

@@ -192,14 +192,19 @@ def _export_onnx_files(specs: Sequence[Dict], measure: Measure) -> Dict:
 def _measure_rounds(run: SpeedRun, specs: Sequence[Dict], measure: Measure,
                     export_errors: Dict):
   """(results, matmul rates): every spec measured `rounds` times, the implementations taking
-  turns, each row's best round kept, after each round's dense matmul rate per dtype."""
-  matmul, best = {}, [None] * len(specs)
+  turns, each row's best round kept, after each round's dense matmul rate per dtype (and,
+  with generate rows, its memory bandwidth: the best round's, in each generate row)."""
+  matmul, best, bandwidth = {}, [None] * len(specs), None
+  decoding = any(spec["mode"] == "generate" for spec in specs)
   for _ in range(run.rounds):
     for dtype in run.dtypes:
       rate = measure({"implementation": "matmul", "dtype": dtype, "repeats": 5,
                       **_device(run, "hf_torch")}).get("gflops")
       if rate is not None and not rate <= matmul.get(dtype, 0.0):  # the best round's rate
         matmul[dtype] = rate
+    if decoding:
+      rate = measure({"implementation": "bandwidth", "repeats": 5}).get("gbs")
+      bandwidth = max(rate or 0.0, bandwidth or 0.0) or None
     for index, spec in enumerate(specs):
       error = (export_errors.get(_onnx_shape(spec)) if spec["implementation"].startswith("ort")
                else None)
@@ -216,6 +221,8 @@ def _measure_rounds(run: SpeedRun, specs: Sequence[Dict], measure: Measure,
   for result in best:
     if "error" not in result:
       report.add_rates(result, matmul)
+      if result["mode"] == "generate" and bandwidth:
+        result["bandwidth_gbs"] = bandwidth
     results.append(result)
   return results, matmul
 

@@ -1,13 +1,14 @@
 """int8 against float on CPU: the forward of one random-weight model as float32 under XLA,
-bfloat16, and int8 (Keras' quantize("int8")) under XLA, without it and traced in
-constant_int8_weights (oneDNN's u8 x s8 kernel), in one process, every row in turn each round:
+bfloat16, and int8 (Keras' quantize("int8")) through predict, a plain tf.function, XLA and its
+exported SavedModel, beside ONNX Runtime int8 on the project's ONNX export of the same model,
+in one process, every row in turn each round:
 
   python run/quantized_speed.py --size=base --batch=4 --seq_len=128 --rounds=8
 
 Prints the best and median time per forward, tokens/s of the best, the ratio to float32 XLA
-and each row's relative error ||y - y_float32|| / ||y_float32|| of sequence_output
-(docs/performance.md, "Speed on CPU"). ONNX Runtime's float32 and int8 rows are
-run/benchmark.py's (--implementations=ort,ort_int8).
+and to ONNX Runtime int8 (with onnxruntime and tf2onnx installed) and each row's relative
+error ||y - y_float32|| / ||y_float32|| of sequence_output (docs/performance.md, "Speed on
+CPU").
 """
 
 from absl import flags
