@@ -64,7 +64,7 @@ def test_a_fine_tuned_classifier_end_to_end(sp_model, tmp_path):
   assert written["markdown"] in measured.stdout
   assert written["markdown"] == quantized_accuracy.markdown(written)
   assert written["examples"] == 24 and written["labels"] == ["code", "data"]
-  assert list(written["rows"]) == ["float32", "int8", "int8, constant weights (oneDNN)"]
+  assert list(written["rows"]) == ["float32", "int8"]
   reported = json.loads((tmp_path / "out" / "dev_metrics.json").read_text())
   assert written["rows"]["float32"]["accuracy"] == pytest.approx(reported["accuracy"])
   for row in written["rows"].values():

@@ -7,17 +7,16 @@ built as run/export.py builds it (serving.saved_model.load_exportable_model). Th
 file, read and encoded as run/classifier.py --task_name=generic --do_eval reads it (labels in
 labels.json's order), and scored by the same predictions and metrics; max_seq_length: the
 fine-tuning run's.
-Rows: float32; int8 (XLNetClassifier.quantize("int8") on a second copy, the default path); int8
-traced in constant_int8_weights (oneDNN's u8 x s8 kernel: the same integer products, so the
-same logits up to float rounding; where this TensorFlow lacks the kernel, the default path
-again: onednn_int8 in the JSON). Each row: dev accuracy, its difference from float32 in points,
-the dev examples whose predicted label differs from float32's, and the mean over examples of the
-logits' relative error ||logits - logits_float32|| / ||logits_float32||.
+Rows: float32; int8 (XLNetClassifier.quantize("int8") on a second copy, through Keras'
+predict: the path a user takes, oneDNN's u8 x s8 kernel on constant weights where this
+TensorFlow and CPU have it, onednn_int8 in the JSON; modeling.int8_inference). Each row: dev
+accuracy, its difference from float32 in points, the dev examples whose predicted label differs
+from float32's, and the mean over examples of the logits' relative error
+||logits - logits_float32|| / ||logits_float32||.
 """
 
 import numpy as np
 
-from xlnet_tf.modeling.ops import constant_int8_weights
 from xlnet_tf.modeling.ops.int8_packing import onednn_available
 from xlnet_tf.serving.saved_model import load_exportable_model
 from xlnet_tf.tasks import classification
@@ -25,7 +24,7 @@ from xlnet_tf.tasks.classification import metrics
 from xlnet_tf.text.tokenizer import XLNetTokenizer, saved_tokenizer
 from xlnet_tf.utils.errors import UserInputError
 
-FLOAT32, INT8, CONSTANT = "float32", "int8", "int8, constant weights (oneDNN)"
+FLOAT32, INT8 = "float32", "int8"
 
 
 def load_classifier(model_dir, sp_path=None, uncased=False):
@@ -57,7 +56,7 @@ def compare(logits, labels):
 
 
 def measure(model_dir, data, max_seq_length=128, sp_path=None, uncased=False, batch_size=32,
-            text_columns=None, constant_weights=True):
+            text_columns=None):
   """The rows (compare) of the classifier in `model_dir` on the file `data` (max_seq_length:
   the fine-tuning run's)."""
   model, tokenizer = load_classifier(model_dir, sp_path, uncased)
@@ -70,10 +69,6 @@ def measure(model_dir, data, max_seq_length=128, sp_path=None, uncased=False, ba
   model, _ = load_classifier(model_dir, sp_path, uncased)  # a second copy, quantized
   model.quantize("int8")
   logits[INT8] = classification.predict_logits(model, dev, batch_size)
-  if constant_weights:
-    with constant_int8_weights():  # the predict function traced again, in the context
-      model.make_predict_function(force=True)
-      logits[CONSTANT] = classification.predict_logits(model, dev, batch_size)
   return {"model_dir": model_dir, "data": data, "examples": len(dev["label"]),
           "max_seq_length": max_seq_length, "labels": task.labels,
           "onednn_int8": onednn_available(), "rows": compare(logits, dev["label"])}

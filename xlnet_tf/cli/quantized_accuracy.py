@@ -27,8 +27,6 @@ flags.DEFINE_bool("uncased", False, "With --sp_path: lower-case the text.")
 flags.DEFINE_integer("max_seq_length", 128, "The fine-tuning run's.", lower_bound=2)
 flags.DEFINE_integer("batch_size", 32, "Examples per prediction batch.", lower_bound=1)
 flags.DEFINE_list("text_columns", None, "text_a[,text_b] (default: found by header name).")
-flags.DEFINE_bool("constant_weights", True, "Also the int8 model traced in "
-                  "constant_int8_weights (oneDNN's int8 kernel).")
 flags.DEFINE_string("results_json", None, "Where the result goes (with the table).")
 flags.mark_flags_as_required(["model_dir", "data"])
 FLAGS = flags.FLAGS
@@ -38,7 +36,7 @@ def main(argv):
   del argv
   result = quantized_accuracy.measure(FLAGS.model_dir, FLAGS.data, FLAGS.max_seq_length,
                                       FLAGS.sp_path, FLAGS.uncased, FLAGS.batch_size,
-                                      FLAGS.text_columns, FLAGS.constant_weights)
+                                      FLAGS.text_columns)
   result["markdown"] = quantized_accuracy.markdown(result)
   print(f"\n{result['markdown']}\n")
   if FLAGS.results_json:
