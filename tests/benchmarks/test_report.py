@@ -68,16 +68,42 @@ def test_int8_rows_are_compared_with_int8_peers_and_show_their_error():
   assert "ONNX Runtime on the project's ONNX export" in table
 
 
-def test_int8_generation_is_compared_with_the_float_peers_and_shows_its_same_tokens():
-  results = [row("xlnet_tf", 1.0, mode="generate", new_tokens=4),
-             row("xlnet_tf_int8", 0.5, mode="generate", new_tokens=4, same_tokens=0.97),
-             row("hf_torch", 4.0, mode="generate", new_tokens=4)]
+def test_generation_is_compared_like_for_like_and_against_the_bandwidth_bound():
+  """int8 generation against Hugging Face's int8 (quantize_dynamic), float against float; each
+  step's time against the bytes of its weights over the measured bandwidth."""
+  step = dict(mode="generate", new_tokens=4, bandwidth_gbs=20.0)
+  results = [row("xlnet_tf", 1.0, step_seconds=0.2, weight_bytes=2_000_000_000, **step),
+             row("xlnet_tf_int8", 0.5, same_tokens=0.97, step_seconds=0.1,
+                 weight_bytes=500_000_000, **step),
+             row("hf_torch", 4.0, step_seconds=0.9, weight_bytes=2_000_000_000, **step),
+             row("hf_torch_int8", 2.0, same_tokens=1.0, step_seconds=0.5,
+                 weight_bytes=1_000_000_000, **step)]
   for result in results:
     report.add_rates(result, {"float32": 100.0})
-  table = report.markdown(results, {"float32": 100.0})
+  table = report.report_markdown(results, {"float32": 100.0})
   assert "| 2x16+4 | float32 | generate | xlnet_tf | 8.0 | 4.00x |  | 1.50 | |" in table
-  assert ("| 2x16+4 | float32 | generate | xlnet_tf_int8 | 16.0 | 8.00x |  | 1.50 | 97% same "
+  assert ("| 2x16+4 | float32 | generate | xlnet_tf_int8 | 16.0 | 4.00x |  | 1.50 | 97% same "
           "tokens |") in table
+  # bound = 2,000 MB / 20 GB/s = 100 ms against a 200 ms step: half of it
+  assert ("| tiny | 2x16+4 | float32 | xlnet_tf | 8.0 | 200.0 | 2,000 | 20.0 | 100.0 | 50% |"
+          in table)
+  assert "| xlnet_tf_int8 | 16.0 | 100.0 | 500 | 20.0 | 25.0 | 25% |" in table
+  assert "| hf_torch_int8 | 4.0 | 500.0 | 1,000 | 20.0 | 50.0 | 10% |" in table
+
+
+def test_serving_rows_report_latency_percentiles():
+  calls = [0.010] * 98 + [0.030, 0.050]
+  results = [row("xlnet_tf_int8", 0.010, mode="serve", batch=1, call_seconds=calls),
+             row("xlnet_tf", 0.020, mode="serve_text", batch=1, call_seconds=[0.02, 0.04])]
+  for result in results:
+    report.add_rates(result, {"float32": 100.0})
+  table = report.report_markdown(results, {"float32": 100.0})
+  assert "| p50 ms | p99 ms | requests/s (p50) | tokens/s (best) |" in table
+  # p99 of 100 calls: between the 99th and 100th (numpy's linear interpolation)
+  assert ("| tiny | 1x16 | float32 | serve | xlnet_tf_int8 | 100 | 10.0 | 30.2 | 100.0 | 1,600.0 |"
+          in table)
+  assert "| serve_text | xlnet_tf | 2 | 30.0 | 39.8 | 33.3 | 800.0 |" in table
+  assert "serving_default signature on raw strings" in table
 
 
 def test_the_chart_has_a_bar_per_implementation_of_this_revision(tmp_path, monkeypatch):

@@ -31,7 +31,8 @@ def measure_int8(spec):
 def build_int8_step(spec):
   """(run, the float model's output on the same inputs, computed before quantizing): the
   backbone's forward after XLNetModel.quantize("int8"), weights from steps.distinct_weights,
-  a plain tf.function, or under XLA when spec["jit"] is True; --modes=serve (serve_text):
+  a plain tf.function, or under XLA when spec["jit"] is True; --modes=serve (serve_text,
+  serve_xla):
   the SavedModel of export_saved_model(quantize="int8"), what TF Serving runs (no reference
   for serve_text). Generation is measure_int8's (decoding_steps.generation_step)."""
   jit = bool(spec.get("jit"))
@@ -40,8 +41,9 @@ def build_int8_step(spec):
   steps.distinct_weights(model)
   inputs = steps.xlnet_tf_inputs(spec["batch"], spec["seq_len"], vocab)
   reference = model(inputs, training=False)["sequence_output"].numpy()
-  if spec["mode"] in ("serve", "serve_text"):  # export_saved_model quantizes it
-    return serving_steps.serving_step(model, inputs, spec["seq_len"], xla=False,
+  if spec["mode"] in rows.SERVE_MODES:  # export_saved_model quantizes it
+    return serving_steps.serving_step(model, inputs, spec["seq_len"],
+                                      xla=spec["mode"] == "serve_xla",
                                       quantize="int8", text=spec["mode"] == "serve_text"), (
                                           None if spec["mode"] == "serve_text" else reference)
   model.quantize("int8")

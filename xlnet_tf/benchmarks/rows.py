@@ -21,7 +21,7 @@ MODES = {"forward": {"xlnet_tf", "hf_torch", "hf_torch_int8", "keras_hub", "ort"
                      "xlnet_tf_int8", "keras_hub_int8", "keras_hub_jax", "keras_hub_jax_int8"},
          "train": {"xlnet_tf", "hf_torch"},  # keras-hub's backbone has no permutation-LM path
          "serve": {"xlnet_tf", "xlnet_tf_int8"}, "serve_text": {"xlnet_tf", "xlnet_tf_int8"},
-         "serve_xla": {"xlnet_tf"},
+         "serve_xla": {"xlnet_tf", "xlnet_tf_int8"},
          "generate": {"xlnet_tf", "xlnet_tf_int8", "hf_torch", "hf_torch_int8"},
          "infill": {"xlnet_tf"}, "infill_recompute": {"xlnet_tf"},
          "lm_eval": {"xlnet_tf"}, "lm_eval_vanilla": {"xlnet_tf"}}
