@@ -97,10 +97,18 @@ class Int8InferenceTraces:
     return changed
 
   def make_predict_function(self, force=False):
-    """Keras' predict function, traced again (`force`) when the int8 weights changed since."""
+    """Keras' predict function, made again when the int8 weights changed since it was made.
+
+    Args:
+      force: make it again in any case (Keras' argument).
+    """
     return super().make_predict_function(
         force=self._int8_weights_changed("predict") or force)
 
   def make_test_function(self, force=False):
-    """Keras' evaluate function, traced again (`force`) when the int8 weights changed since."""
+    """Keras' evaluate function, made again when the int8 weights changed since it was made.
+
+    Args:
+      force: make it again in any case (Keras' argument).
+    """
     return super().make_test_function(force=self._int8_weights_changed("test") or force)
