@@ -101,6 +101,9 @@ class Int8InferenceTraces:
 
     Args:
       force: make it again in any case (Keras' argument).
+
+    Returns:
+      What Keras' method returns.
     """
     return super().make_predict_function(
         force=self._int8_weights_changed("predict") or force)
@@ -110,5 +113,8 @@ class Int8InferenceTraces:
 
     Args:
       force: make it again in any case (Keras' argument).
+
+    Returns:
+      What Keras' method returns.
     """
     return super().make_test_function(force=self._int8_weights_changed("test") or force)
