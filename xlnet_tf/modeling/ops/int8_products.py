@@ -31,6 +31,7 @@ Why these kernels (measured on the AMD EPYC with AVX-512 VNNI, docs/performance.
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf.modeling.ops.compile import in_xla_context
 from xlnet_tf.modeling.ops.int8_epilogues import dequantized_then
 from xlnet_tf.modeling.ops.int8_packing import (INT8_RANGE, Int8Kernel, constant_kernel,
                                                 dequantized, numpy_value, quantized_rows,
@@ -45,13 +46,16 @@ def _xla_int8_matmul(rows, kernel, kernel_scale, transpose_kernel=False):
 
   def integer_product(rows):  # [R, Out]
     return tf.linalg.matmul(rows, kernel, transpose_b=transpose_kernel, output_type=tf.int32)
-  # XLA's CPU dot of a single int8 row is an element-wise loop 6x slower than the matrix
-  # product it runs for two (768 x 3072: 4.0 against 0.65 ms; a decoding step at batch 1
-  # has 61): one row is multiplied twice and one copy kept. XLA resolves the condition when
-  # it compiles the shape.
-  product = tf.cond(tf.shape(quantized)[0] == 1,
-                    lambda: integer_product(tf.concat([quantized, quantized], 0))[:1],
-                    lambda: integer_product(quantized))
+  if in_xla_context():
+    # XLA's CPU dot of a single int8 row is an element-wise loop 6x slower than the matrix
+    # product it runs for two (768 x 3072: 4.0 against 0.65 ms; a decoding step at batch 1
+    # has 61): one row is multiplied twice and one copy kept. XLA resolves the condition
+    # when it compiles the shape.
+    product = tf.cond(tf.shape(quantized)[0] == 1,
+                      lambda: integer_product(tf.concat([quantized, quantized], 0))[:1],
+                      lambda: integer_product(quantized))
+  else:  # plain ops (ops.compile.without_xla): TensorFlow's own int8 MatMul
+    product = integer_product(quantized)
   column_sums = tf.reduce_sum(tf.cast(kernel, tf.int32), axis=1 if transpose_kernel else 0)
   return dequantized(product, row_scale, zero_point, tf.cast(column_sums, tf.float32),
                      kernel_scale)
