@@ -2,10 +2,12 @@
 editable) into a fresh virtual environment, whose console scripts the tests then run from a
 directory outside the checkout."""
 
+import fcntl
 import os
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import venv
 
 from repository import ROOT
@@ -17,8 +19,12 @@ def install_wheel(work: str) -> str:
   site-packages, whose own .pth files, the editable install's finder among them, are not run),
   so only xlnet_tf comes from the wheel."""
   dist, environment = os.path.join(work, "dist"), os.path.join(work, "venv")
-  subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                  "--no-build-isolation", "-w", dist, ROOT], check=True, capture_output=True)
+  # One build at a time: setuptools builds in the checkout's build/ folder, and two test
+  # workers building at once gave a wheel without its console scripts.
+  with open(os.path.join(tempfile.gettempdir(), "xlnet_tf_wheel_build.lock"), "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--no-build-isolation", "-w", dist, ROOT], check=True, capture_output=True)
   venv.create(environment, with_pip=False)
   python = os.path.join(environment, "bin", "python")
   site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
