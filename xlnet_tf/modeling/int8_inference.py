@@ -68,7 +68,8 @@ def int8_weights_as_constants(model, training):
   kernel exists) reads its int8 kernels as constants, and checks at every call that they are
   still the model's (the module docstring). Nothing changes for a float model, training, an
   eager call, or inside a caller's own constant_int8_weights."""
-  if (training or constant_weights_requested()
+  # Cheapest first: an eager call traces nothing (a head's `quantization` walks its layers).
+  if (tf.executing_eagerly() or training or constant_weights_requested()
       or getattr(model, "quantization", None) is None):
     yield
     return
