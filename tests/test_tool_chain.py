@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from installed_wheel import install_wheel
+from installed_wheel import install_wheel, user_environment
 from repository import README
 from xlnet_tf import XLNetClassifier
 
@@ -26,7 +26,8 @@ TINY_PRETRAINING = ["--model_size=tiny", "--vocab_size=500", "--seq_len=32",
 
 def run(command, cwd, timeout=600):
   """Runs an installed command (or the venv's python) in `cwd`; its stdout."""
-  result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+  result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=user_environment())
   assert result.returncode == 0, (command, result.stdout[-2000:], result.stderr[-3000:])
   return result.stdout
 
