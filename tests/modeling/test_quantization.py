@@ -20,6 +20,7 @@ from xlnet_tf.checkpoints import naming
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.modeling.layers.attention import RelativeMultiHeadAttention
 from xlnet_tf.modeling.layers.feed_forward import PositionwiseFeedForward
+from xlnet_tf.modeling.ops import int8_products
 from xlnet_tf.modeling.ops.compile import without_xla
 from xlnet_tf.modeling.ops.int8_epilogues import Epilogue
 from xlnet_tf.modeling.ops.int8_packing import (Int8Kernel, constant_int8_weights,
@@ -208,6 +209,20 @@ def test_constant_weights_take_onednn_and_compute_the_same():
   for got in results:
     for want, value in zip(expected, got):
       np.testing.assert_allclose(value, want, atol=1e-6)
+
+
+def test_float_product_of_the_integers_is_the_int32_one():
+  """Without oneDNN's int8 kernel the constant-weights path multiplies the uint8 rows and int8
+  kernel in float32: the int32 product exactly at a base feed-forward's width (3,072), and
+  within float32 rounding where partial sums pass 2^24 (every row 255, every weight 127)."""
+  rng = np.random.default_rng(0)
+  rows = rng.integers(0, 256, size=[5, 3072]).astype(np.uint8)
+  kernel = rng.integers(-127, 128, size=[3072, 7]).astype(np.int8)
+  want = rows.astype(np.int64) @ kernel.astype(np.int64)
+  np.testing.assert_array_equal(int8_products._float_product(tf.constant(rows), kernel), want)
+  extreme = int8_products._float_product(tf.fill([2, 3072], np.uint8(255)),
+                                         np.full([3072, 3], 127, np.int8)).numpy()
+  np.testing.assert_allclose(extreme, 255 * 127 * 3072, rtol=1e-6)
 
 
 def test_constant_weights_model_computes_the_default_int8_numbers(quantized):

@@ -102,8 +102,9 @@ def constant_int8_weights():
   once, when traced, as graph constants, and multiply with oneDNN's u8 x s8 kernel (VNNI):
   2-2.5x the speed of the default path for a base model's forward on CPU. The traced function
   then holds a copy of the weights: changing the model's weights afterwards does not reach it
-  (trace again). Eager calls, XLA-compiled functions and TensorFlow builds without the oneDNN
-  kernel take the default path.
+  (trace again). Eager calls and XLA-compiled functions take the default path; TensorFlow
+  builds without the oneDNN kernel multiply the same integers in float32 against the
+  constants (ops.int8_products._float_product).
 
   >>> with constant_int8_weights():  # doctest: +SKIP
   ...   forward = tf.function(lambda x: model(x)["sequence_output"])
@@ -143,10 +144,11 @@ def constant_weights_requested() -> bool:
 
 
 def uses_constant_weights() -> bool:
-  """Whether a product traced now takes oneDNN's kernel with constant weights: inside
-  constant_int8_weights, traced (not eager), outside XLA, on a TensorFlow that has it."""
+  """Whether a product traced now reads its kernel as a constant (oneDNN's kernel, or the
+  float32 product where TensorFlow has no oneDNN int8 kernel): inside constant_int8_weights,
+  traced (not eager), outside XLA."""
   return (constant_weights_requested() and not tf.executing_eagerly()
-          and not in_xla_context() and onednn_available())
+          and not in_xla_context())
 
 
 def numpy_value(variable):

@@ -34,9 +34,9 @@ import tensorflow as tf
 from xlnet_tf.modeling.ops.compile import in_xla_context
 from xlnet_tf.modeling.ops.int8_epilogues import dequantized_then
 from xlnet_tf.modeling.ops.int8_packing import (INT8_RANGE, Int8Kernel, constant_kernel,
-                                                dequantized, numpy_value, quantized_rows,
-                                                quantized_u8_rows, region, reshaped_kernel,
-                                                u8_rows, uses_constant_weights)
+                                                dequantized, numpy_value, onednn_available,
+                                                quantized_rows, quantized_u8_rows, region,
+                                                reshaped_kernel, u8_rows, uses_constant_weights)
 
 
 def _xla_int8_matmul(rows, kernel, kernel_scale, transpose_kernel=False):
@@ -74,6 +74,8 @@ def _compiled_int8_matmul(transpose_kernel, dtype):
 # ---- constant weights: oneDNN's u8 x s8 kernel ---------------------------------------------
 def _onednn_product(quantized, kernel):
   """uint8 rows [R, In] x a NumPy int8 kernel [In, Out] (a graph constant) -> int32 [R, Out]."""
+  if not onednn_available():
+    return _float_product(quantized, kernel)
   # Scale 1 for both operands (0..255, -127..127): the exact int32 dot product.
   product, _, _ = tf.raw_ops.QuantizedMatMulWithBias(
       a=tf.bitcast(quantized, tf.quint8),
@@ -81,6 +83,27 @@ def _onednn_product(quantized, kernel):
       min_a=0.0, max_a=255.0, min_b=-float(INT8_RANGE), max_b=float(INT8_RANGE),
       Toutput=tf.qint32)
   return tf.bitcast(product, tf.int32)
+
+
+# Grappler's constant folding makes constants of at most this many bytes (its
+# kMaxConstantSize): a Cast of a larger constant would run at every call.
+_FOLDED_CONSTANT_BYTES = 10 * 1024 * 1024
+
+
+def _float_product(quantized, kernel):
+  """_onednn_product where TensorFlow has no oneDNN int8 kernel (x86 without AVX-512): the
+  same integers multiplied in float32 (each term and every partial sum below 2^24 is exact),
+  at the float32 product's speed, where every int8 product TensorFlow has there runs slower
+  (docs/performance.md). The graph holds the int8 kernel and a Cast that Grappler folds into a
+  float32 constant when it optimizes the graph (a SavedModel's file keeps int8 weights); a
+  kernel too large to fold (the tied LM projection: 98 MB in float32; 768 x 32,000, 44 ms a
+  call cast against 8.7 ms folded) goes in as float32."""
+  if kernel.size * 4 <= _FOLDED_CONSTANT_BYTES:
+    weights = tf.cast(tf.constant(kernel), tf.float32)
+  else:
+    weights = tf.constant(kernel.astype(np.float32))
+  product = tf.matmul(tf.cast(quantized, tf.float32), weights)
+  return tf.cast(tf.round(product), tf.int32)
 
 
 def _onednn_int8_matmul(rows, kernel, kernel_scale, transpose_kernel, epilogue=None,
