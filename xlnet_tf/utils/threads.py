@@ -6,7 +6,10 @@ each, where handing half of each to a second thread costs more than it saves: on
 machine one thread generates faster (docs/performance.md, "Generation at the memory limit").
 """
 
+import contextlib
+
 import tensorflow as tf
+from tensorflow.python.eager import context as _eager_context
 
 from xlnet_tf.utils.errors import UserInputError, is_int, require
 
@@ -33,3 +36,13 @@ def set_cpu_threads(threads: int, argument: str = "threads") -> None:
     raise UserInputError(f"{argument}={threads}: TensorFlow has already run an op in this "
                          "process, and its thread pools are set then; set the threads before "
                          "the first op") from error
+
+
+@contextlib.contextmanager
+def ops_in_sequence():
+  """tf.functions called in this context run their ops one at a time, on the calling thread
+  (TensorFlow's single-threaded function executor); each op still splits its own work over the
+  intra-op threads. For a decoding step, a chain of small products that overlap badly: with the
+  default executor two independent products compete for the same two cores."""
+  with _eager_context.function_executor_type("SINGLE_THREADED_EXECUTOR"):
+    yield
