@@ -12,6 +12,7 @@ import numpy as np
 
 from xlnet_tf import XLNetConfig, XLNetModel, XLNetPretrainer
 from xlnet_tf.inference import generation, infilling
+from xlnet_tf.modeling.ops.int8_packing import onednn_available
 from xlnet_tf.studies.evaluation_speed import memory_evaluation, vanilla_evaluation
 from xlnet_tf.benchmarks import rows, steps
 
@@ -68,8 +69,13 @@ def generation_step(spec, int8=False):
 def step_weight_bytes(model) -> int:
   """The bytes of weights a decoding step of the LM reads: every weight (the tied embedding
   once, read by the output projection), or with the int8 output projection its int8 copy and
-  scales instead of the embedding (then only looked up)."""
-  total = sum(int(np.prod(variable.shape)) * np.dtype(variable.dtype).itemsize
+  scales instead of the embedding (then only looked up); int8 kernels at 4 bytes where they
+  are multiplied as float32."""
+  # Without oneDNN's int8 kernel the steps multiply the int8 kernels as float32 constants
+  # (ops.int8_products._float_product): 4 bytes a weight read.
+  int8_bytes = 1 if onednn_available() else 4
+  total = sum(int(np.prod(variable.shape))
+              * (int8_bytes if variable.dtype == "int8" else np.dtype(variable.dtype).itemsize)
               for variable in model.weights)
   if getattr(model, "lm_output_int8", None) is not None:
     embedding = model.backbone.word_embedding
