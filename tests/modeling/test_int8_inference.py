@@ -3,10 +3,10 @@
 not eager calls, XLA or training; and a trace whose weights changed refuses, while predict
 traces again.
 
-Where this TensorFlow and CPU have oneDNN's int8 kernel, the products are oneDNN's (and the
-traced graphs are checked for it); elsewhere (AVX2-only CPUs) the library's float32 product
-of the same integers (int8_products._float_product), so the path's routing, regions and
-checks are tested on every machine.
+Where this TensorFlow and CPU have oneDNN's int8 kernel, the products are the real ones (and
+the traced graphs are checked for it); elsewhere (AVX2-only CPUs) an exact stand-in computes
+the same int32 product from the constant kernel, so the path's routing, regions and checks
+are tested on every machine.
 """
 
 import keras
@@ -21,7 +21,7 @@ from xlnet_tf.modeling.ops import int8_packing, int8_products
 
 LENGTH, N_TOKEN = 12, 50
 TOLERANCE = 0.02  # relative error of an int8 output against the float model's
-ONEDNN = int8_packing.onednn_available()
+ONEDNN = int8_packing.onednn_available()  # before the fixture's stand-in claims it
 
 
 def relative_error(got, want):
@@ -31,15 +31,19 @@ def relative_error(got, want):
 
 @pytest.fixture
 def constant_products(monkeypatch):
-  """The kernel shapes of the constant-weights products traced since
-  (int8_products._onednn_product: oneDNN's kernel, or the float32 one without it)."""
+  """The kernel shapes of the oneDNN products traced since (int8_products._onednn_product);
+  without oneDNN's int8 kernel here, the exact int32 stand-in described above."""
   original = int8_products._onednn_product
   traced = []
 
   def product(quantized, kernel):
     traced.append(kernel.shape)
-    return original(quantized, kernel)
+    if ONEDNN:
+      return original(quantized, kernel)
+    return tf.linalg.matmul(tf.cast(quantized, tf.int32), tf.constant(kernel.astype(np.int32)))
   monkeypatch.setattr(int8_products, "_onednn_product", product)
+  if not ONEDNN:
+    monkeypatch.setattr(int8_packing, "onednn_available", lambda: True)
   return traced
 
 

@@ -4,12 +4,14 @@ instead of tracing again. tf.function then keeps one trace per input shape (or, 
 reduce_retracing, a trace for any length after a few).
 
 A quantized model's functions are traced in ops.int8_packing.constant_int8_weights (outside
-XLA): oneDNN's int8 kernel on the int8 weights read once, as constants of the trace. A
-decoding step at batch 1 reads every weight once, and the default int8 path's compiled
+XLA): oneDNN's int8 kernel on the int8 weights read once, as constants of the trace, or
+where TensorFlow has no such kernel the float32 product of the same integers (float_products).
+A decoding step at batch 1 reads every weight once, and the default int8 path's compiled
 products are slower there than the float model's (docs/performance.md). Such traces hold a
 snapshot of the weights, so the cache is keyed on a digest of the quantization scales, which
 change with any weights loaded into the model."""
 
+import functools
 import weakref
 from typing import Callable
 
@@ -42,6 +44,7 @@ def decoding_function(model, python_function, **options):
   apart from other models' (utils.tracing): every model's functions run the same code, and a
   second model, or this one quantized, would read as retracing."""
   quantized = getattr(model, "quantization", None) is not None
-  return tf.function(TracedAlone(python_function, constant_int8_weights if quantized else None),
+  within = functools.partial(constant_int8_weights, float_products=True) if quantized else None
+  return tf.function(TracedAlone(python_function, within),
                      **options)
 

@@ -97,25 +97,28 @@ _settings = threading.local()
 
 
 @contextlib.contextmanager
-def constant_int8_weights():
+def constant_int8_weights(float_products: bool = False):
   """int8 products traced in this context (on this thread) outside XLA read their kernels
   once, when traced, as graph constants, and multiply with oneDNN's u8 x s8 kernel (VNNI):
   2-2.5x the speed of the default path for a base model's forward on CPU. The traced function
   then holds a copy of the weights: changing the model's weights afterwards does not reach it
-  (trace again). Eager calls and XLA-compiled functions take the default path; TensorFlow
-  builds without the oneDNN kernel multiply the same integers in float32 against the
-  constants (ops.int8_products._float_product).
+  (trace again). Eager calls and XLA-compiled functions take the default path, and so do
+  TensorFlow builds without the oneDNN kernel (AVX2-only CPUs) unless `float_products`: then
+  they multiply the same integers in float32 against the constants
+  (ops.int8_products._float_product), at the float32 product's speed where every int8 product
+  TensorFlow has there is slower, but each trace holds the kernels in float32 (~1.25 GB more
+  RSS a trace at base size). Decoding asks for it (its steps read every weight each token).
 
   >>> with constant_int8_weights():  # doctest: +SKIP
   ...   forward = tf.function(lambda x: model(x)["sequence_output"])
   ...   forward(inputs)  # traced here, inside the context
   """
-  previous = getattr(_settings, "constant", False)
-  _settings.constant = True
+  previous = (getattr(_settings, "constant", False), getattr(_settings, "float_products", False))
+  _settings.constant, _settings.float_products = True, float_products
   try:
     yield
   finally:
-    _settings.constant = previous
+    _settings.constant, _settings.float_products = previous
 
 
 _onednn = {}
@@ -144,11 +147,12 @@ def constant_weights_requested() -> bool:
 
 
 def uses_constant_weights() -> bool:
-  """Whether a product traced now reads its kernel as a constant (oneDNN's kernel, or the
-  float32 product where TensorFlow has no oneDNN int8 kernel): inside constant_int8_weights,
-  traced (not eager), outside XLA."""
+  """Whether a product traced now reads its kernel as a constant: inside
+  constant_int8_weights, traced (not eager), outside XLA, on a TensorFlow with oneDNN's int8
+  kernel or, asked for (`float_products`), the float32 product of the integers without it."""
   return (constant_weights_requested() and not tf.executing_eagerly()
-          and not in_xla_context())
+          and not in_xla_context()
+          and (onednn_available() or getattr(_settings, "float_products", False)))
 
 
 def numpy_value(variable):
