@@ -26,22 +26,23 @@ def install_wheel(work: str) -> str:
   site-packages, whose own .pth files, the editable install's finder among them, are not run),
   so only xlnet_tf comes from the wheel."""
   dist, environment = os.path.join(work, "dist"), os.path.join(work, "venv")
+  user = user_environment()
   # One build at a time: setuptools builds in the checkout's build/ folder, and two test
   # workers building at once gave a wheel without its console scripts.
   with open(os.path.join(tempfile.gettempdir(), "xlnet_tf_wheel_build.lock"), "w") as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
                     "--no-build-isolation", "-w", dist, ROOT], check=True, capture_output=True,
-                   env=user_environment())
+                   env=user)
   venv.create(environment, with_pip=False)
   python = os.path.join(environment, "bin", "python")
   site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                         check=True, capture_output=True, text=True,
-                        env=user_environment()).stdout.strip()
+                        env=user).stdout.strip()
   with open(os.path.join(site, "test_venv_dependencies.pth"), "w", encoding="utf-8") as handle:
     handle.write(sysconfig.get_paths()["purelib"] + "\n")
   wheels = [os.path.join(dist, name) for name in os.listdir(dist) if name.endswith(".whl")]
   subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
                   "--no-index", *wheels], check=True, capture_output=True,
-                 env=user_environment())
+                 env=user)
   return os.path.join(environment, "bin")

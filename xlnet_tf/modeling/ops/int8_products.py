@@ -73,7 +73,9 @@ def _compiled_int8_matmul(transpose_kernel, dtype):
 
 # ---- constant weights: oneDNN's u8 x s8 kernel ---------------------------------------------
 def _onednn_product(quantized, kernel):
-  """uint8 rows [R, In] x a NumPy int8 kernel [In, Out] (a graph constant) -> int32 [R, Out]."""
+  """uint8 rows [R, In] x a NumPy int8 kernel [In, Out] (a graph constant) -> int32 [R, Out]:
+  oneDNN's u8 x s8 kernel, or _float_product where TensorFlow has none (reached only with
+  constant_int8_weights(float_products=True): int8_packing.uses_constant_weights)."""
   if not onednn_available():
     return _float_product(quantized, kernel)
   # Scale 1 for both operands (0..255, -127..127): the exact int32 dot product.
@@ -95,7 +97,7 @@ def _float_product(quantized, kernel):
   same integers multiplied in float32 (each term and every partial sum below 2^24 is exact),
   at the float32 product's speed, where every int8 product TensorFlow has there runs slower
   (docs/performance.md). The graph holds the int8 kernel and a Cast that Grappler folds into a
-  float32 constant when it optimizes the graph (a SavedModel's file keeps int8 weights); a
+  float32 constant when it optimizes the graph (the trace's own graph stays int8-sized); a
   kernel too large to fold (the tied LM projection: 98 MB in float32; 768 x 32,000, 44 ms a
   call cast against 8.7 ms folded) goes in as float32."""
   if kernel.size * 4 <= _FOLDED_CONSTANT_BYTES:
