@@ -88,10 +88,13 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
     pad_id: fills rows after they stop (default: the original vocabulary's <pad>,
       text.tokenizer.STANDARD_SPECIAL_IDS; tokenizer.special_ids.pad for another).
     max_length: the largest T + N accepted (the cache holds that many states per layer).
-    jit_compile: compile the prompt call and the steps with XLA. Default: not for cached
-      steps (at base size XLA's steps were 8% slower at batch 1 and 13% faster at batch 8,
-      and compile 3-4x longer; docs/performance.md); without the cache, when the model
-      computes in float32 (on CPU, XLA runs bfloat16 matmuls at the float32 rate).
+    jit_compile: compile the prompt call and the steps with XLA (True) or neither (False).
+      Default: with the cache, a float32 model's steps and not its prompt (base size, 2-core
+      CPU: 0.67x the graph executor's step at batch 1, 0.9x at batch 8, for about 5 s more
+      compiling once per cache size; docs/performance.md), not an int8 model's (its graph
+      steps multiply the integers in float32, 4-5x faster than XLA's int8 products on a CPU
+      without oneDNN's int8 kernel); without the cache, a float32 model's. Never bfloat16:
+      on a CPU XLA runs bfloat16 matmuls at the float32 rate.
 
   Returns:
     An int32 tensor [B, T + N]: each prompt, then its new tokens (pad_id after a stop token).
@@ -115,15 +118,20 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
   if max_new_tokens == 0:
     return tf.constant(input_ids)
   seed = seed_or_fresh(seed)
-  if jit_compile is None:
-    jit_compile = not use_cache and model.compute_dtype == "float32"
+  float32 = model.compute_dtype == "float32"
+  if jit_compile is not None:
+    compiled = (bool(jit_compile),) * 2  # (the prompt, the steps)
+  elif use_cache:
+    compiled = (False, float32 and getattr(model, "quantization", None) is None)
+  else:
+    compiled = (float32, float32)
 
   padding = -length % PROMPT_BUCKET
   prompt_ids = np.pad(input_ids, [(0, 0), (padding, 0)], constant_values=pad_id)
   prompt_mask = np.pad(input_mask, [(0, 0), (padding, 0)])
   steps = (CachedSteps if use_cache else RecomputedSteps)(
       model, prompt_ids, prompt_mask, max_new_tokens, Sampling(temperature, top_k, top_p),
-      bool(jit_compile))
+      *compiled)
   generated = np.full([batch, max_new_tokens], pad_id, np.int32)
   stopped = np.zeros([batch], bool)
   tokens = None
@@ -195,7 +203,8 @@ class CachedSteps:
   token k - 1 at slot S + k - 1 (S the padded prompt length) as a content row and, for 'bi',
   a query row at the next slot."""
 
-  def __init__(self, model, prompt_ids, prompt_mask, max_new_tokens, sampling, jit_compile):
+  def __init__(self, model, prompt_ids, prompt_mask, max_new_tokens, sampling, jit_prompt,
+               jit_steps):
     self.model = model
     self.prompt_length = prompt_ids.shape[1]
     self.prompt = (tf.constant(prompt_ids), tf.constant(prompt_mask, tf.float32))
@@ -206,7 +215,7 @@ class CachedSteps:
                                    constant_values=1), tf.float32)
     # Looked up once: the lookup digests the quantization scales (3 ms at base size, a fifth
     # of an int8 step at batch 1).
-    self.compiled = compiled_for(model, _cached_functions, sampling, jit_compile)
+    self.compiled = compiled_for(model, _cached_functions, sampling, jit_prompt, jit_steps)
     self.cache = self.position_keys = None
 
   def __call__(self, index, tokens, seed):
@@ -227,9 +236,9 @@ class CachedSteps:
                               seed).numpy()
 
 
-def _cached_functions(model, sampling, jit_compile):
-  """{"prompt", "position_keys", "step", "choose"} of CachedSteps; "step" returns the chosen
-  tokens."""
+def _cached_functions(model, sampling, jit_prompt, jit_steps):
+  """{"prompt", "position_keys", "step", "choose"} of CachedSteps, the prompt's call and the
+  steps' compiled by XLA as asked; "step" returns the chosen tokens."""
   attn_type = model.backbone.config.attn_type
 
   def prompt(ids, mask):
@@ -262,7 +271,7 @@ def _cached_functions(model, sampling, jit_compile):
     return model.backbone.layer_position_keys(1, capacity)
 
   choose = _choose_function(sampling)
-  if jit_compile:  # XLA runs the step; the choice runs outside it (_choose_function)
+  if jit_steps:  # XLA runs the step; the choice runs outside it (_choose_function)
     compiled_logits = decoding_function(model, step_logits, jit_compile=True)
 
     def step(layers, tokens, slot, real, position_keys, seed):
@@ -272,8 +281,8 @@ def _cached_functions(model, sampling, jit_compile):
     def chosen(layers, tokens, slot, real, position_keys, seed):
       return sampling.choose(step_logits(layers, tokens, slot, real, position_keys), seed)
     step = decoding_function(model, chosen)
-  return {"prompt": decoding_function(model, prompt, jit_compile=jit_compile),
-          "position_keys": decoding_function(model, position_keys, jit_compile=jit_compile),
+  return {"prompt": decoding_function(model, prompt, jit_compile=jit_prompt),
+          "position_keys": decoding_function(model, position_keys, jit_compile=jit_prompt),
           "step": step, "choose": choose}
 
 
@@ -281,8 +290,10 @@ class RecomputedSteps:
   """The reference: every step runs the backbone over the whole window of C tokens (the
   newest on the right, unfilled slots masked like left padding)."""
 
-  def __init__(self, model, prompt_ids, prompt_mask, max_new_tokens, sampling, jit_compile):
-    self.compiled = compiled_for(model, _recomputed_functions, sampling, jit_compile)
+  def __init__(self, model, prompt_ids, prompt_mask, max_new_tokens, sampling, jit_prompt,
+               jit_steps):
+    del jit_prompt  # every step runs the whole window, the prompt's first
+    self.compiled = compiled_for(model, _recomputed_functions, sampling, jit_steps)
     batch, length = prompt_ids.shape
     capacity = _round_up(length + max_new_tokens - 1, CACHE_BUCKET)
     self.window = (tf.zeros([batch, capacity], tf.int32), tf.zeros([batch, capacity]))

@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import tensorflow as tf
 
+from xlnet_tf.modeling.ops.compile import in_xla_context
 from xlnet_tf.modeling.ops.flat_matmul import flat_matmul
 from xlnet_tf.modeling.ops.int8_packing import Int8Kernel
 from xlnet_tf.modeling.ops.int8_products import (int8_matmul, int8_projection,
@@ -46,6 +47,17 @@ class AfterProduct(NamedTuple):
 
 
 # ---- the attention's kernels [D, N, H] ------------------------------------------------------
+def _one_row_twice(product, states):
+  """product(states [B, L, ...]), a product with the kernel. One with a single row (B = L = 1:
+  decoding one token) is computed on that row twice and one copy kept: XLA's CPU compiler
+  turns a one-row product with a [D, N, H] kernel into an element-wise loop 3-4x slower than
+  the matrix product it keeps for two rows (measured at base size: 6.7 ms against 2.1 ms for
+  12 768x768 projections)."""
+  if states.shape[0] == 1 and states.shape[1] == 1:
+    return product(tf.concat([states, states], axis=0))[:1]
+  return product(states)
+
+
 class FloatHeadProjection(NamedTuple):
   """A float kernel [D, N, H]: a variable, or its value read once for both streams.
 
@@ -69,6 +81,8 @@ class FloatHeadProjection(NamedTuple):
     if self.reduces_heads:
       if heads_first:
         states = tf.transpose(states, [0, 2, 1, 3])
+      if in_xla_context():
+        return self._heads_reduced(states)
       return self._einsum("bqnh,dnh->bqd", states)
     projected = self._einsum("bld,dnh->blnh", states)
     if not heads_first:
@@ -77,15 +91,23 @@ class FloatHeadProjection(NamedTuple):
     return [projected + bias[:, None] for bias in plus] if plus else projected
 
   def _einsum(self, equation, states):
-    """tf.einsum(equation, states, kernel). A product with a single row (B = L = 1: decoding
-    one token) is computed on that row twice and one copy kept: XLA's CPU compiler turns a
-    one-row product with a [D, N, H] kernel into an element-wise loop 3-4x slower than the
-    matrix product it keeps for two rows (measured at base size: 6.7 ms against 2.1 ms for 12
-    768x768 projections)."""
+    """tf.einsum(equation, states, kernel) (_one_row_twice)."""
     kernel = tf.cast(self.kernel, states.dtype)  # float32 under mixed precision outside call()
-    if states.shape[0] == 1 and states.shape[1] == 1:
-      return tf.einsum(equation, tf.concat([states, states], axis=0), kernel)[:1]
-    return tf.einsum(equation, states, kernel)
+    return _one_row_twice(lambda rows: tf.einsum(equation, rows, kernel), states)
+
+  def _heads_reduced(self, states):
+    """states [B, Q, N, H] . kernel [D, N, H] over (N, H) -> [B, Q, D] as a matmul with the
+    kernel [D, N * H] transposed, for XLA: its einsum laid the kernel out anew at every call
+    (12 copies of 768 x 768 per base decoding step, a third of a batch-1 step)."""
+    kernel = tf.cast(self.kernel, states.dtype)
+    width, heads, head_size = kernel.shape
+    flat_kernel = tf.reshape(kernel, [width, heads * head_size])
+
+    def product(rows):
+      flat = tf.reshape(rows, [-1, heads * head_size])
+      output = tf.matmul(flat, flat_kernel, transpose_b=True)
+      return tf.reshape(output, tf.concat([tf.shape(rows)[:2], [width]], 0))
+    return _one_row_twice(product, states)
 
   def projections(self, states, others, plus=None):
     """[this projection and each of `others` of states [B, L, D], heads first (plus their
