@@ -78,6 +78,31 @@ def test_greedy_with_cache_equals_recomputing_and_one_forward_pass(attn_type, rn
   np.testing.assert_array_equal(cached[:, 9:], logits.argmax(-1))
 
 
+def test_the_default_compiles_a_float32_models_steps_not_its_prompt_nor_int8_steps(
+    rng, lms, monkeypatch):
+  """jit_compile=None: XLA for a float32 model's cached steps (the prompt without it), for
+  every call without the cache; an int8 model's cached steps on the graph executor (their
+  float products of the integers). Either way the tokens are the graph executor's."""
+  made = []
+  for steps in (generation.CachedSteps, generation.RecomputedSteps):
+    def recording(*args, steps=steps):
+      made.append((steps.__name__, args[-2:]))
+      return steps(*args)
+    monkeypatch.setattr(generation, steps.__name__, recording)
+  input_ids, input_mask = prompts(rng)
+  quantized = tiny_lm("bi")
+  quantized.quantize("int8")
+  outputs = [generation.generate(model, input_ids, NEW, input_mask=input_mask, **options).numpy()
+             for model in (lms["bi"], quantized)
+             for options in ({}, {"jit_compile": False}, {"use_cache": False})]
+  assert made == [("CachedSteps", (False, True)), ("CachedSteps", (False, False)),
+                  ("RecomputedSteps", (True, True))] + [
+                  ("CachedSteps", (False, False)), ("CachedSteps", (False, False)),
+                  ("RecomputedSteps", (True, True))]
+  np.testing.assert_array_equal(outputs[0], outputs[1])
+  np.testing.assert_array_equal(outputs[3], outputs[4])
+
+
 @pytest.mark.parametrize("attn_type", ["uni", "bi"])
 def test_a_left_padded_row_generates_what_it_generates_alone(attn_type, rng, lms):
   model = lms[attn_type]

@@ -83,3 +83,29 @@ def test_rows_at_positions_attend_as_the_query_stream_does(rng):
   # the padded row is its input through the residual LayerNorm only: the attention is zeroed
   np.testing.assert_allclose(rows_output[1, 2], fused.layer_norm(rows[1:, 2])[0].numpy(),
                              atol=2e-5)
+
+
+def test_output_projection_under_xla_is_the_einsum_with_its_gradient(rng):
+  """Under XLA the output projection multiplies by the kernel reshaped to [D, N * H]
+  (transposed in the product, not laid out anew); it equals the einsum the graph executor
+  runs, for one row (computed twice, one kept) and for several, with the kernel's gradient."""
+  from xlnet_tf.modeling.layers.projections import FloatHeadProjection
+  kernel = tf.Variable(rng.standard_normal([16, 2, 4]).astype(np.float32))
+  projection = FloatHeadProjection(kernel, reduces_heads=True)
+
+  def projected_and_gradient(attended):  # attended [B, N, Q, H], heads first
+    with tf.GradientTape() as tape:
+      output = projection.project(attended, heads_first=True)
+      loss = tf.reduce_sum(output * tf.range(1.0, 17.0))
+    return output, tape.gradient(loss, kernel)
+
+  compiled = tf.function(projected_and_gradient, jit_compile=True)
+  for shape in ([1, 2, 1, 4], [3, 2, 5, 4]):
+    attended = tf.constant(rng.standard_normal(shape).astype(np.float32))
+    expected = np.einsum("bnqh,dnh->bqd", attended.numpy(), kernel.numpy())
+    for output, gradient in (projected_and_gradient(attended), compiled(attended)):
+      assert output.shape == (shape[0], shape[2], 16)
+      np.testing.assert_allclose(output.numpy(), expected, rtol=1e-5, atol=1e-5)
+      np.testing.assert_allclose(
+          gradient.numpy(), np.einsum("bnqh,d->dnh", attended.numpy(), np.arange(1.0, 17.0)),
+          rtol=1e-5, atol=1e-4)
