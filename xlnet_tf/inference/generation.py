@@ -64,9 +64,11 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
              jit_compile: Optional[bool] = None):
   """Continues each prompt by `max_new_tokens` tokens, greedy or sampled.
 
-  Fastest on a CPU: `model.quantize("int8")` first (the steps then read int8 weights), and at
-  batch 1 on a machine of few cores one TensorFlow thread for the process
-  (`xlnet_tf.utils.threads.set_cpu_threads(1)` before its first op; docs/performance.md).
+  Fastest on a CPU with oneDNN's int8 kernel (AVX-512 VNNI or AMX): `model.quantize("int8")`
+  first (the steps then read int8 weights), and at batch 1 on a machine of few cores one
+  TensorFlow thread for the process (`xlnet_tf.utils.threads.set_cpu_threads(1)` before its
+  first op). Without that kernel (AVX2 only) an int8 step multiplies float32 and is no faster
+  than the float model's XLA-compiled step (docs/performance.md).
 
   Args:
     model: an XLNetPretrainer (the LM head tied to the word embedding); 'uni' or 'bi'
