@@ -92,11 +92,11 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
     max_length: the largest T + N accepted (the cache holds that many states per layer).
     jit_compile: compile the prompt call and the steps with XLA (True) or neither (False).
       Default: with the cache, a float32 model's steps and not its prompt (base size, 2-core
-      CPU: 0.67x the graph executor's step at batch 1, 0.9x at batch 8, for about 5 s more
-      compiling once per cache size; docs/performance.md), not an int8 model's (its graph
-      steps multiply the integers in float32, 4-5x faster than XLA's int8 products on a CPU
-      without oneDNN's int8 kernel); without the cache, a float32 model's. Never bfloat16:
-      on a CPU XLA runs bfloat16 matmuls at the float32 rate.
+      CPU: 0.67x the graph executor's step at batch 1, 0.9x at batch 8, and a first call as
+      long: compiling the prompt too is what cost ~5 s; docs/performance.md), not an int8
+      model's (its graph steps multiply the integers in float32, 4-5x faster than XLA's
+      int8 products on a CPU without oneDNN's int8 kernel); without the cache, a float32
+      model's. Never bfloat16: on a CPU XLA runs bfloat16 matmuls at the float32 rate.
 
   Returns:
     An int32 tensor [B, T + N]: each prompt, then its new tokens (pad_id after a stop token).

@@ -106,7 +106,9 @@ class FloatHeadProjection(NamedTuple):
     def product(rows):
       flat = tf.reshape(rows, [-1, heads * head_size])
       output = tf.matmul(flat, flat_kernel, transpose_b=True)
-      return tf.reshape(output, tf.concat([tf.shape(rows)[:2], [width]], 0))
+      output = tf.reshape(output, tf.concat([tf.shape(rows)[:2], [width]], 0))
+      output.set_shape(rows.shape[:2].concatenate([width]))  # the einsum's static shape
+      return output
     return _one_row_twice(product, states)
 
   def projections(self, states, others, plus=None):
