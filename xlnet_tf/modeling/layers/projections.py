@@ -99,16 +99,13 @@ class FloatHeadProjection(NamedTuple):
     """states [B, Q, N, H] . kernel [D, N, H] over (N, H) -> [B, Q, D] as a matmul with the
     kernel [D, N * H] transposed, for XLA: its einsum laid the kernel out anew at every call
     (12 copies of 768 x 768 per base decoding step, a third of a batch-1 step)."""
-    kernel = tf.cast(self.kernel, states.dtype)
-    width, heads, head_size = kernel.shape
-    flat_kernel = tf.reshape(kernel, [width, heads * head_size])
+    width, heads, head_size = self.kernel.shape
+    flat_kernel = tf.reshape(self.kernel, [width, heads * head_size])  # [Out, In]
 
     def product(rows):
-      flat = tf.reshape(rows, [-1, heads * head_size])
-      output = tf.matmul(flat, flat_kernel, transpose_b=True)
-      output = tf.reshape(output, tf.concat([tf.shape(rows)[:2], [width]], 0))
-      output.set_shape(rows.shape[:2].concatenate([width]))  # the einsum's static shape
-      return output
+      merged = tf.reshape(rows, tf.concat([tf.shape(rows)[:2], [heads * head_size]], 0))
+      merged.set_shape(rows.shape[:2].concatenate([heads * head_size]))
+      return flat_matmul(merged, flat_kernel, transpose_kernel=True)
     return _one_row_twice(product, states)
 
   def projections(self, states, others, plus=None):
