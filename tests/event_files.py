@@ -1,4 +1,4 @@
-"""Reading back the TensorBoard scalars a run wrote (the pretraining loop's, fine-tuning's)."""
+"""Reading back the TensorBoard summaries a run wrote (the pretraining loop's, fine-tuning's)."""
 
 import glob
 import os
@@ -16,3 +16,11 @@ def scalar_series(directory):
           series.setdefault(value.tag, []).append(
               (event.step, float(tf.make_ndarray(value.tensor))))
   return series
+
+
+def summary_tags(directory):
+  """Every tag (scalars, images, ...) the event files in `directory` hold."""
+  return {value.tag
+          for path in glob.glob(os.path.join(directory, "events.out.tfevents.*"))
+          for event in tf.compat.v1.train.summary_iterator(path)
+          for value in event.summary.value}

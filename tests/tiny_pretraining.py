@@ -34,11 +34,21 @@ def make_run(data, model_dir, steps, seed=0, model=None, **option_overrides):
                         config_for(data, **(model or {})), PretrainingOptions(**options))
 
 
-def run_distributed(args, env=None):
-  """distributed_run.py with `args`; returns the per-step losses it prints."""
+def run_distributed_printed(args, env=None):
+  """distributed_run.py with `args`; {"LOSSES": per-step losses, "EVALUATION": ...}: the JSON
+  lines it printed, by their first word."""
   result = run_forked([RUNNER] + [str(a) for a in args], env=env,
                           timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
-  line = [out for out in result.stdout.splitlines() if out.startswith("LOSSES ")][-1]
-  return json.loads(line[len("LOSSES "):])
+  printed = {}
+  for line in result.stdout.splitlines():
+    word, _, rest = line.partition(" ")
+    if word in ("LOSSES", "EVALUATION"):
+      printed[word] = json.loads(rest)
+  return printed
+
+
+def run_distributed(args, env=None):
+  """distributed_run.py with `args`; returns the per-step losses it prints."""
+  return run_distributed_printed(args, env)["LOSSES"]
 

@@ -12,6 +12,7 @@ the same initial weights) in this process. OPTIONS:
 (SIGTERM or SIGINT stops a run with its checkpoint, its line on stderr and exit status 143 or
 130, as run/pretrain.py; tests/interrupted_tool.py pauses it at a known step for that.)
   --weights         each directory's final weights go to DIR.npz (by variable path)
+  --evaluate=N      after training, the held-out loss of N batches of DATA (printed as JSON)
 """
 
 import json
@@ -70,6 +71,9 @@ def main():
       sys.exit(stop.exit_status)
     if "weights" in extra:
       np.savez(model_dir + ".npz", **{v.path: v.numpy() for v in run.model.weights})
+    if "evaluate" in extra:
+      evaluation = run.evaluate(data, int(extra["evaluate"]))
+      print("EVALUATION " + json.dumps({k: float(v) for k, v in evaluation.items()}))
     print("LOSSES " + json.dumps([record["loss"] for record in result["history"]]))
 
 

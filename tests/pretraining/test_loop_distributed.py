@@ -1,6 +1,7 @@
-"""The pretraining loop under tf.distribute: mirrored (with and without gradient accumulation)
-and two workers equal one device; two workers stop together at a signal to one of them. Every
-test compares with one run on one device (a module fixture: one process instead of three)."""
+"""The pretraining loop under tf.distribute: mirrored (with and without gradient accumulation,
+its held-out evaluation and TensorBoard images included) and two workers equal one device; two
+workers stop together at a signal to one of them. Every test compares with one run on one
+device (a module fixture: one process instead of three)."""
 
 import json
 import os
@@ -10,33 +11,47 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from event_files import summary_tags
 from forked_tools import start_forked
 from local_cluster import free_ports
-from tiny_pretraining import RUNNER, run_distributed
+from tiny_pretraining import RUNNER, run_distributed, run_distributed_printed
 
 INTERRUPTED_TOOL = os.path.join(os.path.dirname(__file__), "..", "interrupted_tool.py")
 
 
 STEPS = 4
+EVALUATED_BATCHES = 2
 
 
 @pytest.fixture(scope="module")
 def one_device(small_data, tmp_path_factory):
-  """(losses, final weights by variable path) of STEPS steps on one device, on the two
-  identical shards: the global batch of one device, of mirrored replicas and of two workers
-  each reading one shard."""
+  """(losses, final weights by variable path, held-out evaluation after training) of STEPS
+  steps on one device, on the two identical shards: the global batch of one device, of
+  mirrored replicas and of two workers each reading one shard."""
   model_dir = tmp_path_factory.mktemp("one_device") / "one"
-  losses = run_distributed(["one_device", 0, small_data["twin"], model_dir, STEPS, "--weights"])
+  printed = run_distributed_printed(["one_device", 0, small_data["twin"], model_dir, STEPS,
+                                     "--weights", f"--evaluate={EVALUATED_BATCHES}"])
   with np.load(f"{model_dir}.npz") as weights:
-    return losses, {name: weights[name] for name in weights.files}
+    return printed["LOSSES"], {name: weights[name] for name in weights.files}, printed[
+        "EVALUATION"]
 
 
 @pytest.mark.slow
 def test_mirrored_equals_one_device(small_data, one_device, tmp_path):
-  one, _ = one_device
-  mirrored = run_distributed(["mirrored", 2, small_data["twin"], tmp_path / "mirrored", STEPS])
+  """Losses, the held-out evaluation after training (XLA-compiled on each replica) and the
+  example images TensorBoard gets at the start (an eager forward of mirrored variables)."""
+  one, _, one_evaluation = one_device
+  model_dir = tmp_path / "mirrored"
+  printed = run_distributed_printed([
+      "mirrored", 2, small_data["twin"], model_dir, STEPS, f"--evaluate={EVALUATED_BATCHES}",
+      "--options=" + json.dumps({"summaries": True})])
   assert len(one) == STEPS
-  np.testing.assert_allclose(mirrored, one, rtol=2e-5)
+  np.testing.assert_allclose(printed["LOSSES"], one, rtol=2e-5)
+  evaluation = printed["EVALUATION"]
+  assert evaluation["targets"] == one_evaluation["targets"] > 0
+  np.testing.assert_allclose(evaluation["loss"], one_evaluation["loss"], rtol=2e-5)
+  assert {"permutation/content_stream_visible", "permutation/query_stream_visible",
+          "attention/layer_0_heads"} <= summary_tags(os.path.join(model_dir, "train"))
 
 
 @pytest.mark.slow
@@ -44,7 +59,7 @@ def test_micro_batches_over_mirrored_replicas_equal_one_device(small_data, one_d
   """Two logical CPU devices, 2 rows each split into 2 micro-batches of one row: the weights
   of one device on the whole batch (one step on one device with micro-batches:
   test_gradient_accumulation.py)."""
-  _, one = one_device
+  _, one, _ = one_device
   run_distributed(["mirrored", 2, small_data["twin"], tmp_path / "micro", STEPS, "--weights",
                    "--options=" + json.dumps({"gradient_accumulation_steps": 2})])
   with np.load(tmp_path / "micro.npz") as weights:
@@ -63,7 +78,7 @@ def test_two_workers_equal_one_device_and_stop_together_at_a_signal_to_one(small
   waits for the other in step 3), each with its line and 143; both started again resume from
   the chief's checkpoint (worker 1 its memory) and go on as one device does."""
   data = small_data["twin"]
-  one, _ = one_device
+  one, _, _ = one_device
   model_dir = tmp_path / "mw"
 
   def workers(pause_worker_1):

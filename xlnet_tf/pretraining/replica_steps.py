@@ -59,5 +59,9 @@ class PretrainingSteps(DistributedSteps):
   @tf.function
   def eval_step(self, iterator, mems):
     """(the loss sums of pretraining_loss_sums over all replicas, new memory)."""
-    sums, new_mems = self.strategy.run(self.evaluate_replica, args=(next(iterator), mems))
+    # A Python function around the compiled one, as the train step's: MirroredStrategy.run
+    # given a tf.function itself wraps every replica's call in one function, and an XLA one
+    # then reads the other CPU replicas' variables from the first device (an error).
+    sums, new_mems = self.strategy.run(lambda batch, memory: self.evaluate_replica(batch, memory),
+                                       args=(next(iterator), mems))
     return self.strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None), new_mems

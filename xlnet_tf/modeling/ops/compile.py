@@ -73,6 +73,15 @@ def _tracing_count_of(*regions):
   return lambda: sum(region.tracing_count() for region in regions)
 
 
+def _as_tensors(inputs):
+  """A region's inputs read as tensors. Eager tf.custom_gradient refuses a function that reads
+  a variable it was not handed as that very object, and a distributed (mirrored) variable
+  passed in is read as its replica's component: read first, the region sees tensors only
+  (what graph-mode custom_gradient does anyway); the gradient reaches the variable through
+  the read."""
+  return [tf.convert_to_tensor(x) for x in inputs]
+
+
 def compiled_with_recomputed_gradient(function):
   """Like `compiled`, but the gradient recomputes `function` in one compiled backward kernel.
 
@@ -102,7 +111,7 @@ def compiled_with_recomputed_gradient(function):
       def gradient(upstream):
         return backward(upstream, list(inputs), others)
       return forward(*inputs, **others), gradient
-    return region(*differentiable)
+    return region(*_as_tensors(differentiable))
 
   call.tracing_count = _tracing_count_of(forward, backward)
   return call
@@ -141,7 +150,7 @@ def compiled_with_gradient(forward, backward, finish_backward=None):
           gradients = finish_backward(gradients, kept, **settings)
         return gradients
       return output, gradient
-    return region(*inputs)
+    return region(*_as_tensors(inputs))
 
   call.tracing_count = _tracing_count_of(forward_output, forward, backward)
   return call
