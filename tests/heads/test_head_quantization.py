@@ -17,6 +17,7 @@ from xlnet_tf import (XLNetClassifier, XLNetModel, XLNetMultipleChoice, XLNetPre
 from xlnet_tf.checkpoints.assign import CheckpointMismatchError
 from xlnet_tf.tasks.finetuning import load_pretrained_weights
 from xlnet_tf.utils.errors import UserInputError
+from xlnet_tf.serving.onnx_quantization import relative_error
 
 LENGTH, N_TOKEN = 10, 50
 # Relative error of an int8 head output against float. Looser than the backbone's 0.02: a
@@ -24,11 +25,6 @@ LENGTH, N_TOKEN = 10, 50
 # dot products, where int8 rounding averages over few terms; the base model's error is
 # measured by the benchmark (docs/performance.md). A wrong int8 path gives errors near 1.
 TOLERANCE = 0.05
-
-
-def relative_error(got, want):
-  got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-  return float(np.linalg.norm(got - want) / np.linalg.norm(want))
 
 
 BATCH = 8  # a relative error over a few logits would measure their cancellation, not int8
@@ -105,7 +101,7 @@ def test_int8_head_is_close_to_float(name, tmp_path):
     assert head.lm_output_int8.dtype == "int8"
     assert head.backbone.word_embedding.dtype == "float32"
   got = call(head)
-  errors = [relative_error(value, want)
+  errors = [relative_error(want, value)
             for want, value in zip(tf.nest.flatten(expected), tf.nest.flatten(got))]
   assert all(1e-5 < error < TOLERANCE for error in errors), (name, errors)
   if name in KERAS_FILES:

@@ -18,15 +18,11 @@ from model_inputs import padded_pair_batch, tiny_config
 from xlnet_tf import XLNetClassifier, XLNetModel
 from xlnet_tf.modeling import int8_inference
 from xlnet_tf.modeling.ops import int8_packing, int8_products
+from xlnet_tf.serving.onnx_quantization import relative_error
 
 LENGTH, N_TOKEN = 12, 50
 TOLERANCE = 0.02  # relative error of an int8 output against the float model's
 ONEDNN = int8_packing.onednn_available()  # before the fixture's stand-in claims it
-
-
-def relative_error(got, want):
-  got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-  return float(np.linalg.norm(got - want) / np.linalg.norm(want))
 
 
 @pytest.fixture
@@ -79,7 +75,7 @@ def test_predict_and_tf_function_take_the_constant_path(constant_products):
   per_block = 5  # [k v q] side by side, r, o, the feed-forward's two
   assert len(constant_products) == per_block * model.config.n_layer
   np.testing.assert_allclose(predicted, eager, atol=2e-5)
-  assert relative_error(predicted, float_output) < TOLERANCE
+  assert relative_error(float_output, predicted) < TOLERANCE
 
   traced = tf.function(lambda features: model(features)["sequence_output"])
   np.testing.assert_allclose(traced(inputs), eager, atol=2e-5)
@@ -106,7 +102,7 @@ def test_a_head_predicts_and_evaluates_on_the_constant_path(constant_products):
   logits = head.predict(inputs, batch_size=3, verbose=0)
   assert constant_products
   np.testing.assert_allclose(logits, eager, atol=2e-5)
-  assert relative_error(logits, float_logits) < 0.05
+  assert relative_error(float_logits, logits) < 0.05
   head.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   traced = len(constant_products)
   loss = head.evaluate(inputs, np.array([0, 1, 2]), batch_size=3, verbose=0)

@@ -27,14 +27,10 @@ from xlnet_tf.modeling.ops.int8_packing import (Int8Kernel, constant_int8_weight
                                                 onednn_available, quantize_kernel)
 from xlnet_tf.modeling.ops.int8_products import (int8_matmul, int8_projection, int8_projections,
                                                  int8_two_products)
+from xlnet_tf.serving.onnx_quantization import relative_error
 
 LENGTH, N_TOKEN = 12, 50
 TOLERANCE = 0.02  # relative error (Frobenius norm) of an int8 output against float
-
-
-def relative_error(got, want):
-  got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-  return float(np.linalg.norm(got - want) / np.linalg.norm(want))
 
 
 def make_model(fused=True, **overrides):
@@ -75,7 +71,7 @@ def test_int8_outputs_are_close_to_float(quantized):
   inputs, expected, model, got = quantized
   assert model.quantization == "int8"
   for name in expected:
-    error = relative_error(got[name], expected[name])
+    error = relative_error(expected[name], got[name])
     assert 1e-4 < error < TOLERANCE, (name, error)  # quantized, and close
   # Under XLA (how float32 runs) the same numbers as eagerly, memory included.
   compiled = tf.function(lambda features: model(features, training=False), jit_compile=True)
@@ -176,7 +172,7 @@ def test_feed_forward_reads_dense_layers_quantized_by_a_model_walk():
   expected = layer(stream).numpy()
   layer.inner_dense.quantize("int8")
   layer.output_dense.quantize("int8")
-  assert relative_error(layer(stream), expected) < TOLERANCE
+  assert relative_error(expected, layer(stream)) < TOLERANCE
   other = PositionwiseFeedForward(48, init_std=0.15)
   other.build(stream.shape)
   other.inner_dense.quantize("int4")
@@ -361,7 +357,7 @@ def test_quantized_layers_multiply_in_int8_and_float_layers_do_not(fused):
     layer.quantize("int8")
     products, eight_bits = _integer_products(call)
     assert len(products) == projections and eight_bits, (layer.name, products)
-    assert 1e-4 < relative_error(call(), expected) < TOLERANCE  # and it computes the layer
+    assert 1e-4 < relative_error(expected, call()) < TOLERANCE  # and it computes the layer
     if fused and onednn_available():
       with constant_int8_weights():
         products, _ = _integer_products(call)
@@ -378,7 +374,7 @@ def test_quantized_layers_round_trip_through_their_configs():
   call = lambda candidate: candidate(content, encoding, *biases)[0]
   expected = call(layer).numpy()
   layer.quantize("int8")
-  assert relative_error(call(layer), expected) < TOLERANCE
+  assert relative_error(expected, call(layer)) < TOLERANCE
   clone = assert_config_round_trip(layer, call, build_shape=content.shape, atol=0)
   assert clone.quantization_mode == "int8" and not hasattr(clone, "query_kernel")
   feed_forward = PositionwiseFeedForward(24, init_std=0.25)

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from xlnet_tf import XLNetConfig, XLNetModel
 from xlnet_tf.benchmarks import decoding_steps, rows, serving_steps, steps
+from xlnet_tf.serving.onnx_quantization import relative_error
 
 
 def measure_int8(spec):
@@ -25,7 +26,7 @@ def measure_int8(spec):
   result = rows.timed(run, spec)
   if reference is None:  # serve_text: strings in, no float output of the same tokens here
     return result
-  return dict(result, relative_error=rows.relative_error(reference, run()))
+  return dict(result, relative_error=relative_error(reference, run()))
 
 
 def build_int8_step(spec):

@@ -11,6 +11,7 @@ import os
 import numpy as np
 
 from xlnet_tf.benchmarks import rows
+from xlnet_tf.serving.onnx_quantization import relative_error
 
 
 def onnx_paths(spec, directory):
@@ -58,6 +59,6 @@ def measure_onnx_runtime(spec):
   run = build_onnx_runtime_step(spec, path)
   result = dict(rows.timed(run, spec), threads=spec.get("cpu_threads") or onnx_runtime_threads())
   if int8:
-    result["relative_error"] = rows.relative_error(build_onnx_runtime_step(spec, float_path)(),
+    result["relative_error"] = relative_error(build_onnx_runtime_step(spec, float_path)(),
                                                    run())
   return result

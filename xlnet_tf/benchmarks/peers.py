@@ -18,6 +18,7 @@ import numpy as np
 
 from xlnet_tf.config import SIZE_PRESETS
 from xlnet_tf.benchmarks import rows
+from xlnet_tf.serving.onnx_quantization import relative_error
 
 
 def measure_hf_torch(spec):
@@ -70,7 +71,7 @@ def measure_hf_torch(spec):
     if int8:
       reference = run()
       model = _quantized(model)
-      return dict(rows.timed(run, spec), relative_error=rows.relative_error(reference, run()))
+      return dict(rows.timed(run, spec), relative_error=relative_error(reference, run()))
   else:
     model = transformers.XLNetLMHeadModel(config).to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6)
@@ -168,5 +169,5 @@ def measure_keras_hub(spec):
   result = rows.timed(lambda: forward(inputs), spec)
   if reference is None:
     return result
-  return dict(result, relative_error=rows.relative_error(reference,
+  return dict(result, relative_error=relative_error(reference,
                                                          np.asarray(forward(inputs))))

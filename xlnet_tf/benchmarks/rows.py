@@ -153,11 +153,3 @@ def with_step_time(result, prompt_run, weight_bytes):
   steps = max(result["new_tokens"] - 1, 1)
   return dict(result, prompt_seconds=min(prompt), weight_bytes=int(weight_bytes),
               step_seconds=max(result["seconds"] - min(prompt), 0.0) / steps)
-
-
-def relative_error(reference, output) -> float:
-  """||output - reference|| / ||reference|| over every element, in float64: the int8 rows'
-  error against their float model on the same inputs (the tables' "int8 vs float")."""
-  reference = np.asarray(reference, np.float64)
-  return float(np.linalg.norm(np.asarray(output, np.float64) - reference)
-               / np.linalg.norm(reference))
