@@ -45,6 +45,5 @@ def decoding_function(model, python_function, **options):
   second model, or this one quantized, would read as retracing."""
   quantized = getattr(model, "quantization", None) is not None
   within = functools.partial(constant_int8_weights, float_products=True) if quantized else None
-  return tf.function(TracedAlone(python_function, within),
-                     **options)
+  return tf.function(TracedAlone(python_function, within), autograph=False, **options)
 

@@ -326,7 +326,7 @@ def _recomputed_functions(model, sampling, jit_compile):
 def _choose_function(sampling: Sampling):
   """sampling.choose(logits, seed) without XLA for every path: the same draws for a seed, with
   or without the cache and XLA."""
-  return tf.function(lambda logits, seed: sampling.choose(logits, seed))
+  return tf.function(lambda logits, seed: sampling.choose(logits, seed), autograph=False)
 
 
 # ---- input checks ----------------------------------------------------------------------------

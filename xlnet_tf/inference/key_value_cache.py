@@ -32,7 +32,7 @@ from xlnet_tf.modeling.layers import masks as mask_lib
 from xlnet_tf.modeling.memory import RecurrenceMemory
 
 
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)
 def _enter(variable, entries, slot):
   """variable[:, :, slot:slot + T] = entries [B, N, T, H], in place (module docstring)."""
   variable.assign(dynamic_update_slice(variable.read_value(), tf.cast(entries, variable.dtype),

@@ -101,7 +101,7 @@ class SegmentScorer:
     ids_spec = tf.TensorSpec([batch_size, None], tf.int32)
     self.step = tf.function(self._step,
                             input_signature=[ids_spec, ids_spec, self.memory.signature()],
-                            jit_compile=jit_compile)
+                            jit_compile=jit_compile, autograph=False)
 
   def _step(self, input_ids, targets, memory):
     inputs = {"input_ids": input_ids}

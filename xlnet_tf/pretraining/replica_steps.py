@@ -32,7 +32,8 @@ class PretrainingSteps(DistributedSteps):
         row_groups=2 if model.backbone.config.bi_data else 1)
     super().__init__(strategy, model, optimizer, LossTerms(self.counts, self.training_sums),
                      step_options, loss_scale)
-    self.evaluate_replica = tf.function(self.forward, jit_compile=options.jit_compile)
+    self.evaluate_replica = tf.function(self.forward, jit_compile=options.jit_compile,
+                                        autograph=False)
 
   def model_inputs(self, batch, mems):
     inputs = backbone_inputs(batch)
@@ -56,7 +57,7 @@ class PretrainingSteps(DistributedSteps):
     sums = tf.stack(self.model.pretraining_loss_sums(outputs, batch))
     return sums, tuple(outputs.get("new_mems", ()))
 
-  @tf.function
+  @tf.function(autograph=False)
   def eval_step(self, iterator, mems):
     """(the loss sums of pretraining_loss_sums over all replicas, new memory)."""
     # A Python function around the compiled one, as the train step's: MirroredStrategy.run

@@ -100,7 +100,8 @@ class DistributedSteps:
                options: StepOptions, loss_scale=None):
     self.strategy, self.model, self.optimizer = strategy, model, optimizer
     self.loss, self.step_options, self.loss_scale = loss, options, loss_scale
-    self.compute = tf.function(self.forward_backward, jit_compile=options.jit_compile)
+    self.compute = tf.function(self.forward_backward, jit_compile=options.jit_compile,
+                               autograph=False)
 
   def trained_variables(self):
     """The variables a step computes gradients for and updates (the one place they are
@@ -208,7 +209,7 @@ class DistributedSteps:
       self.loss_scale.update(finite)
     return loss, norm, new_mems
 
-  @tf.function
+  @tf.function(autograph=False)
   def train_step(self, iterator, mems=()):
     """(loss, gradient norm, new memory) of the next global batch of `iterator`."""
     loss, norm, new_mems = self.strategy.run(self._replica_step, args=(next(iterator), mems))

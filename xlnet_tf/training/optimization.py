@@ -175,8 +175,9 @@ class XLNetAdamW(keras.optimizers.Optimizer):
                          for v in variables]
     self._decayed = [not any(part in v.path for part in NO_WEIGHT_DECAY) for v in variables]
     # Per optimizer: a module-level function would keep traces of deleted variables.
-    self._fused_step = tf.function(_adamw_step, jit_compile=True)
-    self._fused_step_in_place = tf.function(_adamw_step_in_place, jit_compile=True)
+    self._fused_step = tf.function(_adamw_step, jit_compile=True, autograph=False)
+    self._fused_step_in_place = tf.function(_adamw_step_in_place, jit_compile=True,
+                                            autograph=False)
 
   def apply_scaled_gradients(self, grads_and_vars, scale, apply_update=None):
     """apply_gradients as if every gradient were multiplied by the scalar `scale` (before any
