@@ -17,7 +17,7 @@ from xlnet_tf import (XLNetClassifier, XLNetModel, XLNetMultipleChoice, XLNetPre
 from xlnet_tf.checkpoints.assign import CheckpointMismatchError
 from xlnet_tf.tasks.finetuning import load_pretrained_weights
 from xlnet_tf.utils.errors import UserInputError
-from xlnet_tf.serving.onnx_quantization import relative_error
+from xlnet_tf.utils.relative_error import relative_error
 
 LENGTH, N_TOKEN = 10, 50
 # Relative error of an int8 head output against float. Looser than the backbone's 0.02: a

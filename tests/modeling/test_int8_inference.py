@@ -18,7 +18,7 @@ from model_inputs import padded_pair_batch, tiny_config
 from xlnet_tf import XLNetClassifier, XLNetModel
 from xlnet_tf.modeling import int8_inference
 from xlnet_tf.modeling.ops import int8_packing, int8_products
-from xlnet_tf.serving.onnx_quantization import relative_error
+from xlnet_tf.utils.relative_error import relative_error
 
 LENGTH, N_TOKEN = 12, 50
 TOLERANCE = 0.02  # relative error of an int8 output against the float model's

@@ -27,7 +27,7 @@ from xlnet_tf.modeling.ops.int8_packing import (Int8Kernel, constant_int8_weight
                                                 onednn_available, quantize_kernel)
 from xlnet_tf.modeling.ops.int8_products import (int8_matmul, int8_projection, int8_projections,
                                                  int8_two_products)
-from xlnet_tf.serving.onnx_quantization import relative_error
+from xlnet_tf.utils.relative_error import relative_error
 
 LENGTH, N_TOKEN = 12, 50
 TOLERANCE = 0.02  # relative error (Frobenius norm) of an int8 output against float

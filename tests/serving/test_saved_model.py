@@ -26,7 +26,7 @@ from xlnet_tf.serving.saved_model import (LONG_DOCUMENTS_FILE, WARMUP_FILE, expo
                                           load_exportable_model)
 from xlnet_tf.serving.saved_model_check import check_saved_model
 from xlnet_tf.modeling.ops.int8_packing import onednn_available
-from xlnet_tf.serving.onnx_quantization import relative_error
+from xlnet_tf.utils.relative_error import relative_error
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.heads.classifier import XLNetClassifier
 from xlnet_tf.heads.question_answering import XLNetQuestionAnswering

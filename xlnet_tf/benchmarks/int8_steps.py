@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from xlnet_tf import XLNetConfig, XLNetModel
 from xlnet_tf.benchmarks import decoding_steps, rows, serving_steps, steps
-from xlnet_tf.serving.onnx_quantization import relative_error
+from xlnet_tf.utils.relative_error import relative_error
 
 
 def measure_int8(spec):

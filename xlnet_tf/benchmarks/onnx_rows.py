@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from xlnet_tf.benchmarks import rows
-from xlnet_tf.serving.onnx_quantization import relative_error
+from xlnet_tf.utils.relative_error import relative_error
 
 
 def onnx_paths(spec, directory):

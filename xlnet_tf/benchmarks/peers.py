@@ -18,7 +18,7 @@ import numpy as np
 
 from xlnet_tf.config import SIZE_PRESETS
 from xlnet_tf.benchmarks import rows
-from xlnet_tf.serving.onnx_quantization import relative_error
+from xlnet_tf.utils.relative_error import relative_error
 
 
 def measure_hf_torch(spec):

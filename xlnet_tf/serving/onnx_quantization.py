@@ -49,6 +49,7 @@ import numpy as np
 from xlnet_tf.serving.onnx_runtime import missing_package, run_onnx
 from xlnet_tf.utils import files
 from xlnet_tf.utils.errors import require
+from xlnet_tf.utils.relative_error import relative_error
 from xlnet_tf.utils.temporary_folders import temporary_folder
 
 INT8_FILE_NAME = "model.int8.onnx"
@@ -74,17 +75,6 @@ def _onnxruntime():
 class Int8CheckError(RuntimeError):
   """The int8 file's outputs are beyond the tolerance of the float file's (`check_int8`): the
   weights do not survive int8 (or the file is broken); the float file is what to serve."""
-
-
-def relative_error(expected: np.ndarray, actual: np.ndarray) -> float:
-  """||actual - expected|| / ||expected|| (2-norms over every element, float64); NaN in
-  `actual` gives NaN."""
-  expected = np.asarray(expected, np.float64)
-  difference = float(np.linalg.norm(np.asarray(actual, np.float64) - expected))
-  scale = float(np.linalg.norm(expected))
-  if scale == 0.0:
-    return difference if difference == 0.0 or np.isnan(difference) else float("inf")
-  return difference / scale
 
 
 def max_relative_error(expected: Dict[str, np.ndarray], actual: Dict[str, np.ndarray]) -> float:
