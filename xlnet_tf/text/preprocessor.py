@@ -109,7 +109,8 @@ class XLNetPreprocessor(keras.layers.Layer):
                              sequence_length, num_segments)
     # Eager calls run as one graph (op by op they take 50x as long); its traces counted apart
     # from other preprocessors' (utils.tracing), which run the same method.
-    self._pack_eagerly = tf.function(TracedAlone(self.packer.pack_named), reduce_retracing=True)
+    self._pack_eagerly = tf.function(TracedAlone(self.packer.pack_named), reduce_retracing=True,
+                                     autograph=False)
     self.built = True  # no weights; Keras never needs to trace it on placeholders
 
   def call(self, x, y=None, sample_weight=None):
