@@ -104,6 +104,36 @@ def test_the_default_compiles_a_float32_models_steps_not_its_prompt_nor_int8_ste
 
 
 @pytest.mark.parametrize("attn_type", ["uni", "bi"])
+def test_steps_of_many_rows_read_the_feed_forward_kernels_transposed(attn_type, rng, lms,
+                                                                      monkeypatch):
+  """From TRANSPOSED_KERNEL_ROWS rows a step, XLA's steps read transposed copies of the
+  current feed-forward kernels, with the graph executor's tokens (8 and 16 left-padded
+  prompts); fewer rows, the graph executor and int8 read the kernels themselves."""
+  made, cached_steps = [], generation.CachedSteps
+
+  def recording(*args):
+    made.append(cached_steps(*args))
+    return made[-1]
+  monkeypatch.setattr(generation, "CachedSteps", recording)
+  model = lms[attn_type]
+  rows = generation.TRANSPOSED_KERNEL_ROWS // (1 if attn_type == "uni" else 2)
+  ids = rng.integers(10, N_TOKEN, size=(rows, 9)).astype(np.int32)
+  input_ids, input_mask = generation.left_padded([ids[row, row % 5:] for row in range(rows)])
+  xla, graph = (generation.generate(model, input_ids, NEW, input_mask=input_mask, **options)
+                for options in ({}, {"jit_compile": False}))
+  np.testing.assert_array_equal(xla.numpy(), graph.numpy())
+  kernels = [dense.kernel.numpy() for block in model.backbone.blocks
+             for dense in (block.feed_forward.inner_dense, block.feed_forward.output_dense)]
+  copies = made[0].kernel_copies
+  assert len(copies) == len(kernels) == 2 * model.backbone.config.n_layer
+  for copy, kernel in zip(copies, kernels):
+    np.testing.assert_array_equal(copy.numpy(), kernel.T)
+  assert made[1].kernel_copies == ()  # the graph executor
+  generation.generate(model, input_ids[:rows - 1], NEW, input_mask=input_mask[:rows - 1])
+  assert made[2].kernel_copies == ()  # too few rows
+
+
+@pytest.mark.parametrize("attn_type", ["uni", "bi"])
 def test_a_left_padded_row_generates_what_it_generates_alone(attn_type, rng, lms):
   model = lms[attn_type]
   input_ids, input_mask = prompts(rng)

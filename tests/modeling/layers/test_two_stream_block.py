@@ -25,6 +25,35 @@ def test_feed_forward_matches_formula(rng):
 
 
 
+def test_feed_forward_reads_the_transposed_copies_it_is_given(rng):
+  """In kernels_read_transposed, the fused feed-forward multiplies by the [Out, In] copies
+  (XLA and the graph executor alike): the transposed kernels give the layer's output, copies of
+  other values another one (so the copies, not the variables, are read); outside it, the
+  variables again."""
+  import tensorflow as tf
+  from xlnet_tf.modeling.layers.projections import kernels_read_transposed
+  layer = PositionwiseFeedForward(6)
+  streams = [tf.constant(rng.standard_normal(shape).astype(np.float32))
+             for shape in ([4, 1, 4], [4, 1, 4])]
+  expected = [out.numpy() for out in layer(streams)]
+  kernels = [layer.inner_dense.kernel.value, layer.output_dense.kernel.value]
+
+  def with_copies(copies):
+    mapping = {kernel.ref(): copy for kernel, copy in zip(kernels, copies)}
+    with kernels_read_transposed(mapping):
+      return layer(list(streams))
+
+  transposed = [tf.transpose(kernel) for kernel in kernels]
+  others = [tf.constant(rng.standard_normal(copy.shape).astype(np.float32)) for copy in transposed]
+  for call in (with_copies, tf.function(with_copies, jit_compile=True)):
+    for got, want in zip(call(transposed), expected):
+      np.testing.assert_allclose(got.numpy(), want, atol=1e-5)
+    assert all(np.abs(got.numpy() - want).max() > 1e-2
+               for got, want in zip(call(others), expected))
+  for got, want in zip(layer(streams), expected):
+    np.testing.assert_allclose(got.numpy(), want, atol=1e-6)
+
+
 def test_feed_forward_on_two_streams_equals_two_calls(rng):
   """A list of streams shares one read of the weights: same outputs and weight gradients as
   calling the layer on each stream (gradients summed)."""

@@ -12,6 +12,8 @@ inside its dequantization region.
 Shapes: B batch, L length, D d_model, N heads, H head size; In / Out a Dense kernel's.
 """
 
+import contextlib
+import threading
 from typing import Any, Callable, NamedTuple, Optional
 
 import tensorflow as tf
@@ -167,14 +169,39 @@ class Int8HeadProjection(NamedTuple):
 
 
 # ---- the feed-forward's Dense layers [In, Out] ----------------------------------------------
+_kernel_copies = threading.local()
+
+
+@contextlib.contextmanager
+def kernels_read_transposed(copies):
+  """Dense kernels traced in this context (on this thread) are read from their transposed
+  copies: `copies` {kernel variable's ref(): its value transposed, [Out, In]}.
+
+  For XLA's products of a few rows (a decoding step of several prompts): against a kernel
+  stored [Out, In] XLA's CPU dots of 8-16 rows run faster than against the [In, Out] a Dense
+  layer keeps, and a transpose written in the graph is folded back (docs/performance.md).
+  The copies are the caller's: made from the current weights, read by value."""
+  previous = getattr(_kernel_copies, "copies", None)
+  _kernel_copies.copies = copies
+  try:
+    yield
+  finally:
+    _kernel_copies.copies = previous
+
+
 class FloatDenseProjection(NamedTuple):
   """A float Dense layer; its kernel's value once `read` (the fused path reads it once for
-  every stream)."""
+  every stream), or its transposed copy in `kernels_read_transposed`."""
   dense: Any
   kernel: Any = None
+  transposed: bool = False
 
   def read(self):
     """This projection with the kernel's value read now."""
+    copies = getattr(_kernel_copies, "copies", None)
+    copy = copies.get(self.dense.kernel.value.ref()) if copies else None
+    if copy is not None:
+      return self._replace(kernel=copy, transposed=True)
     return self._replace(kernel=self.dense.kernel.value)
 
   def layer(self, inputs):
@@ -183,7 +210,7 @@ class FloatDenseProjection(NamedTuple):
 
   def product(self, inputs):
     """inputs [..., In] x the kernel read -> [..., Out] (ops.flat_matmul)."""
-    return flat_matmul(inputs, self.kernel)
+    return flat_matmul(inputs, self.kernel, transpose_kernel=self.transposed)
 
   def two_products(self, inputs, second, first_after: AfterProduct, second_after: AfterProduct):
     """second_after(second . first_after(this . inputs)): the feed-forward's two products,
