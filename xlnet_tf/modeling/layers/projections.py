@@ -13,7 +13,6 @@ Shapes: B batch, L length, D d_model, N heads, H head size; In / Out a Dense ker
 """
 
 import contextlib
-import threading
 from typing import Any, Callable, NamedTuple, Optional
 
 import tensorflow as tf
@@ -23,6 +22,7 @@ from xlnet_tf.modeling.ops.flat_matmul import flat_matmul
 from xlnet_tf.modeling.ops.int8_packing import Int8Kernel
 from xlnet_tf.modeling.ops.int8_products import (int8_matmul, int8_projection,
                                                  int8_projections, int8_two_products)
+from xlnet_tf.utils.thread_settings import ThreadSetting
 
 
 def heads_first_layout(tensor):
@@ -169,7 +169,7 @@ class Int8HeadProjection(NamedTuple):
 
 
 # ---- the feed-forward's Dense layers [In, Out] ----------------------------------------------
-_kernel_copies = threading.local()
+_kernel_copies = ThreadSetting()
 
 
 @contextlib.contextmanager
@@ -181,12 +181,8 @@ def kernels_read_transposed(copies):
   stored [Out, In] XLA's CPU dots of 8-16 rows run faster than against the [In, Out] a Dense
   layer keeps, and a transpose written in the graph is folded back (docs/performance.md).
   The copies are the caller's: made from the current weights, read by value."""
-  previous = getattr(_kernel_copies, "copies", None)
-  _kernel_copies.copies = copies
-  try:
+  with _kernel_copies.set(copies):
     yield
-  finally:
-    _kernel_copies.copies = previous
 
 
 class FloatDenseProjection(NamedTuple):
@@ -198,7 +194,7 @@ class FloatDenseProjection(NamedTuple):
 
   def read(self):
     """This projection with the kernel's value read now."""
-    copies = getattr(_kernel_copies, "copies", None)
+    copies = _kernel_copies.value()
     copy = copies.get(self.dense.kernel.value.ref()) if copies else None
     if copy is not None:
       return self._replace(kernel=copy, transposed=True)

@@ -10,9 +10,10 @@ its gradient, compiled pathologically slowly there (measured: 22 s instead of 2 
 
 import contextlib
 import functools
-import threading
 
 import tensorflow as tf
+
+from xlnet_tf.utils.thread_settings import ThreadSetting
 
 # TensorFlow has no public way to ask whether the code being traced will be compiled by XLA;
 # tf.function(jit_compile=True) records it on the graph, read here through TensorFlow's own
@@ -31,7 +32,7 @@ except ImportError:  # pragma: no cover - a TensorFlow layout without the helper
     return False
 
 
-_settings = threading.local()
+_inline = ThreadSetting(default=False)
 
 
 @contextlib.contextmanager
@@ -40,12 +41,8 @@ def without_xla():
 
   For graphs that must run where XLA may not: TF Serving refuses a compiled function unless
   started with --xla_cpu_compilation_enabled, and its GPU builds have no XLA compiler."""
-  previous = getattr(_settings, "inline", False)
-  _settings.inline = True
-  try:
+  with _inline.set(True):
     yield
-  finally:
-    _settings.inline = previous
 
 
 def compiled(function, input_signature=None):
@@ -65,7 +62,7 @@ def compiled(function, input_signature=None):
 
   @functools.wraps(function)
   def call(*args, **kwargs):
-    if in_xla_context() or getattr(_settings, "inline", False):
+    if in_xla_context() or _inline.value():
       return function(*args, **kwargs)
     return jitted(*args, **kwargs)
 

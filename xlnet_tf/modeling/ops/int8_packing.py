@@ -16,13 +16,13 @@ speeds: ops.int8_products.
 """
 
 import contextlib
-import threading
 from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.modeling.ops.compile import compiled, in_xla_context
+from xlnet_tf.utils.thread_settings import ThreadSetting
 
 INT8_RANGE = 127  # the weights: symmetric, -127..127, as Keras' AbsMaxQuantizer
 # Keras' backend.epsilon(): a zero row or column quantizes to zeros, not to NaN.
@@ -93,7 +93,8 @@ def quantized_u8_rows(rows):
 
 
 # ---- constant weights: oneDNN's u8 x s8 kernel ---------------------------------------------
-_settings = threading.local()
+# Outside constant_int8_weights None, inside its float_products.
+_float_products = ThreadSetting()
 
 
 @contextlib.contextmanager
@@ -113,12 +114,8 @@ def constant_int8_weights(float_products: bool = False):
   ...   forward = tf.function(lambda x: model(x)["sequence_output"])
   ...   forward(inputs)  # traced here, inside the context
   """
-  previous = (getattr(_settings, "constant", False), getattr(_settings, "float_products", False))
-  _settings.constant, _settings.float_products = True, float_products
-  try:
+  with _float_products.set(bool(float_products)):
     yield
-  finally:
-    _settings.constant, _settings.float_products = previous
 
 
 _onednn = {}
@@ -143,7 +140,7 @@ def onednn_available() -> bool:
 def constant_weights_requested() -> bool:
   """Whether this thread is inside constant_int8_weights (whether or not products traced now
   can take that path: uses_constant_weights)."""
-  return getattr(_settings, "constant", False)
+  return _float_products.value() is not None
 
 
 def uses_constant_weights() -> bool:
@@ -152,7 +149,7 @@ def uses_constant_weights() -> bool:
   kernel or, asked for (`float_products`), the float32 product of the integers without it."""
   return (constant_weights_requested() and not tf.executing_eagerly()
           and not in_xla_context()
-          and (onednn_available() or getattr(_settings, "float_products", False)))
+          and (onednn_available() or _float_products.value()))
 
 
 def numpy_value(variable):

@@ -15,16 +15,16 @@ resumed (the generators' state is not in any checkpoint).
 """
 
 import contextlib
-import threading
 
 import tensorflow as tf
 
 from xlnet_tf.modeling.ops.compile import compiled
+from xlnet_tf.utils.thread_settings import ThreadSetting
 
 LEVELS = 1 << 32  # thresholds are out of 2^32
 
 
-_derivation = threading.local()  # [base seed, draws so far] inside seeds_derived_from
+_derivation = ThreadSetting()  # [base seed, draws so far] inside seeds_derived_from
 
 
 @contextlib.contextmanager
@@ -35,12 +35,8 @@ def seeds_derived_from(seed):
   Code traced twice under the same seed therefore draws the same masks: the forward and the
   recomputed pass of tf.recompute_grad (XLNetModel's recompute_blocks).
   """
-  previous = getattr(_derivation, "state", None)
-  _derivation.state = [seed, 0]
-  try:
+  with _derivation.set([seed, 0]):
     yield
-  finally:
-    _derivation.state = previous
 
 
 def next_seed(generator):
@@ -61,7 +57,7 @@ def step_seed(run_seed: int, step, replica, replicas):
 
 def next_derived_seed():
   """Inside `seeds_derived_from`, the seed of the next draw; None outside."""
-  state = getattr(_derivation, "state", None)
+  state = _derivation.value()
   if state is None:
     return None
   state[1] += 1
