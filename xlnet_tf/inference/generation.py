@@ -103,6 +103,9 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
       model's (its graph steps multiply the integers in float32, 4-5x faster than XLA's
       int8 products on a CPU without oneDNN's int8 kernel); without the cache, a float32
       model's. Never bfloat16: on a CPU XLA runs bfloat16 matmuls at the float32 rate.
+      XLA's steps of TRANSPOSED_KERNEL_ROWS rows or more (batch x 2 for 'bi', batch for
+      'uni') read transposed copies of the feed-forward kernels, made at each call from the
+      current weights: at base 226 MB more while the call runs.
 
   Returns:
     An int32 tensor [B, T + N]: each prompt, then its new tokens (pad_id after a stop token).
