@@ -292,7 +292,7 @@ def test_functions_made_per_model_or_preprocessor_count_their_traces_apart(token
 
     def per_model(model):
       return decoding_function(model, lambda x: in_constant_context.append(
-          getattr(int8_packing._settings, "constant", False)) or x * 3.0,
+          int8_packing.constant_weights_requested()) or x * 3.0,
           reduce_retracing=True)
 
     for quantization in (None, None, "int8", "int8"):
