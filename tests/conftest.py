@@ -37,6 +37,9 @@ _XLA_LEVEL = "--xla_backend_optimization_level=0"
 if _XLA_LEVEL not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), _XLA_LEVEL]))
 
+# Before Keras loads TensorFlow: the package's TensorFlow settings (xlnet_tf/__init__.py's oneDNN
+# switch), as a user's `import xlnet_tf` gets them; the tools the tests start inherit them.
+import xlnet_tf  # noqa: E402,F401
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -20,7 +20,7 @@ from xlnet_tf.checkpoints import naming
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.modeling.layers.attention import RelativeMultiHeadAttention
 from xlnet_tf.modeling.layers.feed_forward import PositionwiseFeedForward
-from xlnet_tf.modeling.ops import int8_products
+from xlnet_tf.modeling.ops import int8_packing, int8_products
 from xlnet_tf.modeling.ops.compile import without_xla
 from xlnet_tf.modeling.ops.int8_epilogues import Epilogue
 from xlnet_tf.modeling.ops.int8_packing import (Int8Kernel, constant_int8_weights,
@@ -205,6 +205,39 @@ def test_constant_weights_take_onednn_and_compute_the_same():
   for got in results:
     for want, value in zip(expected, got):
       np.testing.assert_allclose(value, want, atol=1e-6)
+
+
+def test_rows_are_seven_bit_where_onednn_sums_byte_pairs_in_int16(monkeypatch):
+  """Where oneDNN's product would run without VNNI, every path quantizes rows to 0..127 (offset
+  -128: -128..-1) and the row scale follows; with VNNI, or without oneDNN, to 256 levels."""
+  rows = tf.constant(np.random.default_rng(0).normal(size=[3, 40]).astype(np.float32))
+  for exact, onednn, top in [(False, True, 127), (True, True, 255), (False, False, 255)]:
+    monkeypatch.setattr(int8_packing, "exact_u8_pairs", lambda exact=exact: exact)
+    monkeypatch.setattr(int8_packing, "_onednn_int8_kernel", lambda onednn=onednn: onednn)
+    assert int8_packing.row_top() == top
+    for offset in (0.0, -128.0):
+      quantized, row_scale, zero_point = (t.numpy() for t in
+                                          int8_packing.quantized_rows(rows, offset))
+      assert quantized.min() == offset and quantized.max() == offset + top
+      np.testing.assert_allclose((quantized - zero_point) / row_scale, rows,
+                                 atol=0.6 / row_scale.min())
+    assert int8_packing.u8_rows(rows)[0].numpy().max() == top
+
+
+@pytest.mark.skipif(not onednn_available(), reason="no oneDNN int8 kernel in this TensorFlow")
+def test_onednn_product_of_the_quantized_rows_is_exact_on_this_cpu():
+  """The rows u8_rows writes, through oneDNN's product on this machine's CPU, give the exact
+  int32 product even where every pair of byte products is at its largest (rows at their top
+  level, weights 127): 255 x 127 twice overflows the int16 sums of a CPU without VNNI, which
+  is why such CPUs get 7-bit rows."""
+  rng = np.random.default_rng(0)
+  rows = np.concatenate([np.ones([2, 64]), rng.uniform(0, 1, [2, 64])]).astype(np.float32)
+  kernel = np.concatenate([np.full([64, 3], 127), rng.integers(-127, 128, [64, 3])],
+                          axis=1).astype(np.int8)
+  quantized = int8_packing.u8_rows(tf.constant(rows))[0]
+  assert quantized.numpy().max() == int8_packing.row_top()
+  want = quantized.numpy().astype(np.int64) @ kernel.astype(np.int64)
+  np.testing.assert_array_equal(int8_products._onednn_product(quantized, kernel), want)
 
 
 def test_float_product_of_the_integers_is_the_int32_one():

@@ -70,11 +70,12 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
              jit_compile: Optional[bool] = None):
   """Continues each prompt by `max_new_tokens` tokens, greedy or sampled.
 
-  Fastest on a CPU with oneDNN's int8 kernel (AVX-512 VNNI or AMX): `model.quantize("int8")`
-  first (the steps then read int8 weights), and at batch 1 on a machine of few cores one
+  Fastest on a CPU with oneDNN's int8 kernel: `model.quantize("int8")` first (the steps then
+  read int8 weights), and at batch 1 on a machine of few cores with AVX-512 VNNI or AMX one
   TensorFlow thread for the process (`xlnet_tf.utils.threads.set_cpu_threads(1)` before its
-  first op). Without that kernel (AVX2 only) an int8 step multiplies float32 and is no faster
-  than the float model's XLA-compiled step (docs/performance.md).
+  first op). On an AVX2 CPU the kernel runs when TensorFlow loads with oneDNN on, which
+  `import xlnet_tf` first sets (its rows then 7-bit: ops.int8_packing.row_top); without it an
+  int8 step multiplies float32 and is no faster than the float model's (docs/performance.md).
 
   Args:
     model: an XLNetPretrainer (the LM head tied to the word embedding); 'uni' or 'bi'
@@ -100,8 +101,8 @@ def generate(model, input_ids, max_new_tokens: int, *, use_cache: bool = True,
       Default: with the cache, a float32 model's steps and not its prompt (base size, 2-core
       CPU: 0.67x the graph executor's step at batch 1, 0.9x at batch 8, and a first call as
       long: compiling the prompt too is what cost ~5 s; docs/performance.md), not an int8
-      model's (its graph steps multiply the integers in float32, 4-5x faster than XLA's
-      int8 products on a CPU without oneDNN's int8 kernel); without the cache, a float32
+      model's (its graph steps run oneDNN's int8 product, or without it the integers in
+      float32, 4-5x faster than XLA's int8 products on an AVX2 CPU); without the cache, a float32
       model's. Never bfloat16: on a CPU XLA runs bfloat16 matmuls at the float32 rate.
       XLA's steps of TRANSPOSED_KERNEL_ROWS rows or more (batch x 2 for 'bi', batch for
       'uni') read transposed copies of the feed-forward kernels, made at each call from the

@@ -5,8 +5,8 @@ reorders variable weights at every call: ops.int8_packing.constant_int8_weights)
 XLNetModel or head quantized in int8 (`quantize("int8")`) traces every inference call outside
 XLA with its kernels read once, as constants: `model.predict`, `evaluate`, a plain
 `tf.function(model)` and the exported SavedModel all take that path without being asked. Eager
-calls, calls with training=True, XLA-compiled functions and TensorFlow builds without the
-oneDNN kernel (AVX2-only CPUs: ops.int8_packing.onednn_available) take the variables' path.
+calls, calls with training=True, XLA-compiled functions and a TensorFlow without the oneDNN
+kernel (loaded with oneDNN off: ops.int8_packing.onednn_available) take the variables' path.
 
 A trace then holds a copy of the int8 weights. So that a later change of the weights (new
 weights loaded into the model) never gives silently stale results:

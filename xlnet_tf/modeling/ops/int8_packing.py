@@ -3,9 +3,10 @@
 What it stores: a kernel `[In, Out]` as round(kernel * scale) in int8, scale = 127 / max|kernel
 column| (one per output channel, as Keras' int8 Dense: `quantize_kernel`; `Int8Kernel` for the
 attention's [D, N, H] kernels), and each row of a product's inputs quantized when called
-(dynamic, per token) to 256 levels over [min(row, 0), max(row, 0)] with a zero point
-(`quantized_rows`); `dequantized` undoes both scales after the integer product, corrected for
-the zero point with the kernel's column sums. `XLNetModel.quantize("int8")` stores the
+(dynamic, per token) to 256 levels (128 on a CPU whose oneDNN product would overflow with
+256: `row_top`) over [min(row, 0), max(row, 0)] with a zero point (`quantized_rows`);
+`dequantized` undoes both scales after the integer product, corrected for the zero point with
+the kernel's column sums. `XLNetModel.quantize("int8")` stores the
 projections this way; ops.int8_products multiplies them. The zero point matters after gelu,
 whose outputs are lopsided: it halves the error of the feed-forward's second product (base,
 random weights: the whole model's sequence_output 1.93% -> 1.79% from float).
@@ -22,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.modeling.ops.compile import compiled, in_xla_context
+from xlnet_tf.utils.cpu_features import exact_u8_pairs
 from xlnet_tf.utils.thread_settings import ThreadSetting
 
 INT8_RANGE = 127  # the weights: symmetric, -127..127, as Keras' AbsMaxQuantizer
@@ -49,16 +51,26 @@ def quantize_kernel(kernel, axis=0):
   return values, np.squeeze(scale, axis=axis).astype(np.float32)
 
 
+def row_top() -> int:
+  """The top level of the rows' quantization on this machine, the same on every path (XLA,
+  eager, the constant weights): 255 (256 levels), or 127 where oneDNN's u8 x s8 product would
+  sum pairs of byte products in int16 (a CPU without VNNI: utils.cpu_features), where 7-bit rows
+  keep every pair sum (2 x 127 x 127) exact at twice the rows' rounding (docs/performance.md,
+  "int8 on a CPU without VNNI"). Where TensorFlow runs no oneDNN product, 255."""
+  return 255 if exact_u8_pairs() or not _onednn_int8_kernel() else 127
+
+
 def quantized_rows(rows, offset):
-  """rows [R, In] float -> (quantized float32 [R, In] in offset + 0..255, row_scale [R, 1],
-  zero_point [R, 1]): row ~= (quantized - zero_point) / row_scale. offset -128: int8 levels;
-  0: uint8."""
+  """rows [R, In] float -> (quantized float32 [R, In] in offset + 0..row_top(), row_scale
+  [R, 1], zero_point [R, 1]): row ~= (quantized - zero_point) / row_scale. offset -128: int8
+  levels; 0: uint8."""
+  top = float(row_top())
   rows = tf.cast(rows, tf.float32)
   low = tf.minimum(tf.reduce_min(rows, axis=-1, keepdims=True), 0.0)  # 0 stays in range
   high = tf.maximum(tf.reduce_max(rows, axis=-1, keepdims=True), 0.0)
-  row_scale = 255.0 / (high - low + EPSILON)
+  row_scale = top / (high - low + EPSILON)
   zero_point = tf.round(offset - low * row_scale)  # low -> offset
-  quantized = tf.clip_by_value(tf.round(rows * row_scale) + zero_point, offset, offset + 255.0)
+  quantized = tf.clip_by_value(tf.round(rows * row_scale) + zero_point, offset, offset + top)
   return quantized, row_scale, zero_point
 
 
@@ -104,7 +116,8 @@ def constant_int8_weights(float_products: bool = False):
   2-2.5x the speed of the default path for a base model's forward on CPU. The traced function
   then holds a copy of the weights: changing the model's weights afterwards does not reach it
   (trace again). Eager calls and XLA-compiled functions take the default path, and so do
-  TensorFlow builds without the oneDNN kernel (AVX2-only CPUs) unless `float_products`: then
+  TensorFlow without the oneDNN kernel (loaded with oneDNN off: onednn_available) unless
+  `float_products`: then
   they multiply the same integers in float32 against the constants
   (ops.int8_products._float_product), at the float32 product's speed where every int8 product
   TensorFlow has there is slower, but each trace holds the kernels in float32 (~1.25 GB more
@@ -122,8 +135,16 @@ _onednn = {}
 
 
 def onednn_available() -> bool:
-  """Whether this TensorFlow runs QuantizedMatMulWithBias on CPU (oneDNN builds), checked once
-  on a tiny product."""
+  """Whether this TensorFlow runs QuantizedMatMulWithBias on CPU, checked once on a tiny
+  product: a oneDNN build with oneDNN on (by default only on CPUs with AVX-512 VNNI / BF16 or
+  AMX; elsewhere TF_ENABLE_ONEDNN_OPTS=1 when TensorFlow loads, which xlnet_tf sets: its
+  __init__)."""
+  return _onednn_int8_kernel()
+
+
+def _onednn_int8_kernel() -> bool:
+  """onednn_available's check (row_top asks it directly: what the CPU computes, whatever a
+  test claims of the path)."""
   if "available" not in _onednn:
     with tf.init_scope():
       try:

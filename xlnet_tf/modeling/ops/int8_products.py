@@ -93,7 +93,7 @@ _FOLDED_CONSTANT_BYTES = 10 * 1024 * 1024
 
 
 def _float_product(quantized, kernel):
-  """_onednn_product where TensorFlow has no oneDNN int8 kernel (x86 without AVX-512): the
+  """_onednn_product where TensorFlow has no oneDNN int8 kernel (loaded with oneDNN off): the
   same integers multiplied in float32 (each term and every partial sum below 2^24 is exact),
   at the float32 product's speed, where every int8 product TensorFlow has there runs slower
   (docs/performance.md). The graph holds the int8 kernel and a Cast that Grappler folds into a
