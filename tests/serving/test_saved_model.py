@@ -25,7 +25,7 @@ from xlnet_tf.utils import whole_directories
 from xlnet_tf.serving.saved_model import (LONG_DOCUMENTS_FILE, WARMUP_FILE, export_saved_model,
                                           load_exportable_model)
 from xlnet_tf.serving.saved_model_check import check_saved_model
-from xlnet_tf.modeling.ops.int8_packing import onednn_available
+from xlnet_tf.modeling.ops.int8_packing import onednn_available, row_top
 from xlnet_tf.utils.relative_error import relative_error
 from xlnet_tf.utils.errors import UserInputError
 from xlnet_tf.heads.classifier import XLNetClassifier
@@ -543,8 +543,10 @@ def test_int8_export_serves_the_quantized_model(sp_model, tokenizer, tmp_path, s
                          "ids": ("serve_ids", {k: features[k].tolist() for k in features})})
   served = np.asarray(outputs["strings"]["logits"])
   np.testing.assert_allclose(outputs["ids"]["logits"], served, atol=1e-5)
-  assert 1e-5 < relative_error(expected, served) < 0.05
-  np.testing.assert_allclose(served, model(features).numpy(), atol=0.05 * np.abs(expected).max())
+  # This model's int8 logits are 2.9% from float with 8-bit rows, 12.3% with the 7-bit rows of
+  # a CPU without VNNI (int8_packing.row_top); a broken export is off by ~100%.
+  assert 1e-5 < relative_error(expected, served) < (0.05 if row_top() == 255 else 0.15)
+  np.testing.assert_allclose(served, model(features).numpy(), atol=1e-4 * np.abs(expected).max())
   with pytest.raises(UserInputError, match="already quantized"):
     export_saved_model(model, sp_model, str(tmp_path), "again", LENGTH, quantize="int8")
   with pytest.raises(UserInputError, match="must be one of"):
