@@ -47,7 +47,8 @@ SavedModel: the model is quantized (model.quantize("int8")) and checked against 
 model on a check batch (max relative error of the floating outputs at most 0.1, else one
 error line and nothing is written); its int8 kernels are constants of the graph, multiplied
 by oneDNN's int8 kernel (any x86 TensorFlow / TF Serving build; 1.5-1.7x the float32
-SavedModel's speed on a CPU with VNNI, docs/benchmarks.md). With --format=onnx the float
+SavedModel's speed on a CPU with VNNI, 1.4x on an AVX2 one, where the model server needs
+TF_ENABLE_ONEDNN_OPTS=1 and the rows are 7-bit: docs/export.md). With --format=onnx the float
 file is built and checked as above, then quantized (ONNX Runtime's dynamic quantization)
 and the int8 file checked against the float one the same way; the version holds the int8
 file alone, as model.onnx (a model server loads one model.onnx a version); for the float file
