@@ -9,16 +9,12 @@ load TensorFlow until a model, tokenizer or checkpoint function is asked for.
 """
 
 import importlib
-import os
-import platform
 
-# TensorFlow turns oneDNN on by itself only on x86 CPUs with AVX-512 VNNI / BF16 or AMX; on the
-# others (AVX2) it leaves out oneDNN's int8 product, which runs a quantized model's products at
-# ~2x its float32 ones there (docs/performance.md, "int8 on a CPU without VNNI"). TensorFlow
-# reads the switch once, when it loads: so it is set here, before any module of the package
-# imports TensorFlow, unless set already (TF_ENABLE_ONEDNN_OPTS=0 keeps oneDNN off).
-if platform.machine().lower() in ("x86_64", "amd64"):
-  os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+from xlnet_tf.utils import cpu_features as _cpu_features
+
+# oneDNN on where TensorFlow would leave it off (AVX2 CPUs): its int8 product. TensorFlow reads
+# the switch once, when it loads, so before any module of the package imports TensorFlow.
+_cpu_features.default_onednn_on()
 
 __version__ = "0.1.0"
 

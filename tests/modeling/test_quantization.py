@@ -6,6 +6,8 @@ each sublayer's output is as large as the residual it is added to: with 0.02 at 
 the blocks barely change their input and any quantization would look exact.
 """
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -27,6 +29,7 @@ from xlnet_tf.modeling.ops.int8_packing import (Int8Kernel, constant_int8_weight
                                                 onednn_available, quantize_kernel)
 from xlnet_tf.modeling.ops.int8_products import (int8_matmul, int8_projection, int8_projections,
                                                  int8_two_products)
+from xlnet_tf.utils import cpu_features
 from xlnet_tf.utils.relative_error import relative_error
 
 LENGTH, N_TOKEN = 12, 50
@@ -416,3 +419,21 @@ def test_quantized_layers_round_trip_through_their_configs():
   clone = assert_config_round_trip(feed_forward, lambda candidate: candidate(content),
                                    build_shape=content.shape, atol=0)
   assert clone.inner_dense.quantization_mode == "int8"
+
+
+def test_quantize_warns_where_tensorflow_loaded_without_onednn(monkeypatch):
+  """An x86 TensorFlow without oneDNN's int8 product (imported before xlnet_tf could switch
+  it on): quantize says so in one warning that names the switch; not where oneDNN runs, nor
+  where it was switched off on purpose."""
+  monkeypatch.setattr(cpu_features, "is_x86", lambda: True)
+  for onednn, switch, warns in [(False, "1", True), (True, "1", False), (False, "0", False)]:
+    monkeypatch.setattr(int8_packing, "onednn_available", lambda onednn=onednn: onednn)
+    monkeypatch.setenv(cpu_features.ONEDNN_SWITCH, switch)
+    model = XLNetModel(tiny_config(n_token=20))
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter("always")
+      model.quantize("int8")
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == int(warns), (onednn, switch, messages)
+    if warns:
+      assert "TF_ENABLE_ONEDNN_OPTS=1" in messages[0] and "import xlnet_tf first" in messages[0]

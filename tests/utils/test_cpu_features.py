@@ -29,3 +29,19 @@ def test_no_cpuinfo_is_no_flags_and_not_exact(tmp_path):
 
 def test_this_machines_answer_follows_its_flags():
   assert cpu_features.exact_u8_pairs() == cpu_features.exact_u8_pairs(cpu_features.cpu_flags())
+
+
+def test_onednn_is_switched_on_unless_set(monkeypatch):
+  monkeypatch.setattr(cpu_features, "is_x86", lambda: True)
+  for before, after in [(None, "1"), ("0", "0"), ("1", "1")]:
+    if before is None:
+      monkeypatch.delenv(cpu_features.ONEDNN_SWITCH, raising=False)
+    else:
+      monkeypatch.setenv(cpu_features.ONEDNN_SWITCH, before)
+    cpu_features.default_onednn_on()
+    assert cpu_features.os.environ[cpu_features.ONEDNN_SWITCH] == after
+    assert cpu_features.onednn_switched_off() == (after == "0")
+  monkeypatch.setattr(cpu_features, "is_x86", lambda: False)
+  monkeypatch.delenv(cpu_features.ONEDNN_SWITCH)
+  cpu_features.default_onednn_on()
+  assert cpu_features.ONEDNN_SWITCH not in cpu_features.os.environ

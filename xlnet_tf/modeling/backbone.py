@@ -22,6 +22,7 @@ from xlnet_tf.modeling.layers.dropout import FastDropout
 from xlnet_tf.modeling.layers.position_encoding import RelativePositionEncoding
 from xlnet_tf.modeling.layers.two_stream_block import TwoStreamBlock
 from xlnet_tf.modeling.memory import next_memory
+from xlnet_tf.modeling.ops import int8_packing
 from xlnet_tf.modeling.ops import random as random_ops
 
 
@@ -438,6 +439,7 @@ class XLNetModel(Int8InferenceTraces, keras.Model):
     if kwargs:
       raise ValueError(f"XLNetModel.quantize: unexpected arguments {sorted(kwargs)}")
     quantization.check_request(self, mode, config, filters, quantized_mode=self.quantization)
+    int8_packing.warn_without_onednn()
     with quantization.one_garbage_collection():
       for block in self.blocks:
         block.attention.quantize(mode, config=config)

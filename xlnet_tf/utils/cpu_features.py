@@ -8,6 +8,11 @@ without an error (measured on an AVX2 EPYC: 5% of a product's sums off for activ
 """
 
 import functools
+import os
+import platform
+
+# TensorFlow's switch for oneDNN, read once, when TensorFlow loads.
+ONEDNN_SWITCH = "TF_ENABLE_ONEDNN_OPTS"
 
 # /proc/cpuinfo flags of an instruction that sums u8 x s8 products in int32.
 _INT32_PAIR_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
@@ -30,3 +35,22 @@ def exact_u8_pairs(flags: frozenset = None) -> bool:
   """Whether oneDNN's u8 x s8 product is exact for any uint8 rows on a CPU with `flags`
   (default this one's): VNNI or AMX; False where it is not known."""
   return bool((cpu_flags() if flags is None else flags) & _INT32_PAIR_FLAGS)
+
+
+def is_x86() -> bool:
+  """Whether this is an x86-64 machine (where TensorFlow's builds carry oneDNN)."""
+  return platform.machine().lower() in ("x86_64", "amd64")
+
+
+def default_onednn_on() -> None:
+  """TF_ENABLE_ONEDNN_OPTS=1 unless set, on x86 (xlnet_tf/__init__.py, before TensorFlow
+  loads). TensorFlow turns oneDNN on by itself only on CPUs with AVX-512 VNNI / BF16 or AMX; on
+  the others (AVX2) it leaves out oneDNN's int8 product, which runs a quantized model's
+  products at ~2x its float32 ones there (docs/performance.md, "int8 on a CPU without VNNI")."""
+  if is_x86():
+    os.environ.setdefault(ONEDNN_SWITCH, "1")
+
+
+def onednn_switched_off() -> bool:
+  """Whether TF_ENABLE_ONEDNN_OPTS=0 was asked for."""
+  return os.environ.get(ONEDNN_SWITCH) == "0"

@@ -17,12 +17,14 @@ speeds: ops.int8_products.
 """
 
 import contextlib
+import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.modeling.ops.compile import compiled, in_xla_context
+from xlnet_tf.utils import cpu_features
 from xlnet_tf.utils.cpu_features import exact_u8_pairs
 from xlnet_tf.utils.thread_settings import ThreadSetting
 
@@ -156,6 +158,20 @@ def _onednn_int8_kernel() -> bool:
               tf.errors.UnimplementedError):
         _onednn["available"] = False
   return _onednn["available"]
+
+
+def warn_without_onednn() -> None:
+  """A RuntimeWarning (once a place) where an x86 TensorFlow runs without oneDNN's int8 product
+  and nobody asked for that (TF_ENABLE_ONEDNN_OPTS=0): TensorFlow was loaded before xlnet_tf
+  could turn oneDNN on (utils.cpu_features.default_onednn_on), so the int8 model computes at
+  float32 speed or below."""
+  if cpu_features.is_x86() and not onednn_available() and not cpu_features.onednn_switched_off():
+    switch = cpu_features.ONEDNN_SWITCH
+    warnings.warn(
+        "TensorFlow runs without oneDNN in this process (it was imported before xlnet_tf, "
+        f"which sets {switch}=1 when it loads first), so the int8 model's products run at "
+        f"float32 speed or below; import xlnet_tf first, or set {switch}=1 before TensorFlow "
+        "loads, for oneDNN's int8 product (docs/performance.md)", RuntimeWarning, stacklevel=3)
 
 
 def constant_weights_requested() -> bool:
