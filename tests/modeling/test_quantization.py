@@ -215,7 +215,7 @@ def test_rows_are_seven_bit_where_onednn_sums_byte_pairs_in_int16(monkeypatch):
   -128: -128..-1) and the row scale follows; with VNNI, or without oneDNN, to 256 levels."""
   rows = tf.constant(np.random.default_rng(0).normal(size=[3, 40]).astype(np.float32))
   for exact, onednn, top in [(False, True, 127), (True, True, 255), (False, False, 255)]:
-    monkeypatch.setattr(int8_packing, "exact_u8_pairs", lambda exact=exact: exact)
+    monkeypatch.setattr(cpu_features, "exact_u8_pairs", lambda exact=exact: exact)
     monkeypatch.setattr(int8_packing, "_onednn_int8_kernel", lambda onednn=onednn: onednn)
     assert int8_packing.row_top() == top
     for offset in (0.0, -128.0):

@@ -25,7 +25,6 @@ import tensorflow as tf
 
 from xlnet_tf.modeling.ops.compile import compiled, in_xla_context
 from xlnet_tf.utils import cpu_features
-from xlnet_tf.utils.cpu_features import exact_u8_pairs
 from xlnet_tf.utils.thread_settings import ThreadSetting
 
 INT8_RANGE = 127  # the weights: symmetric, -127..127, as Keras' AbsMaxQuantizer
@@ -59,7 +58,7 @@ def row_top() -> int:
   sum pairs of byte products in int16 (a CPU without VNNI: utils.cpu_features), where 7-bit rows
   keep every pair sum (2 x 127 x 127) exact at twice the rows' rounding (docs/performance.md,
   "int8 on a CPU without VNNI"). Where TensorFlow runs no oneDNN product, 255."""
-  return 255 if exact_u8_pairs() or not _onednn_int8_kernel() else 127
+  return 255 if cpu_features.exact_u8_pairs() or not _onednn_int8_kernel() else 127
 
 
 def quantized_rows(rows, offset):
