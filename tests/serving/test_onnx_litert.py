@@ -83,6 +83,30 @@ def test_exported_file_computes_what_the_keras_model_does(tmp_path, rng, export_
       np.testing.assert_array_equal(actual[name], value, err_msg=name)
 
 
+def test_onnx_file_holds_the_weights_as_initializers_and_takes_the_signature_alone(tmp_path):
+  """write_onnx converts with the weights as inputs (small graphs for tf2onnx), then stores
+  them: the file's inputs are the ids signature's, every weight a node reads is an initializer
+  of its value, none is left unread."""
+  needs("onnx")
+  import onnx
+  from onnx import numpy_helper
+  model = build("classifier")
+  path = onnx_litert.write_onnx(model, str(tmp_path / "model.onnx"), LENGTH, SEP_ID)
+  graph = onnx.load(path).graph
+  assert [graph_input.name for graph_input in graph.input] == ["input_ids", "segment_ids",
+                                                               "input_mask"]
+  stored = {initializer.name: numpy_helper.to_array(initializer)
+            for initializer in graph.initializer}
+  weights = [name for name in stored if name.startswith(onnx_litert.WEIGHT_INPUT)]
+  # All but mask_emb, which only the pretraining objective's query stream reads.
+  assert len(weights) == len(model.weights) - 1
+  read = {name for node in graph.node for name in node.input}
+  assert set(weights) <= read
+  embedding = model.backbone.word_embedding.numpy()
+  assert any(value.shape == embedding.shape and np.array_equal(value, embedding)
+             for value in stored.values())
+
+
 def test_a_failed_check_leaves_nothing(tmp_path, monkeypatch):
   def not_the_model(path, inputs):
     return {name: np.full([3, 3], np.nan, np.float32)
