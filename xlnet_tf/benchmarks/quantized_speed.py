@@ -5,7 +5,9 @@ random-weight model in each of its ways, in one process, alternating rounds
 Rows: float32 under XLA (the project's float32 default), bfloat16 without XLA (its bfloat16
 default), and the int8 model (XLNetModel.quantize("int8")) through Keras' `predict`, a plain
 `tf.function`, a `tf.function(jit_compile=True)`, and its exported SavedModel (loaded with
-tf.saved_model.load and called through serve_ids, without XLA, as TF Serving runs it); with
+tf.saved_model.load and called through serve_ids, without XLA, as TF Serving runs it by
+default; and exported with `xla=True`, its element-wise regions XLA-compiled, as TF Serving
+runs it with --xla_cpu_compilation_enabled=true); with
 ONNX Runtime and tf2onnx installed, ONNX Runtime int8 on the project's ONNX export of the same
 float model (serving.onnx_quantization.quantize_onnx_int8), the int8 rows' peer. Each row:
 best and median time per forward of the rounds, tokens/s of the best, and the relative error
@@ -84,7 +86,9 @@ def forward_runners(size, batch, seq_len, onnx_dir=None):
              "int8, tf.function": forward(int8_model, False),
              "int8, tf.function XLA": forward(int8_model, True),
              "int8, SavedModel": serving_steps.serving_step(int8_model, tensors, seq_len,
-                                                            xla=False)}
+                                                            xla=False),
+             "int8, SavedModel --xla": serving_steps.serving_step(int8_model, tensors,
+                                                                  seq_len, xla=True)}
   if onnx_dir and all(importlib.util.find_spec(package)
                       for package in ("onnxruntime", "tf2onnx", "onnx")):
     float_path = write_onnx(float_model, os.path.join(onnx_dir, "float.onnx"), seq_len,

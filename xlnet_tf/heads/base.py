@@ -15,6 +15,7 @@ from xlnet_tf.heads import text_inputs
 from xlnet_tf.heads.summary import SequenceSummary
 from xlnet_tf.modeling.backbone import XLNetModel
 from xlnet_tf.modeling.int8_inference import Int8InferenceTraces
+from xlnet_tf.modeling.one_batch_predict import OneBatchPredict
 from xlnet_tf.modeling.layers import quantization
 from xlnet_tf.modeling.layers.dropout import FastDropout
 from xlnet_tf.text.preprocessor import XLNetPreprocessor, saved_preprocessor
@@ -28,7 +29,7 @@ from xlnet_tf.utils.errors import UserInputError, require
 FLOAT_LAYERS = (keras.layers.LayerNormalization, FastDropout, SequenceSummary)
 
 
-class XLNetHead(Int8InferenceTraces, keras.Model):
+class XLNetHead(Int8InferenceTraces, OneBatchPredict, keras.Model):
   """A task model with an XLNetModel at `self.backbone`.
 
   Subclasses pass their own constructor arguments through `head_config()` for serialization,

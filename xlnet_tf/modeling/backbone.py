@@ -16,6 +16,7 @@ from xlnet_tf.checkpoints import own, pretrained
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.modeling import freezing
 from xlnet_tf.modeling.int8_inference import Int8InferenceTraces
+from xlnet_tf.modeling.one_batch_predict import OneBatchPredict
 from xlnet_tf.modeling.layers import masks as mask_lib
 from xlnet_tf.modeling.layers import position_ablations, quantization
 from xlnet_tf.modeling.layers.dropout import FastDropout
@@ -27,7 +28,7 @@ from xlnet_tf.modeling.ops import random as random_ops
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
-class XLNetModel(Int8InferenceTraces, keras.Model):
+class XLNetModel(Int8InferenceTraces, OneBatchPredict, keras.Model):
   """The XLNet backbone, numerically the original `transformer_xl` of zihangdai/xlnet.
 
   Call with a dict (batch-major):
