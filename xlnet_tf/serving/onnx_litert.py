@@ -69,7 +69,6 @@ def write_onnx(model, path: str, max_seq_length: int, sep_id: int) -> str:
   """
   try:
     import tf2onnx
-    from onnx import numpy_helper
   except ImportError as error:
     raise missing_package("tf2onnx", error) from None
   signature = ids_input_signature(model, max_seq_length)
@@ -92,15 +91,16 @@ def write_onnx(model, path: str, max_seq_length: int, sep_id: int) -> str:
                                                    input_signature=signature + weight_specs,
                                                    opset=ONNX_OPSET)
   _weights_as_initializers(model_proto.graph, {spec.name: variable for spec, variable
-                                               in zip(weight_specs, weights)}, numpy_helper)
+                                               in zip(weight_specs, weights)})
   # Whole or not at all, on any file system (utils.files).
   return files.write_bytes(path, model_proto.SerializeToString())
 
 
-def _weights_as_initializers(graph, weights, numpy_helper) -> None:
+def _weights_as_initializers(graph, weights) -> None:
   """Turns the graph inputs named in `weights` (name -> variable) into initializers holding
   the variables' values, so the file's inputs are the signature's alone; a weight no node
   reads (the serving outputs need not read every weight) is left out."""
+  from onnx import numpy_helper  # installed with tf2onnx
   read = set(_names_read(graph))
   kept = [graph_input for graph_input in graph.input if graph_input.name not in weights]
   used = [graph_input.name for graph_input in graph.input
@@ -116,7 +116,10 @@ def _names_read(graph):
   for node in graph.node:
     yield from node.input
     for attribute in node.attribute:
-      for subgraph in [attribute.g] * attribute.HasField("g") + list(attribute.graphs):
+      subgraphs = list(attribute.graphs)
+      if attribute.HasField("g"):
+        subgraphs.append(attribute.g)
+      for subgraph in subgraphs:
         yield from _names_read(subgraph)
 
 
