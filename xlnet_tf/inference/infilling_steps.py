@@ -104,7 +104,7 @@ class CachedPermSteps:
     self.step = compiled_for(model, _cached_step_function)
 
   def _context_keys_values(self, ids, perm_mask):
-    """Each layer's (keys, values) [B, N, T, H] of the text with every blank hidden."""
+    """Each layer's (keys, values) of the text with every blank hidden (cache layout)."""
     text = self.text
     inputs = {"input_ids": ids, "input_mask": text.input_mask, "perm_mask": perm_mask}
     if text.segment_ids is not None:
@@ -123,10 +123,11 @@ class CachedPermSteps:
 
 
 def _context_pass(backbone, inputs):
-  """Each layer's (keys, values) [B, N, T, H] of the content stream of `inputs` (the cache
-  of a call with a zero-length memory holds exactly them)."""
+  """Each layer's (keys, values) of the content stream of `inputs` (the cache of a call with
+  a zero-length memory holds exactly them), in the cache's layout
+  (key_value_cache.cache_layout)."""
   outputs = key_value_cache.outputs_with_keys_values(backbone, inputs)
-  return [tuple(tensor) for tensor in outputs["keys_values"]]
+  return key_value_cache.cache_layout(outputs["keys_values"])
 
 
 def _cached_step(model, keys_values, visible, new_ids, new_positions, has_new, query_positions,

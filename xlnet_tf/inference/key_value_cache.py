@@ -19,6 +19,11 @@ and every later read copies it (24 writes and reads of batch-8 caches: 12.7 ms, 
 ms compiled). Infilling's blanks sit at different slots per text: its cache (BlendedCache) is
 tensors, blended.
 
+Both caches keep the keys transposed, [B, N, H, C] (`cache_layout`), the values as the
+backbone makes them, [B, N, C, H]: the step's score product then reads the keys as stored,
+where XLA's CPU dot transposed [B, N, C, H] keys first at every step
+(ops.attention_probabilities.attended_rows).
+
 Shapes: B batch, C slots, P rows (1 content row + Q query rows), L layers, N heads, H head
 size, D d_model.
 """
@@ -32,21 +37,34 @@ from xlnet_tf.modeling.layers import masks as mask_lib
 from xlnet_tf.modeling.memory import RecurrenceMemory
 
 
+_KEYS_TRANSPOSED = [0, 1, 3, 2]
+
+
+def cache_layout(keys_values: Sequence):
+  """L (keys, values) [B, N, T, H] as the backbone makes them -> the caches' layout, L (keys
+  [B, N, H, T], values [B, N, T, H]) (module docstring)."""
+  return [(tf.transpose(keys, _KEYS_TRANSPOSED), values) for keys, values in keys_values]
+
+
 @tf.function(jit_compile=True, autograph=False)
-def _enter(variable, entries, slot):
-  """variable[:, :, slot:slot + T] = entries [B, N, T, H], in place (module docstring)."""
+def _enter(variable, entries, slot, slot_axis: int):
+  """Slots slot..slot + T - 1 along `slot_axis` (2 or 3) of variable [B, N, ., .] = entries,
+  in place (module docstring)."""
+  start = [0, 0, 0, 0]
+  start[slot_axis] = slot
   variable.assign(dynamic_update_slice(variable.read_value(), tf.cast(entries, variable.dtype),
-                                       tf.stack([0, 0, slot, 0])))
+                                       tf.stack(start)))
 
 
 class KeyValueCache:
-  """Each layer's (keys, values) [B, N, C, H] in variables of the model's compute dtype: the
-  recurrence memory in the form attention reads it (modeling.memory.RecurrenceMemory makes it
-  empty), written a slot at a time."""
+  """Each layer's (keys [B, N, H, C], values [B, N, C, H]) in variables of the model's
+  compute dtype (`cache_layout`): the recurrence memory in the form attention reads it
+  (modeling.memory.RecurrenceMemory makes it empty), written a slot at a time."""
 
-  def __init__(self, keys_values: Sequence):
+  def __init__(self, layers: Sequence):
+    """`layers`: L (keys, values) in the cache's layout."""
     self.layers = [tuple(tf.Variable(tensor, trainable=False) for tensor in pair)
-                   for pair in keys_values]
+                   for pair in layers]
 
   @classmethod
   def of_variables(cls, layers: Sequence):
@@ -58,47 +76,54 @@ class KeyValueCache:
   @classmethod
   def empty(cls, config, batch: int, capacity: int, dtype):
     """C zero slots per layer (a step's mask must hide the slots not yet written)."""
-    return cls(RecurrenceMemory(config, batch, dtype).zero_keys_values(capacity))
+    return cls(cache_layout(RecurrenceMemory(config, batch, dtype).zero_keys_values(capacity)))
 
   @property
   def capacity(self) -> int:
-    return int(self.layers[0][0].shape[2])
+    return int(self.layers[0][1].shape[2])
 
   def write_prefix(self, keys_values: Sequence) -> None:
     """Slots 0..T-1 of every layer from keys_values: L (keys, values) [B, N, T, H]."""
-    for variables, pair in zip(self.layers, keys_values):
-      for variable, tensor in zip(variables, pair):
-        _enter(variable, tensor, tf.constant(0))
+    self._enter_all(self.layers, cache_layout(keys_values), tf.constant(0))
 
   def write(self, layer: int, slots, entered, written=None) -> None:
     """Enters entered = (keys, values) [B, N, 1, H] at slots int32 [B] of `layer`, in place.
     Every text writes the same slot (generation's): one dynamic-update-slice per variable."""
     if written is not None:
       raise ValueError("KeyValueCache writes every text's slot; use BlendedCache for `written`")
-    for variable, tensor in zip(self.layers[layer], entered):
-      _enter(variable, tensor, slots[0])
+    self._enter_all(self.layers[layer:layer + 1], cache_layout([entered]), slots[0])
+
+  @staticmethod
+  def _enter_all(layers, entries, slot):
+    for (keys, values), (new_keys, new_values) in zip(layers, entries):
+      _enter(keys, new_keys, slot, 3)
+      _enter(values, new_values, slot, 2)
 
 
 class BlendedCache:
   """The same interface over tensors, for texts that write different slots (infilling's
   blanks): each write blends the entries in, returning a new cache tensor (a copy)."""
 
-  def __init__(self, keys_values: Sequence):
-    self.layers = [tuple(pair) for pair in keys_values]
+  def __init__(self, layers: Sequence):
+    """`layers`: L (keys, values) in the cache's layout (`cache_layout`)."""
+    self.layers = [tuple(pair) for pair in layers]
 
   @property
   def capacity(self):
-    return tf.shape(self.layers[0][0])[2]
+    return tf.shape(self.layers[0][1])[2]
 
   def write(self, layer: int, slots, entered, written=None) -> None:
     """Enters entered [B, N, 1, H] at slots int32 [B] where written [B] is 1 (default all)."""
     mask = tf.one_hot(slots, self.capacity)  # [B, C]
     if written is not None:
       mask *= tf.cast(written, mask.dtype)[:, None]
+    # the slot axis: 3 of the keys, 2 of the values
+    slot_masks = (mask[:, None, None, :], mask[:, None, :, None])
     self.layers[layer] = tuple(
-        cached * (1 - tf.cast(mask, cached.dtype)[:, None, :, None])
-        + tf.cast(new, cached.dtype) * tf.cast(mask, cached.dtype)[:, None, :, None]
-        for cached, new in zip(self.layers[layer], entered))
+        cached * (1 - tf.cast(slot_mask, cached.dtype))
+        + tf.cast(new, cached.dtype) * tf.cast(slot_mask, cached.dtype)
+        for cached, new, slot_mask in zip(self.layers[layer], cache_layout([entered])[0],
+                                          slot_masks))
 
 
 def outputs_with_keys_values(backbone, inputs):
@@ -148,7 +173,8 @@ def run_rows(model, cache: KeyValueCache, content_ids, content_slots, blocked, p
     rows = content if query is None else tf.concat([content, query], axis=1)
     rows = block.rows_at_positions(
         rows, row_masks, cache.layers[index], position_keys[index],
-        backbone.layer_biases(index, mismatch is not None), content_length=cache.capacity)
+        backbone.layer_biases(index, mismatch is not None), content_length=cache.capacity,
+        keys_transposed=True)
     content, query = rows[:, :1], (None if query is None else rows[:, 1:])
   return content, query
 

@@ -45,7 +45,8 @@ def test_masking_is_safe_in_float16():
 def test_rows_at_positions_attend_as_the_query_stream_does(rng):
   """attend_rows (decoding's steps: one compiled region per layer when fused) against the
   query stream of `call` and against the plain path, with two texts, two segments, blocked
-  keys and a padded row."""
+  keys and a padded row; with the keys as `call` makes them and transposed, as decoding's
+  caches keep them."""
   content = rng.standard_normal([2, 6, 16]).astype(np.float32)
   rows = rng.standard_normal([2, 3, 16]).astype(np.float32)
   positions = np.array([[1, 4, 5], [0, 2, 3]], np.int32)
@@ -64,11 +65,14 @@ def test_rows_at_positions_attend_as_the_query_stream_does(rng):
       content=RowMasks(segment_mismatch=segments[:, :, None] != segments[:, None, :]),
       query=row_masks)
 
-  def attend(layer):
-    keys_values = layer.project_keys_values(content)
-    return layer.attend_rows(rows, row_masks, keys_values,
+  def attend(layer, keys_transposed=False):
+    keys, values = layer.project_keys_values(content)  # [B, N, T, H]
+    if keys_transposed:
+      keys = tf.transpose(keys, [0, 1, 3, 2])
+    return layer.attend_rows(rows, row_masks, (keys, values),
                              layer.project_position_keys(encoding), bias, 0.5 * bias,
-                             content_length=6, r_s_bias=-bias, seg_embed=seg_embed).numpy()
+                             content_length=6, r_s_bias=-bias, seg_embed=seg_embed,
+                             keys_transposed=keys_transposed).numpy()
 
   fused = RelativeMultiHeadAttention(n_head=2, d_head=4)
   _, query_output = fused(content, encoding, bias, 0.5 * bias, query=rows, masks=masks,
@@ -80,6 +84,8 @@ def test_rows_at_positions_attend_as_the_query_stream_does(rng):
   rows_output = attend(fused)
   np.testing.assert_allclose(rows_output, query_output.numpy(), atol=2e-5)
   np.testing.assert_allclose(rows_output, attend(plain), atol=2e-5)
+  for layer in (fused, plain):
+    np.testing.assert_allclose(attend(layer, keys_transposed=True), rows_output, atol=2e-5)
   # the padded row is its input through the residual LayerNorm only: the attention is zeroed
   np.testing.assert_allclose(rows_output[1, 2], fused.layer_norm(rows[1:, 2])[0].numpy(),
                              atol=2e-5)

@@ -229,9 +229,10 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
     return self._project_out(rows, attended, output_projection, shared["training"])
 
   def attend_rows(self, rows, row_masks, keys_values, position_keys, r_w_bias, r_r_bias, *,
-                  content_length, r_s_bias=None, seg_embed=None):
+                  content_length, r_s_bias=None, seg_embed=None, keys_transposed=False):
     """Inference: rows [B, P, D] standing at row_masks.positions int32 [B, P] of a sequence
-    of `content_length` T attend to its projected `keys_values` ([B, N, T, H] each) exactly
+    of `content_length` T attend to its projected `keys_values` ([B, N, T, H] each; the keys
+    [B, N, H, T] if keys_transposed, as a decoding cache keeps them) exactly
     as query-stream rows do (`call`), with `position_keys` of `call`'s T-token layout;
     row_masks (masks.RowMasks): blocked, segment_mismatch bool [B, P, T] (True = blocked /
     different segment). A row holding a position's content state h (it may see its own key)
@@ -244,6 +245,8 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
     query_projection = self.head_projection("q", True)
     output_projection = self.head_projection("o", True)
     if not self.fused:
+      if keys_transposed:  # the plain path reads them as `call` makes them
+        shared["keys"] = tf.transpose(shared["keys"], [0, 1, 3, 2])
       return self._attend_at_positions(rows, row_masks, values, shared, query_projection,
                                        output_projection)
     queries = self._biased_queries(rows, query_projection, row_masks, biases)
@@ -254,7 +257,7 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
         *queries[:2], shared["keys"], values, shared["position_keys"], *queries[2:],
         segment_keys, content_length=content_length, scale=self.scale,
         query_positions=row_masks.positions, mismatch=row_masks.segment_mismatch,
-        mask=row_masks.blocked, valid=row_masks.valid)
+        mask=row_masks.blocked, valid=row_masks.valid, keys_transposed=keys_transposed)
     return self._project_out(rows, attended, output_projection, training=False)
 
   @staticmethod

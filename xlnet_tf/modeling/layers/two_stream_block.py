@@ -57,13 +57,14 @@ class TwoStreamBlock(keras.layers.Layer):
     return (content, query, *attention)
 
   def rows_at_positions(self, rows, row_masks, keys_values, position_keys, biases, *,
-                        content_length):
+                        content_length, keys_transposed=False):
     """Inference: the layer for rows [B, P, D] at row_masks.positions of a T-token sequence
-    whose keys and values are given (RelativeMultiHeadAttention.attend_rows; row_masks a
-    masks.RowMasks), then the feed-forward: [B, P, D]. `biases`: r_w_bias, r_r_bias (and
-    r_s_bias, seg_embed) of this layer."""
+    whose keys and values are given (RelativeMultiHeadAttention.attend_rows, keys_transposed
+    as there; row_masks a masks.RowMasks), then the feed-forward: [B, P, D]. `biases`:
+    r_w_bias, r_r_bias (and r_s_bias, seg_embed) of this layer."""
     attended = self.attention.attend_rows(rows, row_masks, keys_values, position_keys,
-                                          content_length=content_length, **biases)
+                                          content_length=content_length,
+                                          keys_transposed=keys_transposed, **biases)
     return self.feed_forward(attended)
 
   def get_config(self):

@@ -139,18 +139,21 @@ fused_attention_probabilities = compiled_with_gradient(
 
 def _attended_rows(content_queries, position_queries, keys, values, position_keys,
                    segment_queries=None, segment_keys=None, *, content_length, scale,
-                   query_positions, mismatch=None, mask=None, valid=None):
+                   query_positions, mismatch=None, mask=None, valid=None,
+                   keys_transposed=False):
   """Inference for a few rows at `query_positions` over projected keys and values: the
-  weighted values [B, N, P, H]. The queries plus each bias [B, N, P, H]; keys, values
-  [B, N, K, H]; position_keys [1 or B, N, R, H]; segment_keys [1, N, 2, H] (with mismatch);
-  valid [B, P] zeroes the rows of padding. The probabilities as `attention_probabilities`."""
+  weighted values [B, N, P, H]. The queries plus each bias [B, N, P, H]; keys [B, N, K, H]
+  or, keys_transposed, [B, N, H, K] (a cache's layout: the score product then reads them as
+  stored); values [B, N, K, H]; position_keys [1 or B, N, R, H]; segment_keys [1, N, 2, H]
+  (with mismatch); valid [B, P] zeroes the rows of padding. The probabilities as
+  `attention_probabilities`."""
   segment_score = None
   if segment_queries is not None:
     segment_score = tf.matmul(segment_queries, segment_keys, transpose_b=True)
   probability = attention_probabilities(
-      tf.matmul(content_queries, keys, transpose_b=True),
+      tf.matmul(content_queries, keys, transpose_b=not keys_transposed),
       tf.matmul(position_queries, position_keys, transpose_b=True), segment_score,
-      key_length=tf.shape(keys)[2], content_length=content_length, scale=scale,
+      key_length=tf.shape(values)[2], content_length=content_length, scale=scale,
       query_positions=query_positions, mismatch=mismatch, mask=mask)
   attended = tf.matmul(probability, values)
   if valid is not None:
@@ -160,5 +163,7 @@ def _attended_rows(content_queries, position_queries, keys, values, position_key
 
 # A decoding step's attention (generation, infilling: a few rows over a cache) as one kernel
 # per layer: the three score and value products outside it were oneDNN calls of ~90 us each at
-# batch 1, their operands fetched from memory between the layers' weight streams.
+# batch 1, their operands fetched from memory between the layers' weight streams. XLA's CPU
+# dot against keys [B, N, K, H] transposed them first: with a cache of keys stored [B, N, H, K]
+# the base model's 12 score products of batch 8 (16 rows, 192 slots) took 5.6 ms against 10.9.
 attended_rows = compiled(_attended_rows)
