@@ -37,13 +37,10 @@ from xlnet_tf.modeling.layers import masks as mask_lib
 from xlnet_tf.modeling.memory import RecurrenceMemory
 
 
-_KEYS_TRANSPOSED = [0, 1, 3, 2]
-
-
 def cache_layout(keys_values: Sequence):
   """L (keys, values) [B, N, T, H] as the backbone makes them -> the caches' layout, L (keys
   [B, N, H, T], values [B, N, T, H]) (module docstring)."""
-  return [(tf.transpose(keys, _KEYS_TRANSPOSED), values) for keys, values in keys_values]
+  return [(tf.linalg.matrix_transpose(keys), values) for keys, values in keys_values]
 
 
 @tf.function(jit_compile=True, autograph=False)

@@ -246,7 +246,7 @@ class RelativeMultiHeadAttention(Int8HeadKernels, keras.layers.Layer):
     output_projection = self.head_projection("o", True)
     if not self.fused:
       if keys_transposed:  # the plain path reads them as `call` makes them
-        shared["keys"] = tf.transpose(shared["keys"], [0, 1, 3, 2])
+        shared["keys"] = tf.linalg.matrix_transpose(shared["keys"])
       return self._attend_at_positions(rows, row_masks, values, shared, query_projection,
                                        output_projection)
     queries = self._biased_queries(rows, query_projection, row_masks, biases)
