@@ -140,3 +140,42 @@ def test_a_float_model_traces_as_before(constant_products):
   assert constant_products == []
   assert "Assert" not in operation_types(traced, inputs)
   assert int8_inference.quantization_scales(model) == []
+
+
+def _input_free(graph, operation_type):
+  """The operations of `operation_type` in `graph` that no input of the graph reaches (a
+  constant subgraph the graph optimizer folds), and all of that type."""
+  reached = {}
+
+  def from_inputs(operation):
+    if operation.name not in reached:
+      reached[operation.name] = False  # (no cycles in a function's graph)
+      reached[operation.name] = operation.type == "Placeholder" or any(
+          from_inputs(tensor.op) for tensor in operation.inputs)
+    return reached[operation.name]
+  typed = [operation for operation in graph.get_operations() if operation.type == operation_type]
+  return [operation for operation in typed if not from_inputs(operation)], typed
+
+
+@pytest.mark.parametrize("quantized", [False, True], ids=["float32", "int8"])
+def test_a_trace_for_any_batch_size_computes_the_position_keys_from_constants(
+    constant_products, quantized):
+  """Keras' predict and a SavedModel's signature trace for any batch size, [None, T]: T's
+  position encoding, and with int8 constant weights its keys, are still a constant subgraph
+  (folded once by the graph optimizer, not computed at every call), and the outputs stay the
+  eager model's."""
+  inputs, model = batch(), make_backbone()
+  if quantized:
+    model.quantize("int8")
+  signature = {name: tf.TensorSpec([None, *value.shape[1:]], value.dtype)
+               for name, value in inputs.items()}
+  traced = tf.function(lambda features: model(features)["sequence_output"],
+                       input_signature=[signature])
+  graph = traced.get_concrete_function().graph
+  constant_sines, sines = _input_free(graph, "Sin")
+  assert sines and constant_sines == sines  # the sinusoid of every relative distance
+  if quantized and ONEDNN:
+    constant_products_, products = _input_free(graph, "QuantizedMatMulWithBias")
+    assert len(constant_products_) == model.config.n_layer  # each layer's position keys
+    assert len(products) == 5 * model.config.n_layer
+  np.testing.assert_allclose(traced(inputs), sequence_output(model, inputs), atol=2e-5)

@@ -25,6 +25,7 @@ from xlnet_tf.modeling.layers.two_stream_block import TwoStreamBlock
 from xlnet_tf.modeling.memory import next_memory
 from xlnet_tf.modeling.ops import int8_packing
 from xlnet_tf.modeling.ops import random as random_ops
+from xlnet_tf.modeling.ops.shapes import static_or_dynamic_dim
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -209,17 +210,20 @@ class XLNetModel(Int8InferenceTraces, OneBatchPredict, keras.Model):
     input_ids = tf.convert_to_tensor(inputs["input_ids"])
     mems = inputs.get("mems")
 
+    # Known lengths as Python ints (ops.shapes): constants the graph optimizer folds.
     batch_size = tf.shape(input_ids)[0]
-    length = tf.shape(input_ids)[1]
-    memory_length = tf.shape(mems[0])[1] if mems else 0
+    length = static_or_dynamic_dim(input_ids, 1)
+    memory_length = static_or_dynamic_dim(mems[0], 1) if mems else 0
     if memory_keys_values is not None:
-      memory_length = tf.shape(memory_keys_values[0][0])[2]
+      memory_length = static_or_dynamic_dim(memory_keys_values[0][0], 2)
     masks = _attention_masks(config, inputs, batch_size, length, memory_length, dtype)
     position_encoding = None
     if position_keys is None and config.pos_encoding != "relative":
       position_keys = self.layer_position_keys(length, memory_length + length)
     if position_keys is None:
-      position_encoding = self.position_encoding(length, memory_length + length, batch_size)
+      position_encoding = self.position_encoding(query_length=length,
+                                                 key_length=memory_length + length,
+                                                 batch_size=batch_size)
       # Cast once here, not in every layer (each layer's cast is then a no-op).
       position_encoding = tf.cast(self.position_dropout(position_encoding, training=training),
                                   dtype)

@@ -23,6 +23,7 @@ rows 133 / 122; under XLA the two forms are equal within noise.
 import tensorflow as tf
 
 from xlnet_tf.modeling.ops.compile import in_xla_context
+from xlnet_tf.modeling.ops.shapes import rows_target, static_or_dynamic_dim
 
 
 def flat_matmul(inputs, kernel, transpose_kernel=False):
@@ -30,7 +31,7 @@ def flat_matmul(inputs, kernel, transpose_kernel=False):
 
   The kernel is cast to the inputs' dtype (mixed precision keeps float32 variables)."""
   kernel = tf.cast(kernel, inputs.dtype)
-  flat = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])  # [rows, In]
+  flat = tf.reshape(inputs, [-1, static_or_dynamic_dim(inputs, -1)])  # [rows, In]
   if transpose_kernel and not in_xla_context():
     # (kernel . flat^T)^T: the graph executor's product against a transposed [Out, In]
     # kernel of 32k rows runs 1.2-5.8x slower than the kernel first (2-256 rows; module
@@ -38,8 +39,11 @@ def flat_matmul(inputs, kernel, transpose_kernel=False):
     output = tf.transpose(tf.matmul(kernel, flat, transpose_b=True))  # [rows, Out]
   else:
     output = tf.matmul(flat, kernel, transpose_b=transpose_kernel)  # [rows, Out]
-  out_width = tf.shape(kernel)[:1] if transpose_kernel else tf.shape(kernel)[-1:]
-  output = tf.reshape(output, tf.concat([tf.shape(inputs)[:-1], out_width], 0))
   static_width = kernel.shape[0] if transpose_kernel else kernel.shape[-1]
+  if static_width is None:
+    out_width = tf.shape(kernel)[:1] if transpose_kernel else tf.shape(kernel)[-1:]
+    output = tf.reshape(output, tf.concat([tf.shape(inputs)[:-1], out_width], 0))
+  else:
+    output = tf.reshape(output, rows_target(inputs, static_width))
   output.set_shape(inputs.shape[:-1].concatenate([static_width]))  # what is known statically
   return output

@@ -37,6 +37,7 @@ from xlnet_tf.modeling.ops.int8_packing import (INT8_RANGE, Int8Kernel, constant
                                                 dequantized, numpy_value, onednn_available,
                                                 quantized_rows, quantized_u8_rows, region,
                                                 reshaped_kernel, u8_rows, uses_constant_weights)
+from xlnet_tf.modeling.ops.shapes import reshape_target, rows_target, static_or_dynamic_dim
 
 
 def _xla_int8_matmul(rows, kernel, kernel_scale, transpose_kernel=False):
@@ -156,12 +157,11 @@ def _onednn_projections_heads_first(states, kernels, plus):
     layouts.append((heads, head_size, len(biases)))
   matrix, column_sums, kernel_scale = constant_kernel(
       np.concatenate(matrices, axis=1), np.concatenate(scales), False)
-  batch_length = tf.shape(states)[:2]
   quantized, row_scale, zero_point = quantized_u8_rows(
       tf.reshape(states, [-1, states.shape[-1]]))
 
   def by_position(tensor):  # [B * L, X] -> [B, L, X]
-    return tf.reshape(tensor, tf.concat([batch_length, tf.shape(tensor)[1:]], 0))
+    return tf.reshape(tensor, reshape_target(states, [0, 1], tensor.shape[1:]))
   product = by_position(_onednn_product(quantized, matrix))
   row_scale, zero_point = by_position(row_scale), by_position(zero_point)
   dtype = tf.as_dtype(states.dtype)
@@ -199,8 +199,8 @@ def _onednn_reduce_heads_first(heads_first, kernel, epilogue):
       [tf.TensorSpec([None] * 4, heads_first.dtype)])(heads_first)
   output = dequantized_then(epilogue, _onednn_product(quantized, matrix), row_scale,
                             zero_point, tf.constant(column_sums), tf.constant(kernel_scale))
-  shape = tf.shape(heads_first)
-  output = tf.cast(tf.reshape(output, [shape[0], shape[2], d_model]), heads_first.dtype)
+  output = tf.cast(tf.reshape(output, reshape_target(heads_first, [0, 2], [d_model])),
+                   heads_first.dtype)
   output.set_shape([heads_first.shape[0], heads_first.shape[2], d_model])
   return output
 
@@ -211,7 +211,7 @@ def int8_matmul(inputs, kernel, kernel_scale, transpose_kernel=False, epilogue=N
   [Out] -> [..., Out] in the inputs' dtype (see the module docstring), then `epilogue` (an
   ops.int8_epilogues.Epilogue keeping the width Out) on its rows. Inference only: no gradient
   flows through the rounding."""
-  rows = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])  # [rows, In]
+  rows = tf.reshape(inputs, [-1, static_or_dynamic_dim(inputs, -1)])  # [rows, In]
   if uses_constant_weights():
     output = _onednn_int8_matmul(rows, kernel, kernel_scale, transpose_kernel, epilogue)
   else:
@@ -232,7 +232,7 @@ def int8_two_products(inputs, first, second):
   if not uses_constant_weights():
     hidden = int8_matmul(inputs, *first[:2], epilogue=first[2])
     return int8_matmul(hidden, *second[:2], epilogue=second[2])
-  rows = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])  # [rows, In]
+  rows = tf.reshape(inputs, [-1, static_or_dynamic_dim(inputs, -1)])  # [rows, In]
   hidden = _onednn_int8_matmul(rows, *first[:2], False, first[2], quantize=True)
   output = _onednn_int8_matmul(hidden, *second[:2], False, second[2])
   return _like_inputs(output, inputs, second[0].shape[-1])
@@ -240,8 +240,7 @@ def int8_two_products(inputs, first, second):
 
 def _like_inputs(output, inputs, out_width):
   """Rows [R, Out] as [..., Out] of inputs [..., In], in their dtype."""
-  output = tf.cast(tf.reshape(output, tf.concat([tf.shape(inputs)[:-1], [out_width]], 0)),
-                   inputs.dtype)
+  output = tf.cast(tf.reshape(output, rows_target(inputs, out_width)), inputs.dtype)
   output.set_shape(inputs.shape[:-1].concatenate([out_width]))
   return output
 
