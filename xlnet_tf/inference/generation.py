@@ -243,10 +243,9 @@ class CachedSteps:
     if index == 0:
       logits, keys_values = compiled["prompt"](*self.prompt)
       tokens = compiled["choose"](logits, seed)
-      batch, capacity = self.real.shape
-      self.cache = key_value_cache.KeyValueCache.empty(
-          self.model.backbone.config, batch, capacity, self.model.compute_dtype)
-      self.cache.write_prefix(keys_values)
+      capacity = self.real.shape[1]
+      self.cache = key_value_cache.KeyValueCache.with_prefix(
+          keys_values, capacity, self.model.compute_dtype)
       self.position_keys = compiled["position_keys"](capacity)
       return tokens.numpy()
     slot = self.prompt_length + index - 1

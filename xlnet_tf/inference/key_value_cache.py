@@ -43,6 +43,16 @@ def cache_layout(keys_values: Sequence):
   return [(tf.linalg.matrix_transpose(keys), values) for keys, values in keys_values]
 
 
+@tf.function(autograph=False)
+def _padded_cache_layout(keys_values, capacity: int, dtype):
+  """cache_layout of keys_values [B, N, T, H] with C - T zero slots after the T, in `dtype`."""
+  def padded(tensor, slot_axis):
+    padding = [[0, 0]] * 4
+    padding[slot_axis] = [0, capacity - tensor.shape[slot_axis]]
+    return tf.pad(tf.cast(tensor, dtype), padding)
+  return [(padded(keys, 3), padded(values, 2)) for keys, values in cache_layout(keys_values)]
+
+
 @tf.function(jit_compile=True, autograph=False)
 def _enter(variable, entries, slot, slot_axis: int):
   """Slots slot..slot + T - 1 along `slot_axis` (2 or 3) of variable [B, N, ., .] = entries,
@@ -55,8 +65,8 @@ def _enter(variable, entries, slot, slot_axis: int):
 
 class KeyValueCache:
   """Each layer's (keys [B, N, H, C], values [B, N, C, H]) in variables of the model's
-  compute dtype (`cache_layout`): the recurrence memory in the form attention reads it
-  (modeling.memory.RecurrenceMemory makes it empty), written a slot at a time."""
+  compute dtype (`cache_layout`): the recurrence memory in the form attention reads it, made
+  from a prompt's entries (`with_prefix`), written a slot at a time."""
 
   def __init__(self, layers: Sequence):
     """`layers`: L (keys, values) in the cache's layout."""
@@ -71,17 +81,16 @@ class KeyValueCache:
     return cache
 
   @classmethod
-  def empty(cls, config, batch: int, capacity: int, dtype):
-    """C zero slots per layer (a step's mask must hide the slots not yet written)."""
-    return cls(cache_layout(RecurrenceMemory(config, batch, dtype).zero_keys_values(capacity)))
+  def with_prefix(cls, keys_values: Sequence, capacity: int, dtype):
+    """C slots per layer: slots 0..T-1 from keys_values, L (keys, values) [B, N, T, H], the
+    rest zeros (a step's mask must hide the slots not yet written). Each variable is made
+    from its padded entries: one pass over the cache (zeros first, then the prefix entered,
+    took 2.7x as long: 50 against 18 ms at base, batch 8, 192 slots)."""
+    return cls(_padded_cache_layout(keys_values, capacity, dtype))
 
   @property
   def capacity(self) -> int:
     return int(self.layers[0][1].shape[2])
-
-  def write_prefix(self, keys_values: Sequence) -> None:
-    """Slots 0..T-1 of every layer from keys_values: L (keys, values) [B, N, T, H]."""
-    self._enter_all(self.layers, cache_layout(keys_values), tf.constant(0))
 
   def write(self, layer: int, slots, entered, written=None) -> None:
     """Enters entered = (keys, values) [B, N, 1, H] at slots int32 [B] of `layer`, in place.
