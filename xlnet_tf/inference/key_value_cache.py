@@ -43,12 +43,12 @@ def cache_layout(keys_values: Sequence):
   return [(tf.linalg.matrix_transpose(keys), values) for keys, values in keys_values]
 
 
-@tf.function(autograph=False)
+@tf.function(autograph=False, reduce_retracing=True)  # one trace for prompts of any size
 def _padded_cache_layout(keys_values, capacity: int, dtype):
   """cache_layout of keys_values [B, N, T, H] with C - T zero slots after the T, in `dtype`."""
   def padded(tensor, slot_axis):
     padding = [[0, 0]] * 4
-    padding[slot_axis] = [0, capacity - tensor.shape[slot_axis]]
+    padding[slot_axis] = [0, capacity - tf.shape(tensor)[slot_axis]]
     return tf.pad(tf.cast(tensor, dtype), padding)
   return [(padded(keys, 3), padded(values, 2)) for keys, values in cache_layout(keys_values)]
 
