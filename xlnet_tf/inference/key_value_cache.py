@@ -97,13 +97,9 @@ class KeyValueCache:
     Every text writes the same slot (generation's): one dynamic-update-slice per variable."""
     if written is not None:
       raise ValueError("KeyValueCache writes every text's slot; use BlendedCache for `written`")
-    self._enter_all(self.layers[layer:layer + 1], cache_layout([entered]), slots[0])
-
-  @staticmethod
-  def _enter_all(layers, entries, slot):
-    for (keys, values), (new_keys, new_values) in zip(layers, entries):
-      _enter(keys, new_keys, slot, 3)
-      _enter(values, new_values, slot, 2)
+    (keys, values), ((new_keys, new_values),) = self.layers[layer], cache_layout([entered])
+    _enter(keys, new_keys, slots[0], 3)
+    _enter(values, new_values, slots[0], 2)
 
 
 class BlendedCache:
