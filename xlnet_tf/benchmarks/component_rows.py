@@ -1,7 +1,8 @@
 """The rows of run/benchmark.py that time a part rather than a model: this machine's dense
 matmul rate (what MFU is taken against), its memory bandwidth (what a decoding step's weights
-are set against), keras.layers.Dropout against the project's
-FastDropout, and the pretraining data stage (text -> TFRecords).
+are set against), the rate at which TensorFlow's products read a kernel at a decoding step's
+few rows, keras.layers.Dropout against the project's FastDropout, and the pretraining data
+stage (text -> TFRecords).
 """
 
 import dataclasses
@@ -13,6 +14,8 @@ import tensorflow as tf
 
 from xlnet_tf.config import SIZE_PRESETS
 from xlnet_tf.modeling.layers.dropout import FastDropout
+from xlnet_tf.modeling.ops.int8_packing import constant_int8_weights, quantize_kernel
+from xlnet_tf.modeling.ops.int8_products import int8_matmul
 from xlnet_tf.pretraining.data import corpus
 from xlnet_tf.pretraining.data.settings import PretrainingDataConfig
 from xlnet_tf.pretraining.data.stage import create_pretraining_data
@@ -35,6 +38,48 @@ def measure_bandwidth(spec):
   step = tf.function(tf.reduce_sum)
   result = rows.timed(lambda: step(values).numpy(), spec)
   return dict(result, gbs=2 ** 30 / result["seconds"] / 1e9)
+
+
+# Kernels per product-rate call: a feed-forward pair (d_model x d_inner, d_inner x d_model)
+# this many times, 18.9M weights at base (75 MB in float32): larger than the caches, as a
+# decoding step's weights are.
+_PRODUCT_PAIRS = 4
+
+
+def measure_products(spec):
+  """The rate (GB/s of kernel bytes) at which the products of a decoding step read their
+  kernels at spec["rows"] rows (a step's: two per text): a chain of feed-forward products of
+  spec["size"], float32 compiled by XLA (as float32 steps are) or, spec["int8"], int8 kernels
+  through ops.int8_products as int8 steps call them (constant_int8_weights: oneDNN's u8 x s8
+  product). The weights over this rate are the step's floor with these kernels, beside the
+  bandwidth's (rows.timed, gbs)."""
+  size = SIZE_PRESETS[spec.get("size", "base")]
+  shapes = [(size["d_model"], size["d_inner"]), (size["d_inner"], size["d_model"])]
+  generator = tf.random.Generator.from_seed(0)
+  kernels = [generator.normal(shape) * 0.02 for shape in shapes * _PRODUCT_PAIRS]
+  inputs = generator.normal([spec["rows"], size["d_model"]])
+  if spec["int8"]:
+    quantized = [quantize_kernel(kernel.numpy()) for kernel in kernels]
+
+    def chain(states):
+      for values, scale in quantized:
+        states = tf.nn.relu(int8_matmul(states, values, scale))
+      return states
+
+    with constant_int8_weights():
+      step = tf.function(chain)
+      step.get_concrete_function(inputs)  # traced here: the kernels become constants
+    kernel_bytes = sum(values.size + 4 * scale.size for values, scale in quantized)
+  else:
+    def chain(states):
+      for kernel in kernels:
+        states = tf.nn.relu(tf.matmul(states, kernel))
+      return states
+
+    step = tf.function(chain, jit_compile=True)
+    kernel_bytes = sum(4 * kernel.shape.num_elements() for kernel in kernels)
+  result = rows.timed(lambda: step(inputs).numpy(), spec)
+  return dict(result, kernel_bytes=kernel_bytes, gbs=kernel_bytes / result["seconds"] / 1e9)
 
 
 def measure_dropout(spec):

@@ -159,23 +159,29 @@ def latency_markdown(results):
 def decoding_steps_markdown(results):
   """The generate rows' decoding step against the memory-bandwidth bound of the weights it
   reads: bound = weight bytes / the machine's read rate (component_rows.measure_bandwidth),
-  share = bound / step time (1 = the step does nothing but stream its weights once)."""
+  share = bound / step time (1 = the step does nothing but stream its weights once); for
+  xlnet_tf's rows also the floor of its products: weight bytes / the rate TensorFlow's
+  products read kernels at the step's rows (component_rows.measure_products)."""
   generated = [r for r in results if "step_seconds" in r and "error" not in r]
   if not generated:
     return ""
   lines = ["\n\nDecoding steps against the memory-bandwidth bound of their weights (step = "
            "(time of the call - time of the prompt and one token) / (new tokens - 1)):\n",
            "| size | batch x prompt+new | dtype | implementation | tokens/s | ms/step | "
-           "weights read/step (MB) | bandwidth (GB/s) | bound (ms) | share of bound |",
-           "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+           "weights read/step (MB) | bandwidth (GB/s) | bound (ms) | share of bound | "
+           "products' read rate (GB/s) | products' floor (ms) |",
+           "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
   for r in generated:
     step_ms, megabytes = r["step_seconds"] * 1e3, r["weight_bytes"] / 1e6
     bandwidth = r.get("bandwidth_gbs")
     bound = f"{megabytes / bandwidth:.1f}" if bandwidth else ""
     share = f"{megabytes / bandwidth / step_ms:.0%}" if bandwidth and step_ms else ""
+    product_rate = r.get("product_gbs")
+    products = (f" {product_rate:.1f} | {megabytes / product_rate:.1f} |" if product_rate
+                else "  |  |")
     lines.append(f"| {_size(r)} | {r['batch']}x{r['seq_len']}+{r['new_tokens']} | {r['dtype']} |"
                  f" {_label(r)} | {r['tokens_per_sec']:,.1f} | {step_ms:.1f} | {megabytes:,.0f} |"
-                 f" {bandwidth or 0:.1f} | {bound} | {share} |")
+                 f" {bandwidth or 0:.1f} | {bound} | {share} |{products}")
   return "\n".join(lines)
 
 

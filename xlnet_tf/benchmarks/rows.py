@@ -40,7 +40,7 @@ PACKAGES = {"xlnet_tf": ["tensorflow"], "xlnet_tf_int8": ["tensorflow"],
 # The rows whose process imports TensorFlow (--fork_rows forks them; the matmul row too, but
 # for the GPU's, which runs in PyTorch).
 TENSORFLOW_ROWS = {"xlnet_tf", "xlnet_tf_int8", "keras_hub", "keras_hub_int8", "onnx_export",
-                   "dropout", "data_stage", "bandwidth"}
+                   "dropout", "data_stage", "bandwidth", "products"}
 
 # Blanks per text for --modes=infill: INFILL_SPANS spans of INFILL_SPAN pieces (32 pieces).
 INFILL_SPANS, INFILL_SPAN = 8, 4
@@ -68,6 +68,7 @@ _FUNCTIONS = {"xlnet_tf_int8": ("int8_steps", "measure_int8"),
               "onnx_export": ("onnx_export", "export_onnx_files"),
               "matmul": ("component_rows", "measure_matmul"),
               "bandwidth": ("component_rows", "measure_bandwidth"),
+              "products": ("component_rows", "measure_products"),
               "dropout": ("component_rows", "measure_dropout"),
               "data_stage": ("component_rows", "measure_data_stage"),
               "finetune_memory": ("steps", "finetuning_step_memory")}

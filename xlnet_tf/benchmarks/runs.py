@@ -193,8 +193,9 @@ def _measure_rounds(run: SpeedRun, specs: Sequence[Dict], measure: Measure,
                     export_errors: Dict):
   """(results, matmul rates): every spec measured `rounds` times, the implementations taking
   turns, each row's best round kept, after each round's dense matmul rate per dtype (and,
-  with generate rows, its memory bandwidth: the best round's, in each generate row)."""
-  matmul, best, bandwidth = {}, [None] * len(specs), None
+  with generate rows, its memory bandwidth, and for xlnet_tf's the rate its products read
+  kernels at the step's rows: the best round's, in each generate row)."""
+  matmul, best, bandwidth, product_rates = {}, [None] * len(specs), None, {}
   decoding = any(spec["mode"] == "generate" for spec in specs)
   for _ in range(run.rounds):
     for dtype in run.dtypes:
@@ -205,6 +206,11 @@ def _measure_rounds(run: SpeedRun, specs: Sequence[Dict], measure: Measure,
     if decoding:
       rate = measure({"implementation": "bandwidth", "repeats": 5}).get("gbs")
       bandwidth = max(rate or 0.0, bandwidth or 0.0) or None
+      for key in {_product_key(spec) for spec in specs} - {None}:
+        size, step_rows, int8 = key
+        rate = measure({"implementation": "products", "size": size, "rows": step_rows,
+                        "int8": int8, "repeats": 5}).get("gbs")
+        product_rates[key] = max(rate or 0.0, product_rates.get(key) or 0.0) or None
     for index, spec in enumerate(specs):
       error = (export_errors.get(_onnx_shape(spec)) if spec["implementation"].startswith("ort")
                else None)
@@ -223,8 +229,21 @@ def _measure_rounds(run: SpeedRun, specs: Sequence[Dict], measure: Measure,
       report.add_rates(result, matmul)
       if result["mode"] == "generate" and bandwidth:
         result["bandwidth_gbs"] = bandwidth
+      if product_rates.get(_product_key(result)):
+        result["product_gbs"] = product_rates[_product_key(result)]
     results.append(result)
   return results, matmul
+
+
+def _product_key(spec):
+  """(size, rows, int8) of the product-rate row a generate row of xlnet_tf is set against (a
+  step runs two rows per text through its products), or None for other rows (float32 steps
+  only: bfloat16's products are another kernel)."""
+  if spec["mode"] != "generate" or spec["implementation"] not in ("xlnet_tf", "xlnet_tf_int8"):
+    return None
+  if spec["dtype"] != "float32":
+    return None
+  return (spec["size"], 2 * spec["batch"], spec["implementation"] == "xlnet_tf_int8")
 
 
 def measure_memory(sizes: Sequence[str], shapes: Sequence[str], dtypes: Sequence[str],

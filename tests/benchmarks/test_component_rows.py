@@ -1,0 +1,35 @@
+"""xlnet_tf.benchmarks.component_rows' product-rate row: the kernels a decoding step's products
+read, timed on the path the steps take (float32 under XLA; int8 through oneDNN's constant
+kernels where TensorFlow has them)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from xlnet_tf.benchmarks import component_rows
+from xlnet_tf.modeling.ops.int8_packing import onednn_available
+
+
+@pytest.mark.parametrize("int8", [False, True])
+def test_the_product_rate_counts_every_kernel_byte_once_a_call(int8, monkeypatch):
+  traced = []
+  original = tf.function
+  monkeypatch.setattr(component_rows.tf, "function",
+                      lambda *args, **kwargs: traced.append(original(*args, **kwargs))
+                      or traced[-1])
+  result = component_rows.measure_products({"size": "tiny", "rows": 4, "int8": int8,
+                                            "repeats": 2})
+  d_model, d_inner, pairs = 32, 64, component_rows._PRODUCT_PAIRS
+  weights = 2 * pairs * d_model * d_inner
+  # int8: a byte a weight and a float32 scale per output column; float32: 4 bytes a weight
+  scales = pairs * (d_inner + d_model)
+  assert result["kernel_bytes"] == (weights + 4 * scales if int8 else 4 * weights)
+  assert result["gbs"] == pytest.approx(result["kernel_bytes"] / result["seconds"] / 1e9)
+  assert len(result["call_seconds"]) == 2 and result["seconds"] > 0
+  graph = traced[0].get_concrete_function(tf.TensorSpec([4, d_model])).graph
+  op_types = {op.type for op in graph.get_operations()}
+  if int8 and onednn_available():  # the int8 steps' product, on constant kernels
+    assert "QuantizedMatMulWithBias" in op_types and "ReadVariableOp" not in op_types
+  elif not int8:
+    assert "MatMul" in op_types and traced[0]._jit_compile  # noqa: SLF001  (as float32 steps)
+  assert np.isfinite(result["gbs"])
