@@ -13,6 +13,7 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf.config import SIZE_PRESETS
+from xlnet_tf.inference.generation import TRANSPOSED_KERNEL_ROWS
 from xlnet_tf.modeling.layers.dropout import FastDropout
 from xlnet_tf.modeling.ops.int8_packing import constant_int8_weights, quantize_kernel
 from xlnet_tf.modeling.ops.int8_products import int8_matmul
@@ -49,10 +50,11 @@ _PRODUCT_PAIRS = 4
 def measure_products(spec):
   """The rate (GB/s of kernel bytes) at which the products of a decoding step read their
   kernels at spec["rows"] rows (a step's: two per text): a chain of feed-forward products of
-  spec["size"], float32 compiled by XLA (as float32 steps are) or, spec["int8"], int8 kernels
-  through ops.int8_products as int8 steps call them (constant_int8_weights: oneDNN's u8 x s8
-  product). The weights over this rate are the step's floor with these kernels, beside the
-  bandwidth's (rows.timed, gbs)."""
+  spec["size"], float32 compiled by XLA as the float32 steps are (their kernels transposed
+  from TRANSPOSED_KERNEL_ROWS rows), or with spec["int8"] int8 kernels through
+  ops.int8_products as the int8 steps call them (constant_int8_weights: oneDNN's u8 x s8
+  product). A step's weights over this rate: the time its products take at that rate, the
+  floor of a step with these kernels, beside the bandwidth's (rows.timed, gbs)."""
   size = SIZE_PRESETS[spec.get("size", "base")]
   shapes = [(size["d_model"], size["d_inner"]), (size["d_inner"], size["d_model"])]
   generator = tf.random.Generator.from_seed(0)
@@ -71,9 +73,15 @@ def measure_products(spec):
       step.get_concrete_function(inputs)  # traced here: the kernels become constants
     kernel_bytes = sum(values.size + 4 * scale.size for values, scale in quantized)
   else:
+    # From TRANSPOSED_KERNEL_ROWS rows the float32 steps read their feed-forward kernels
+    # transposed (XLA's dot runs faster so at those rows), and so does this chain.
+    transposed = spec["rows"] >= TRANSPOSED_KERNEL_ROWS
+    if transposed:
+      kernels = [tf.transpose(kernel) for kernel in kernels]
+
     def chain(states):
       for kernel in kernels:
-        states = tf.nn.relu(tf.matmul(states, kernel))
+        states = tf.nn.relu(tf.matmul(states, kernel, transpose_b=transposed))
       return states
 
     step = tf.function(chain, jit_compile=True)
