@@ -69,7 +69,7 @@ def test_benchmark_measures_and_reports(tmp_path):
   assert "| tiny | 2x16+4 | float32 | generate | xlnet_tf |" in table
   assert rows[-1]["tokens_per_sec"] == pytest.approx(2 * 4 / rows[-1]["seconds"])
   assert rows[-1]["product_gbs"] > 0  # its products' read rate at 4 rows (2 texts)
-  assert " products' read rate (GB/s) | products' floor (ms) |" in table
+  assert " products' read rate (GB/s) | weights at that rate (ms) |" in table
   assert "corpus tokens/s" in table
   assert "| dropout layer | XLA | ms per call (0.3M elements) |" in table  # --sizes' first
 

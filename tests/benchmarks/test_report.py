@@ -85,12 +85,12 @@ def test_generation_is_compared_like_for_like_and_against_the_bandwidth_bound():
   assert "| 2x16+4 | float32 | generate | xlnet_tf | 8.0 | 4.00x |  | 1.50 | |" in table
   assert ("| 2x16+4 | float32 | generate | xlnet_tf_int8 | 16.0 | 4.00x |  | 1.50 | 97% same "
           "tokens |") in table
-  # bound = 2,000 MB / 20 GB/s = 100 ms against a 200 ms step: half of it; the products'
-  # floor 2,000 MB / 12.5 GB/s = 160 ms
+  # bound = 2,000 MB / 20 GB/s = 100 ms against a 200 ms step: half of it; the weights at
+  # the products' rate 2,000 MB / 12.5 GB/s = 160 ms
   assert ("| tiny | 2x16+4 | float32 | xlnet_tf | 8.0 | 200.0 | 2,000 | 20.0 | 100.0 | 50% | "
           "12.5 | 160.0 |" in table)
   assert "| xlnet_tf_int8 | 16.0 | 100.0 | 500 | 20.0 | 25.0 | 25% | 10.0 | 50.0 |" in table
-  # a peer's products are not TensorFlow's: no floor
+  # a peer's products are not TensorFlow's: no rate
   assert "| hf_torch_int8 | 4.0 | 500.0 | 1,000 | 20.0 | 50.0 | 10% |  |  |" in table
 
 

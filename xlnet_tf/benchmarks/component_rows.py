@@ -53,8 +53,8 @@ def measure_products(spec):
   spec["size"], float32 compiled by XLA as the float32 steps are (their kernels transposed
   from TRANSPOSED_KERNEL_ROWS rows), or with spec["int8"] int8 kernels through
   ops.int8_products as the int8 steps call them (constant_int8_weights: oneDNN's u8 x s8
-  product). A step's weights over this rate: the time its products take at that rate, the
-  floor of a step with these kernels, beside the bandwidth's (rows.timed, gbs)."""
+  product). A step's weights over this rate estimate the time of its products (the step's
+  own kernels have other shapes), beside the bandwidth's bound (rows.timed, gbs)."""
   size = SIZE_PRESETS[spec.get("size", "base")]
   shapes = [(size["d_model"], size["d_inner"]), (size["d_inner"], size["d_model"])]
   generator = tf.random.Generator.from_seed(0)

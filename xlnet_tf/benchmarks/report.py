@@ -160,8 +160,9 @@ def decoding_steps_markdown(results):
   """The generate rows' decoding step against the memory-bandwidth bound of the weights it
   reads: bound = weight bytes / the machine's read rate (component_rows.measure_bandwidth),
   share = bound / step time (1 = the step does nothing but stream its weights once); for
-  xlnet_tf's rows also the floor of its products: weight bytes / the rate TensorFlow's
-  products read kernels at the step's rows (component_rows.measure_products)."""
+  xlnet_tf's rows also the time its weights take at the rate TensorFlow's products read
+  feed-forward kernels at the step's rows (component_rows.measure_products): an estimate of
+  the step's products, which a faster step needs a faster product than TensorFlow's to pass."""
   generated = [r for r in results if "step_seconds" in r and "error" not in r]
   if not generated:
     return ""
@@ -169,7 +170,7 @@ def decoding_steps_markdown(results):
            "(time of the call - time of the prompt and one token) / (new tokens - 1)):\n",
            "| size | batch x prompt+new | dtype | implementation | tokens/s | ms/step | "
            "weights read/step (MB) | bandwidth (GB/s) | bound (ms) | share of bound | "
-           "products' read rate (GB/s) | products' floor (ms) |",
+           "products' read rate (GB/s) | weights at that rate (ms) |",
            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
   for r in generated:
     step_ms, megabytes = r["step_seconds"] * 1e3, r["weight_bytes"] / 1e6
