@@ -50,32 +50,36 @@ def test_ort_rows_share_one_export_per_model_shape_and_report_its_failure():
 
 
 def test_generate_rows_of_xlnet_tf_get_the_read_rate_of_their_products_at_their_rows():
-  """Each round measures the product rate once per (size, two rows per text, int8) of the
-  xlnet_tf generate rows; a row keeps the best round's rate; peers and other modes get none."""
+  """Each round measures the product rate once per (size, two rows per text, int8, threads) of
+  the xlnet_tf generate rows, on the rows' threads; a row keeps the best round's rate; peers
+  and other modes get none."""
   run = runs.SpeedRun(sizes=["tiny"], shapes=["1x16", "8x16"], dtypes=["float32"],
                       modes=["generate"], implementations=[], rounds=2)
   specs = [dict(size="tiny", batch=batch, seq_len=16, dtype="float32", mode=mode,
                 implementation=implementation, new_tokens=4)
            for batch in (1, 8) for implementation in ("xlnet_tf", "xlnet_tf_int8", "hf_torch")
            for mode in ("generate", "forward")]
+  specs.append(dict(specs[0], cpu_threads=1))  # float32 at batch 1 on one thread
   asked = []
-  rates = iter([5.0, 6.0, 7.0, 8.0, 4.0, 9.0, 1.0, 2.0])  # two rounds of four product rows
+  rates = iter([5.0, 6.0, 7.0, 8.0, 3.0, 4.0, 9.0, 1.0, 2.0, 5.0])  # 2 rounds of 5 product rows
 
   def measure(spec):
     if spec["implementation"] == "products":
-      asked.append((spec["size"], spec["rows"], spec["int8"]))
+      asked.append((spec["size"], spec["rows"], spec["int8"], spec.get("cpu_threads")))
       return dict(spec, gbs=next(rates))
     if spec["implementation"] in ("matmul", "bandwidth"):
       return dict(spec, gflops=100.0, gbs=20.0)
     return dict(spec, seconds=1.0, step_seconds=0.1, weight_bytes=10 ** 9)
   results, _ = runs._measure_rounds(run, specs, measure, {})
-  keys = {("tiny", 2, False), ("tiny", 2, True), ("tiny", 16, False), ("tiny", 16, True)}
-  assert len(asked) == 8 and set(asked[:4]) == set(asked[4:]) == keys  # once a round each
-  first_round = dict(zip(asked[:4], [5.0, 6.0, 7.0, 8.0]))
-  second_round = dict(zip(asked[4:], [4.0, 9.0, 1.0, 2.0]))
+  keys = {("tiny", 2, False, None), ("tiny", 2, True, None), ("tiny", 16, False, None),
+          ("tiny", 16, True, None), ("tiny", 2, False, 1)}
+  assert len(asked) == 10 and set(asked[:5]) == set(asked[5:]) == keys  # once a round each
+  first_round = dict(zip(asked[:5], [5.0, 6.0, 7.0, 8.0, 3.0]))
+  second_round = dict(zip(asked[5:], [4.0, 9.0, 1.0, 2.0, 5.0]))
   best = {key: max(first_round[key], second_round[key]) for key in first_round}
   for result in results:
-    key = ("tiny", 2 * result["batch"], result["implementation"] == "xlnet_tf_int8")
+    key = ("tiny", 2 * result["batch"], result["implementation"] == "xlnet_tf_int8",
+           result.get("cpu_threads"))
     if result["mode"] == "generate" and result["implementation"] != "hf_torch":
       assert result["product_gbs"] == best[key], result
     else:

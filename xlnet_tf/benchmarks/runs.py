@@ -207,9 +207,10 @@ def _measure_rounds(run: SpeedRun, specs: Sequence[Dict], measure: Measure,
       rate = measure({"implementation": "bandwidth", "repeats": 5}).get("gbs")
       bandwidth = max(rate or 0.0, bandwidth or 0.0) or None
       for key in {_product_key(spec) for spec in specs} - {None}:
-        size, step_rows, int8 = key
+        size, step_rows, int8, threads = key
         rate = measure({"implementation": "products", "size": size, "rows": step_rows,
-                        "int8": int8, "repeats": 5}).get("gbs")
+                        "int8": int8, "repeats": 5,
+                        **({"cpu_threads": threads} if threads else {})}).get("gbs")
         product_rates[key] = max(rate or 0.0, product_rates.get(key) or 0.0) or None
     for index, spec in enumerate(specs):
       error = (export_errors.get(_onnx_shape(spec)) if spec["implementation"].startswith("ort")
@@ -236,14 +237,16 @@ def _measure_rounds(run: SpeedRun, specs: Sequence[Dict], measure: Measure,
 
 
 def _product_key(spec):
-  """(size, rows, int8) of the product-rate row a generate row of xlnet_tf is set against (a
-  step runs two rows per text through its products), or None for other rows (float32 steps
-  only: bfloat16's products are another kernel)."""
+  """(size, rows, int8, CPU threads) of the product-rate row a generate row of xlnet_tf is set
+  against (a step runs two rows per text through its products; the row's threads, None for
+  the default), or None for other rows (float32 steps only: bfloat16's products are another
+  kernel)."""
   if spec["mode"] != "generate" or spec["implementation"] not in ("xlnet_tf", "xlnet_tf_int8"):
     return None
   if spec["dtype"] != "float32":
     return None
-  return (spec["size"], 2 * spec["batch"], spec["implementation"] == "xlnet_tf_int8")
+  return (spec["size"], 2 * spec["batch"], spec["implementation"] == "xlnet_tf_int8",
+          spec.get("cpu_threads"))
 
 
 def measure_memory(sizes: Sequence[str], shapes: Sequence[str], dtypes: Sequence[str],
